@@ -1,0 +1,100 @@
+"""The analysis pipeline: Trace -> projection -> accounting -> summaries, as one result object."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from analyzer import accounting, categories, projection, summary
+from analyzer.errors import SpecprofError
+from analyzer.trace import Trace
+
+DEFAULT_GROUPING = ("cycle",)
+
+
+@dataclass
+class Analysis:
+    trace: Trace
+    grouping: tuple[str, ...]
+    ops: pl.DataFrame  # projected, categorised ops
+    ranges: pl.DataFrame  # ranges with depth, parent, cycle and their GPU projection
+    segments: pl.DataFrame
+    phases: pl.DataFrame
+    categories: pl.DataFrame
+    cycles: pl.DataFrame
+    cycle_phases: pl.DataFrame
+    launch: pl.DataFrame
+    streams: pl.DataFrame
+    devices: pl.DataFrame
+    kernels: pl.DataFrame
+    unattributed: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def load(path: str) -> Trace:
+    """Read a trace file, choosing the reader by content."""
+    if os.path.isfile(path):
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+            try:
+                from analyzer.readers.kineto import read_kineto
+            except ImportError:
+                raise SpecprofError(
+                    f"{path}: looks like a PyTorch-profiler (Kineto) trace, which this version "
+                    "cannot read yet; give an nsys SQLite export", path) from None
+            return read_kineto(path)
+    from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+
+    return read_nsys_sqlite(path)
+
+
+def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
+            rules: list[categories.Rule] | None = None,
+            domains: tuple[str, ...] = ()) -> Analysis:
+    """Attribute every nanosecond of GPU time in `trace` to a phase and a category."""
+    if trace.ops.is_empty():
+        raise SpecprofError(
+            f"{trace.meta.path}: the trace has no GPU operations (no kernels, memcpys or memsets); "
+            "capture with CUDA tracing on (`nsys profile -t cuda,nvtx ...`)",
+            trace.meta.path,
+        )
+    notes = list(trace.meta.notes)
+    if domains:
+        kept = trace.ranges.filter(pl.col("domain").is_in(domains))
+        notes.append(f"phases from NVTX domains {', '.join(domains)} only "
+                     f"({kept.height} of {trace.ranges.height} ranges)")
+        trace = Trace(ops=trace.ops, api=trace.api, ranges=kept, marks=trace.marks, meta=trace.meta)
+    if trace.ranges.is_empty():
+        notes.append("no phases found: the trace has no NVTX (or record_function) ranges, so every "
+                     "op is unattributed; per-kernel and per-category results still hold. Run the "
+                     "workload under `specprof capture` to get phase ranges")
+    p = projection.project(trace, grouping)
+    ops = categories.categorize(p["ops"], rules if rules is not None else categories.default_rules())
+    ranges = p["ranges"]
+    segs = accounting.segments(ops, ranges, p["timeline"], grouping)
+    proj = projection.range_projection(ranges, ops)
+    ranges = ranges.join(proj, on="range_id", how="left")
+    cycles, cycle_phases = summary.cycle_table(ranges, ops, segs, grouping)
+    if trace.meta.skipped:
+        for reason, n in trace.meta.skipped.items():
+            notes.append(f"{n} rows not used: {reason.replace('_', ' ')}")
+    return Analysis(
+        trace=trace,
+        grouping=grouping,
+        ops=ops,
+        ranges=ranges,
+        segments=segs,
+        phases=summary.phase_table(ranges, proj, ops, segs, grouping),
+        categories=summary.category_table(segs),
+        cycles=cycles,
+        cycle_phases=cycle_phases,
+        launch=summary.launch_table(ops),
+        streams=summary.stream_table(ops, segs),
+        devices=summary.device_table(ops),
+        kernels=summary.top_kernels(ops),
+        unattributed=summary.unattributed_table(ops),
+        notes=notes,
+    )

@@ -1,0 +1,182 @@
+"""Projection: which CPU range was the innermost one open when each GPU op was launched.
+
+A GPU op belongs to the innermost range on the launching thread that encloses its launching API
+call (joined by correlation id); CUDA-graph nodes carry the correlation id of the graph launch.
+This is NVIDIA's `nvtx_gpu_proj_trace` containment rule (range.start <= api.start and
+range.end >= api.end, same thread), made innermost. Everything here is vectorised polars: the
+only Python loops run over nesting depth levels, never over rows.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Phase names for ops that no phase range claims.
+IN_CYCLE = "(cycle)"  # launched inside a grouping range (cycle) but outside any phase range
+UNATTRIBUTED = "(unattributed)"  # no enclosing range, or no launch record in the capture
+
+I64_MIN = -(2**63)
+
+
+def nest(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Add `depth` (0 = outermost) and `parent` (range_id or null) to ranges, per thread.
+
+    Ranges on one thread from push/pop nest properly; `range_id` must follow the order
+    (tid, start, -end), as the readers assign it.
+    """
+    if ranges.is_empty():
+        return ranges.with_columns(depth=pl.lit(0, pl.Int64), parent=pl.lit(None, pl.Int64))
+    zero = pl.col("start") == pl.col("end")
+    starts = ranges.select("tid", "range_id", t=pl.col("start"), key=pl.lit(1, pl.Int64), delta=pl.lit(1, pl.Int64))
+    ends = ranges.select(
+        "tid", "range_id", t=pl.col("end"),
+        # A range that ends where another starts is its sibling: ends sort first. A zero-length
+        # range's end sorts after its own start.
+        key=pl.when(zero).then(2).otherwise(0).cast(pl.Int64), delta=pl.lit(-1, pl.Int64),
+    )
+    events = pl.concat([starts, ends]).sort("tid", "t", "key", "range_id")
+    events = events.with_columns(open=pl.col("delta").cum_sum().over("tid"))
+    depth = events.filter(pl.col("delta") == 1).select("range_id", depth=pl.col("open") - 1)
+    out = ranges.join(depth, on="range_id", how="left").sort("range_id")
+    # Parent: the latest range (in start order) one level up on the same thread.
+    left = out.select("range_id", "tid", key=pl.col("depth") - 1).sort("range_id")
+    right = out.select(parent="range_id", tid="tid", key="depth").sort("parent")
+    parents = left.join_asof(right, left_on="range_id", right_on="parent", by=["tid", "key"],
+                             strategy="backward", allow_exact_matches=False, check_sortedness=False)
+    return out.join(parents.select("range_id", "parent"), on="range_id", how="left").sort("range_id")
+
+
+def timeline(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Per thread, the innermost open range after each range boundary: (tid, t, state, row).
+
+    `state` is a range_id or null (no range open). Each thread starts with a sentinel row at
+    the smallest time, so an as-of lookup always finds a row. Rows are sorted by (tid, t) and
+    `row` is the position, so consecutive rows of a thread are consecutive positions.
+    """
+    tids = ranges.select("tid").unique()
+    sentinel = tids.select("tid", t=pl.lit(I64_MIN, pl.Int64), state=pl.lit(None, pl.Int64),
+                           order=pl.lit(0, pl.Int64))
+    if ranges.is_empty():
+        events = sentinel
+    else:
+        # At one instant: ends (innermost first) then starts (outermost first); the last wins.
+        starts = ranges.select("tid", t=pl.col("start"), state=pl.col("range_id"),
+                               order=2 * 10**6 + pl.col("depth"))
+        ends = ranges.select("tid", t=pl.col("end"), state=pl.col("parent"),
+                             order=10**6 - pl.col("depth"))
+        events = pl.concat([sentinel, starts, ends]).sort("tid", "t", "order")
+        events = events.unique(["tid", "t"], keep="last", maintain_order=True)
+    return events.select("tid", "t", "state").with_row_index("row").with_columns(
+        pl.col("row").cast(pl.Int64)
+    )
+
+
+def cycle_of_ranges(ranges: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
+    """For each range, the grouping range (cycle) that contains it: (range_id, cycle)."""
+    cycles = ranges.filter(pl.col("name").is_in(grouping)).select(
+        "tid", cycle="range_id", c_start="start", c_end="end"
+    ).sort("c_start")
+    probe = ranges.select("range_id", "tid", "start", "end").sort("start")
+    hit = probe.join_asof(cycles, left_on="start", right_on="c_start", by="tid", strategy="backward",
+                         check_sortedness=False)
+    hit = hit.with_columns(
+        cycle=pl.when(pl.col("c_end") >= pl.col("end")).then(pl.col("cycle")).otherwise(None)
+    )
+    return hit.select("range_id", "cycle")
+
+
+def innermost_at_launch(api: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame) -> pl.DataFrame:
+    """For each API call, the innermost range on its thread that encloses the whole call.
+
+    Returns api with a `range_id` column (null when no range encloses it).
+    """
+    if api.is_empty():
+        return api.with_columns(range_id=pl.lit(None, pl.Int64))
+    probe = api.sort("start")
+    look = tl.select("tid", "t", range_id="state").sort("t")
+    found = probe.join_asof(look, left_on="start", right_on="t", by="tid", strategy="backward",
+                            check_sortedness=False)
+    found = found.drop("t")
+    # The innermost range open at the call's start may end before the call does (the call
+    # straddles its end): then the enclosing range is an ancestor. Walk up, level by level.
+    bounds = ranges.select("range_id", r_end="end", r_parent="parent")
+    for _ in range(int(ranges["depth"].max() or 0) + 1 if not ranges.is_empty() else 0):
+        found = found.join(bounds, on="range_id", how="left")
+        bad = pl.col("range_id").is_not_null() & (pl.col("r_end") < pl.col("end"))
+        if not found.select(bad.any()).item():
+            found = found.drop("r_end", "r_parent")
+            break
+        found = found.with_columns(
+            range_id=pl.when(bad).then(pl.col("r_parent")).otherwise(pl.col("range_id"))
+        ).drop("r_end", "r_parent")
+    return found
+
+
+def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataFrame]:
+    """Project ranges onto ops. Returns the tables the accounting and summaries need.
+
+    - ops: every op with launch_start/launch_end/launch_tid (from its API call), range_id (the
+      innermost enclosing range), phase, cycle, and `unattributed` (null, "no_launch_record"
+      or "no_enclosing_range").
+    - ranges: ranges with depth, parent and cycle.
+    - timeline: the per-thread innermost-range timeline (see `timeline`).
+    """
+    ranges = nest(trace.ranges)
+    cyc = cycle_of_ranges(ranges, grouping)
+    ranges = ranges.join(cyc, on="range_id", how="left").sort("range_id")
+    tl = timeline(ranges)
+    api = innermost_at_launch(trace.api, ranges, tl)
+
+    ops = trace.ops.join(
+        api.select("pid", "correlation", launch_start="start", launch_end="end",
+                   launch_tid="tid", launch_name="name", range_id="range_id"),
+        on=["pid", "correlation"], how="left",
+    )
+    names = ranges.select("range_id", range_name="name", cycle="cycle")
+    ops = ops.join(names, on="range_id", how="left")
+    ops = ops.with_columns(
+        unattributed=pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record"))
+        .when(pl.col("range_id").is_null()).then(pl.lit("no_enclosing_range"))
+        .otherwise(None),
+        phase=pl.when(pl.col("range_id").is_null()).then(pl.lit(UNATTRIBUTED))
+        .when(pl.col("range_name").is_in(grouping)).then(pl.lit(IN_CYCLE))
+        .otherwise(pl.col("range_name")),
+    ).drop("range_name").sort("op_id")
+    return {"ops": ops, "ranges": ranges, "timeline": tl}
+
+
+def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """Per range instance, the GPU projection as NVIDIA defines it (nested ranges included).
+
+    Columns: range_id, gpu_start, gpu_end, gpu_ops (op rows), gpu_launches (distinct
+    correlation ids). A range with no ops has null gpu_start/gpu_end and zero counts.
+    """
+    own = (
+        ops.filter(pl.col("range_id").is_not_null())
+        .group_by("range_id")
+        .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
+             gpu_ops=pl.len().cast(pl.Int64), gpu_launches=pl.col("correlation").n_unique().cast(pl.Int64))
+    )
+    stats = ranges.select("range_id", "parent", "depth").join(own, on="range_id", how="left").with_columns(
+        pl.col("gpu_ops").fill_null(0), pl.col("gpu_launches").fill_null(0)
+    )
+    if stats.is_empty():
+        return stats.select("range_id", "gpu_start", "gpu_end", "gpu_ops", "gpu_launches")
+    # Every op has exactly one innermost range, so children's totals add up into parents.
+    for depth in range(int(stats["depth"].max()), 0, -1):
+        up = (
+            stats.filter((pl.col("depth") == depth) & (pl.col("gpu_ops") > 0))
+            .group_by("parent")
+            .agg(c_start=pl.col("gpu_start").min(), c_end=pl.col("gpu_end").max(),
+                 c_ops=pl.col("gpu_ops").sum(), c_launches=pl.col("gpu_launches").sum())
+            .rename({"parent": "range_id"})
+        )
+        if up.is_empty():
+            continue
+        stats = stats.join(up, on="range_id", how="left").with_columns(
+            gpu_start=pl.min_horizontal("gpu_start", "c_start"),
+            gpu_end=pl.max_horizontal("gpu_end", "c_end"),
+            gpu_ops=pl.col("gpu_ops") + pl.col("c_ops").fill_null(0),
+            gpu_launches=pl.col("gpu_launches") + pl.col("c_launches").fill_null(0),
+        ).drop("c_start", "c_end", "c_ops", "c_launches")
+    return stats.select("range_id", "gpu_start", "gpu_end", "gpu_ops", "gpu_launches").sort("range_id")

@@ -1,0 +1,363 @@
+"""Reader for Nsight Systems SQLite exports (nsys 2021.x to 2026.x) -> Trace.
+
+Tables are created lazily and columns change between versions, so every query is built from the
+columns that exist. Bulk rows are read through ADBC (Arrow, no Python loop over rows); the
+small metadata tables through the standard sqlite3 module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import urllib.parse
+
+import polars as pl
+
+from analyzer.errors import SpecprofError
+from analyzer.trace import (
+    API_SCHEMA,
+    MARKS_SCHEMA,
+    OPS_SCHEMA,
+    RANGES_SCHEMA,
+    Trace,
+    TraceMeta,
+    empty,
+)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# ENUM_NSYS_EVENT_TYPE values used here.
+NVTX_MARK = 34
+NVTX_RANGES = (59, 60, 70, 71)  # PushPop, StartEnd, and their NVTXT variants
+NVTX_DOMAIN_CREATE = 75
+
+MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                8: "DtoD", 9: "HtoH", 10: "PtoP"}
+
+_PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
+
+
+def _uri(path: str) -> str:
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
+class _Export:
+    """An open export: which tables and columns exist, and two ways to query it."""
+
+    def __init__(self, path: str):
+        self.path = path
+        _check_file(path)
+        try:
+            self.con = sqlite3.connect(_uri(path), uri=True)
+            rows = self.con.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise SpecprofError(
+                f"{path}: the SQLite file cannot be read ({exc}); it is probably truncated or "
+                "corrupt: export it again with `nsys export --type sqlite`",
+                path,
+            ) from None
+        self.tables = {r[0] for r in rows}
+        if not self.tables & {"StringIds", "META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL",
+                              "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
+            raise SpecprofError(
+                f"{path}: this SQLite file is not an Nsight Systems export (no nsys tables); "
+                "make one with `nsys export --type sqlite -o RUN.sqlite RUN.nsys-rep`",
+                path,
+            )
+        self._adbc = None
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self.tables:
+            return set()
+        return {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+
+    def rows(self, sql: str, params=()) -> list[tuple]:
+        try:
+            return self.con.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._corrupt(exc) from None
+
+    def frame(self, sql: str, schema: dict) -> pl.DataFrame:
+        """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow."""
+        try:
+            import adbc_driver_sqlite.dbapi as adbc
+        except ImportError:  # pragma: no cover - adbc is a declared dependency
+            rows = self.rows(sql)
+            return pl.DataFrame(rows, schema=schema, orient="row")
+        try:
+            if self._adbc is None:
+                self._adbc = adbc.connect(_uri(self.path))
+            cur = self._adbc.cursor()
+            try:
+                cur.execute(sql)
+                table = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+        except Exception as exc:  # adbc raises its own DatabaseError hierarchy
+            raise self._corrupt(exc) from None
+        df = pl.from_arrow(table)
+        if not isinstance(df, pl.DataFrame) or df.width == 0:
+            return empty(schema)
+        return df.rename(dict(zip(df.columns, schema))).cast(schema)
+
+    def _corrupt(self, exc: Exception) -> SpecprofError:
+        return SpecprofError(
+            f"{self.path}: reading the export failed ({str(exc).splitlines()[0]}); the file is "
+            "probably truncated or corrupt: export it again with `nsys export --type sqlite`",
+            self.path,
+        )
+
+    def close(self):
+        self.con.close()
+        if self._adbc is not None:
+            self._adbc.close()
+
+
+def _check_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise SpecprofError(f"{path}: no such file; give the path of an nsys SQLite export", path)
+    if os.path.isdir(path):
+        raise SpecprofError(f"{path}: is a directory; give the path of an nsys SQLite export", path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(100)
+    except OSError as exc:
+        raise SpecprofError(f"{path}: cannot be read ({exc.strerror})", path) from None
+    if not head.startswith(SQLITE_MAGIC):
+        raise SpecprofError(
+            f"{path}: not a SQLite file; export the report with "
+            "`nsys export --type sqlite -o RUN.sqlite RUN.nsys-rep` and analyze RUN.sqlite",
+            path,
+        )
+    if len(head) < 100:
+        raise SpecprofError(f"{path}: the SQLite file is truncated (under 100 bytes)", path)
+    # The header stores the page count; a file shorter than that was cut off.
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    size = os.path.getsize(path)
+    if pages and page_size and size < pages * page_size:
+        raise SpecprofError(
+            f"{path}: the SQLite file is truncated ({size} bytes, its header says "
+            f"{pages * page_size}); copy or export it again",
+            path,
+        )
+
+
+def read_nsys_sqlite(path: str) -> Trace:
+    """Read an nsys SQLite export into a Trace."""
+    ex = _Export(path)
+    try:
+        meta = _read_meta(ex)
+        strings = _read_strings(ex)
+        ops = _read_ops(ex, strings)
+        api = _read_api(ex, strings, ops)
+        ranges, marks = _read_nvtx(ex, strings, meta)
+    finally:
+        ex.close()
+    if not ops.is_empty():
+        known_gpus = {g["device"] for g in meta.gpus}
+        for device in sorted(ops["device"].unique().drop_nulls().to_list()):
+            if device not in known_gpus:
+                meta.gpus.append({"device": device, "name": None})
+    return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta)
+
+
+def _read_meta(ex: _Export) -> TraceMeta:
+    meta = TraceMeta(path=ex.path, format="nsys-sqlite")
+    if "META_DATA_EXPORT" in ex.tables:
+        kv = dict(ex.rows("SELECT name, value FROM META_DATA_EXPORT"))
+        meta.tool_version = kv.get("EXPORT_PRODUCT_VERSION")
+        meta.schema_version = kv.get("EXPORT_SCHEMA_VERSION")
+    if "TARGET_INFO_GPU" in ex.tables and {"id", "name"} <= ex.columns("TARGET_INFO_GPU"):
+        for device, name in ex.rows("SELECT DISTINCT id, name FROM TARGET_INFO_GPU ORDER BY id"):
+            meta.gpus.append({"device": device, "name": name})
+    if "PROCESSES" in ex.tables:
+        for gpid, pid, name in ex.rows("SELECT globalPid, pid, name FROM PROCESSES"):
+            meta.processes.append({"pid": gpid, "os_pid": pid, "name": name})
+    if "ThreadNames" in ex.tables and "StringIds" in ex.tables:
+        for tid, name in ex.rows(
+            "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
+        ):
+            meta.threads[tid] = name
+    return meta
+
+
+def _read_strings(ex: _Export) -> pl.DataFrame:
+    if "StringIds" not in ex.tables:
+        return pl.DataFrame(schema={"id": pl.Int64, "value": pl.Utf8})
+    return ex.frame("SELECT id, value FROM StringIds", {"id": pl.Int64, "value": pl.Utf8})
+
+
+def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+    """Replace integer string-id column `id_col` by its text in column `out`."""
+    lookup = strings.rename({"id": id_col, "value": out})
+    return df.join(lookup, on=id_col, how="left").drop(id_col)
+
+
+def _col(cols: set[str], name: str, alias: str, fallback: str = "NULL") -> str:
+    return f"{name} AS {alias}" if name in cols else f"{fallback} AS {alias}"
+
+
+def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
+    parts = []
+    k = "CUPTI_ACTIVITY_KIND_KERNEL"
+    cols = ex.columns(k)
+    if cols:
+        name_col = "demangledName" if "demangledName" in cols else "shortName"
+        short_col = "shortName" if "shortName" in cols else name_col
+        df = ex.frame(
+            f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
+            f"{_col(cols, 'correlationId', 'correlation')}, {name_col}, {short_col}, "
+            f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {k}",
+            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
+             "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
+             "short_id": pl.Int64, "graph_node": pl.Int64},
+        )
+        df = _name_of(df, strings, "name_id", "name")
+        df = _name_of(df, strings, "short_id", "short_name")
+        parts.append(df.with_columns(kind=pl.lit("kernel")))
+    m = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    cols = ex.columns(m)
+    if cols:
+        df = ex.frame(
+            f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
+            f"{_col(cols, 'correlationId', 'correlation')}, {_col(cols, 'copyKind', 'kind', '0')}, "
+            f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {m}",
+            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
+             "pid": pl.Int64, "correlation": pl.Int64, "copy_kind": pl.Int64,
+             "graph_node": pl.Int64},
+        )
+        kinds = pl.DataFrame({"copy_kind": list(MEMCPY_KINDS), "k": list(MEMCPY_KINDS.values())})
+        df = df.join(kinds, on="copy_kind", how="left").with_columns(
+            name=pl.lit("[CUDA memcpy ") + pl.col("k").fill_null("Unknown") + pl.lit("]")
+        ).drop("copy_kind", "k")
+        parts.append(df.with_columns(short_name=pl.col("name"), kind=pl.lit("memcpy")))
+    s = "CUPTI_ACTIVITY_KIND_MEMSET"
+    cols = ex.columns(s)
+    if cols:
+        df = ex.frame(
+            f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
+            f"{_col(cols, 'correlationId', 'correlation')}, "
+            f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {s}",
+            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
+             "pid": pl.Int64, "correlation": pl.Int64, "graph_node": pl.Int64},
+        )
+        parts.append(df.with_columns(name=pl.lit("[CUDA memset]"), short_name=pl.lit("[CUDA memset]"),
+                                     kind=pl.lit("memset")))
+    g = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    cols = ex.columns(g)
+    if cols:
+        # --cuda-graph-trace=graph: one row per graph launch, no kernel rows.
+        df = ex.frame(
+            f"SELECT start, end, {_col(cols, 'deviceId', 'device')}, streamId, "
+            f"{_col(cols, 'globalPid', 'pid')}, {_col(cols, 'correlationId', 'correlation')}, "
+            f"{_col(cols, 'graphId', 'graph_id')} FROM {g}",
+            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
+             "pid": pl.Int64, "correlation": pl.Int64, "graph_id": pl.Int64},
+        )
+        df = df.with_columns(
+            name=pl.lit("[CUDA graph ") + pl.col("graph_id").cast(pl.Utf8).fill_null("?") + pl.lit("]"),
+            graph_node=pl.lit(None, dtype=pl.Int64),
+        ).drop("graph_id")
+        parts.append(df.with_columns(short_name=pl.col("name"), kind=pl.lit("graph")))
+    if not parts:
+        return empty(OPS_SCHEMA)
+    ops = pl.concat([p.select([c for c in OPS_SCHEMA if c != "op_id" and c in p.columns])
+                     for p in parts], how="diagonal_relaxed")
+    ops = ops.sort("start", "end").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    return ops
+
+
+_SUFFIX = re.compile(r"_v\d+$")
+
+
+def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation)."""
+    r = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    cols = ex.columns(r)
+    if not cols or ops.is_empty():
+        return empty(API_SCHEMA)
+    df = ex.frame(
+        f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
+        "WHERE correlationId IS NOT NULL",
+        {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64,
+         "name_id": pl.Int64},
+    )
+    df = df.with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
+    launched = ops.select("pid", "correlation").unique()
+    df = df.join(launched, on=["pid", "correlation"], how="semi")
+    names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
+    names = names.with_columns(pl.col("value").str.replace(r"_v\d+$", ""))
+    df = _name_of(df, names, "name_id", "name")
+    # A runtime call and the driver call it makes can share a correlation id: keep the outer one.
+    return df.sort("start", descending=False).unique(["pid", "correlation"], keep="first",
+                                                      maintain_order=True)
+
+
+def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
+    n = "NVTX_EVENTS"
+    cols = ex.columns(n)
+    if not cols:
+        return empty(RANGES_SCHEMA), empty(MARKS_SCHEMA)
+    text = "text" if "text" in cols else "NULL"
+    text_id = "textId" if "textId" in cols else "NULL"
+    domain = "domainId" if "domainId" in cols else "0"
+    end_tid = "endGlobalTid" if "endGlobalTid" in cols else "NULL"
+    types = ",".join(str(t) for t in (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE))
+    df = ex.frame(
+        f"SELECT start, end, eventType, globalTid, {end_tid}, {text}, {text_id}, {domain} "
+        f"FROM {n} WHERE eventType IN ({types})",
+        {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
+         "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64},
+    )
+    df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left")
+    df = df.with_columns(
+        name=pl.coalesce("text", "registered"),
+        pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64),
+        domain_id=pl.col("domain_id").fill_null(0),
+    )
+    domains = (
+        df.filter(pl.col("event_type") == NVTX_DOMAIN_CREATE)
+        .select("pid", "domain_id", pl.col("name").alias("domain"))
+        .unique(["pid", "domain_id"], keep="last")
+    )
+    df = df.filter(pl.col("event_type") != NVTX_DOMAIN_CREATE).join(
+        domains, on=["pid", "domain_id"], how="left"
+    )
+    unnamed = df.filter((pl.col("domain_id") != 0) & pl.col("domain").is_null())
+    if unnamed.height:
+        meta.notes.append(
+            f"{unnamed.height} NVTX events use a domain whose creation was not captured "
+            "(the export is a window); they are shown as domain '<id N>'"
+        )
+    df = df.with_columns(
+        domain=pl.when(pl.col("domain_id") == 0)
+        .then(pl.lit(""))
+        .otherwise(pl.coalesce("domain", pl.lit("<id ") + pl.col("domain_id").cast(pl.Utf8) + pl.lit(">")))
+    )
+    marks = df.filter(pl.col("event_type") == NVTX_MARK).select(
+        "pid", "tid", pl.col("start").alias("ts"), pl.col("name").fill_null(""), "domain"
+    )
+    ranges = df.filter(pl.col("event_type").is_in(NVTX_RANGES))
+    cross = ranges.filter(pl.col("end_tid").is_not_null() & (pl.col("end_tid") != pl.col("tid")))
+    if cross.height:
+        meta.skipped["ranges_ending_on_another_thread"] = cross.height
+        ranges = ranges.filter(pl.col("end_tid").is_null() | (pl.col("end_tid") == pl.col("tid")))
+    open_ranges = ranges.filter(pl.col("end").is_null()).height
+    if open_ranges:
+        # As NVIDIA's nvtx_gpu_proj_trace does: a range still open at the end ends with the trace.
+        meta.notes.append(f"{open_ranges} NVTX ranges were still open at the end of the capture; "
+                          "they are closed at the trace's last timestamp")
+        last = ranges.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
+        ranges = ranges.with_columns(pl.col("end").fill_null(last))
+    ranges = (
+        ranges.select("pid", "tid", "start", "end", pl.col("name").fill_null(""), "domain")
+        .sort("tid", "start", pl.col("end"), descending=[False, False, True])
+        .with_row_index("range_id")
+        .with_columns(pl.col("range_id").cast(pl.Int64))
+    )
+    return ranges, marks

@@ -1,0 +1,141 @@
+"""Summaries: group-bys over the projected ops, the ranges and the segments.
+
+Every table a user sees (phases, categories, cycles, launch overhead, streams, top kernels) is
+built here from the core tables; renderers only render these.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.accounting import IDLE_CATEGORIES, union_length
+from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+
+
+def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
+                segs: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
+    """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals)."""
+    phases = ranges.filter(~pl.col("name").is_in(grouping))
+    inst = phases.join(proj, on="range_id", how="left").group_by(phase="name").agg(
+        instances=pl.len().cast(pl.Int64),
+        cpu=(pl.col("end") - pl.col("start")).sum(),
+        gpu_span=(pl.col("gpu_end") - pl.col("gpu_start")).fill_null(0).sum(),
+        gpu_ops=pl.col("gpu_ops").sum(),
+    )
+    # Busy: per innermost range instance, the union of its own ops' intervals.
+    own = ops.filter(pl.col("range_id").is_not_null())
+    busy_inst = union_length(own, ["phase", "range_id"]).group_by("phase").agg(gpu_busy=pl.col("busy").sum())
+    loose = ops.filter(pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED]))
+    # Ops outside any phase range have no instances of their own: one union per pseudo-phase
+    # (and per stream, so that concurrent streams do not hide each other).
+    loose_busy = union_length(loose, ["phase", "device", "stream"]).group_by("phase").agg(
+        gpu_busy=pl.col("busy").sum())
+    busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
+    attributed = segs.group_by("phase").agg(attributed=(pl.col("end") - pl.col("start")).sum())
+    op_counts = ops.group_by("phase").agg(ops=pl.len().cast(pl.Int64))
+    names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
+    out = (
+        names.join(inst, on="phase", how="left")
+        .join(busy, on="phase", how="left")
+        .join(attributed, on="phase", how="left")
+        .join(op_counts, on="phase", how="left")
+        .with_columns(
+            pl.col("instances").fill_null(0), pl.col("cpu").fill_null(0),
+            pl.col("gpu_span").fill_null(0), pl.col("gpu_busy").fill_null(0),
+            pl.col("attributed").fill_null(0), pl.col("ops").fill_null(0),
+        )
+        .drop("gpu_ops")
+    )
+    order = pl.when(pl.col("phase") == UNATTRIBUTED).then(2).when(pl.col("phase") == IN_CYCLE).then(1).otherwise(0)
+    return out.sort(order, pl.col("attributed"), descending=[False, True])
+
+
+def category_table(segs: pl.DataFrame) -> pl.DataFrame:
+    """Attributed ns per (phase, category)."""
+    return segs.group_by("phase", "category").agg(ns=(pl.col("end") - pl.col("start")).sum()).sort(
+        "phase", "ns", descending=[False, True])
+
+
+def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, segs: pl.DataFrame,
+                grouping: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The cycles (one row each, in order per process) and a long table cycle x phase."""
+    cycles = ranges.filter(pl.col("name").is_in(grouping)).sort("pid", "start").with_columns(
+        index=pl.int_range(pl.len()).over("pid").cast(pl.Int64)
+    ).select(cycle="range_id", pid="pid", index="index", start="start", end="end")
+    if cycles.is_empty():
+        empty = pl.DataFrame(schema={"cycle": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64,
+                                     "gpu_busy": pl.Int64, "cpu": pl.Int64})
+        return cycles, empty
+    att = segs.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
+        attributed=(pl.col("end") - pl.col("start")).sum())
+    busy = union_length(ops.filter(pl.col("cycle").is_not_null()), ["cycle", "phase"]).rename(
+        {"busy": "gpu_busy"})
+    cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("name").is_in(grouping)).group_by(
+        "cycle", phase="name").agg(cpu=(pl.col("end") - pl.col("start")).sum())
+    keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
+                      cpu.select("cycle", "phase")]).unique()
+    long = (
+        keys.join(att, on=["cycle", "phase"], how="left")
+        .join(busy, on=["cycle", "phase"], how="left")
+        .join(cpu, on=["cycle", "phase"], how="left")
+        .with_columns(pl.col("attributed").fill_null(0), pl.col("gpu_busy").fill_null(0),
+                      pl.col("cpu").fill_null(0))
+        .sort("cycle", "phase")
+    )
+    return cycles, long
+
+
+def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """Per phase: launch API calls, CPU time inside them, and launch latency percentiles.
+
+    Latency is measured per launch (one API call; for a graph launch, to its first node).
+    """
+    launches = ops.filter(pl.col("launch_start").is_not_null()).group_by(
+        "pid", "correlation").agg(
+        phase=pl.col("phase").first(), api=pl.col("launch_name").first(),
+        api_ns=(pl.col("launch_end") - pl.col("launch_start")).first(),
+        latency=pl.col("start").min() - pl.col("launch_start").first(),
+    )
+    return launches.group_by("phase").agg(
+        launches=pl.len().cast(pl.Int64),
+        api_ns=pl.col("api_ns").sum(),
+        latency_p50=pl.col("latency").quantile(0.5, "nearest"),
+        latency_p90=pl.col("latency").quantile(0.9, "nearest"),
+        latency_max=pl.col("latency").max(),
+    ).sort("api_ns", descending=True)
+
+
+def stream_table(ops: pl.DataFrame, segs: pl.DataFrame) -> pl.DataFrame:
+    """Per (device, stream): wall, busy (union), and the idle kinds."""
+    walls = ops.group_by("device", "stream").agg(
+        first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64))
+    kinds = segs.with_columns(
+        kind=pl.when(pl.col("category").is_in(IDLE_CATEGORIES)).then(pl.col("category")).otherwise(pl.lit("busy"))
+    ).group_by("device", "stream").agg(
+        *[((pl.col("end") - pl.col("start")) * (pl.col("kind") == k)).sum().alias(k)
+          for k in ("busy", *IDLE_CATEGORIES)]
+    )
+    return walls.join(kinds, on=["device", "stream"], how="left").with_columns(
+        wall=pl.col("last") - pl.col("first")).sort("device", "stream")
+
+
+def device_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """Per device: wall (first to last op on any stream) and the union of all its ops."""
+    walls = ops.group_by("device").agg(first=pl.col("start").min(), last=pl.col("end").max(),
+                                       streams=pl.col("stream").n_unique().cast(pl.Int64))
+    busy = union_length(ops, ["device"])
+    return walls.join(busy, on="device", how="left").with_columns(
+        wall=pl.col("last") - pl.col("first")).sort("device")
+
+
+def top_kernels(ops: pl.DataFrame, per_phase: int = 5) -> pl.DataFrame:
+    """The kernels with the most GPU time, per phase."""
+    k = ops.group_by("phase", "short_name", "category").agg(
+        count=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())
+    return k.sort("phase", "ns", descending=[False, True]).group_by("phase", maintain_order=True).head(per_phase)
+
+
+def unattributed_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """Ops no range claims, by reason: ops and their GPU time."""
+    return ops.filter(pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
+        ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()).sort("reason")

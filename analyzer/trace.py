@@ -1,0 +1,103 @@
+"""The one data model in the middle: a Trace is a few polars tables on the trace's own clock.
+
+Readers (nsys SQLite, Kineto JSON) are the only code that knows a file format; they produce a Trace.
+Analyses are pure functions from these tables to tables. All times are integer nanoseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+# One row per GPU activity (kernel, memcpy, memset, or a whole graph when captured with
+# --cuda-graph-trace=graph). `correlation` joins to `api`; graph-node kernels carry the
+# correlation id of the cudaGraphLaunch that replayed them.
+OPS_SCHEMA = {
+    "op_id": pl.Int64,
+    "kind": pl.Utf8,  # kernel | memcpy | memset | graph
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "pid": pl.Int64,  # process that launched it (nsys globalPid, Kineto pid)
+    "correlation": pl.Int64,
+    "name": pl.Utf8,  # full (demangled) name
+    "short_name": pl.Utf8,
+    "graph_node": pl.Int64,  # null unless the op is a CUDA-graph node
+}
+
+# CUDA runtime and driver calls: pid, thread, start, end, name (version suffix stripped), correlation.
+API_SCHEMA = {
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "name": pl.Utf8,
+    "correlation": pl.Int64,
+}
+
+# Closed CPU ranges (NVTX push/pop and start/end that end on the thread they began on, or
+# record_function / user_annotation ranges).
+RANGES_SCHEMA = {
+    "range_id": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "name": pl.Utf8,
+    "domain": pl.Utf8,
+}
+
+# Instant markers (NVTX marks): the tracer's clock-sync marks live here.
+MARKS_SCHEMA = {
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "ts": pl.Int64,
+    "name": pl.Utf8,
+    "domain": pl.Utf8,
+}
+
+
+def empty(schema: dict) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def conform(df: pl.DataFrame, schema: dict) -> pl.DataFrame:
+    """Select and cast `df` to exactly `schema` (missing columns become nulls)."""
+    columns = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            columns.append(pl.col(name).cast(dtype))
+        else:
+            columns.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(columns)
+
+
+@dataclass
+class TraceMeta:
+    path: str
+    format: str  # "nsys-sqlite" | "kineto-json"
+    tool_version: str | None = None  # nsys EXPORT_PRODUCT_VERSION, or Kineto schema version
+    schema_version: str | None = None
+    gpus: list[dict] = field(default_factory=list)  # {"device", "name", ...}
+    processes: list[dict] = field(default_factory=list)  # {"pid", "name"}
+    threads: dict[int, str] = field(default_factory=dict)  # tid -> thread name
+    # Counts of rows the reader could not use, by reason (never dropped silently).
+    skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Trace:
+    ops: pl.DataFrame
+    api: pl.DataFrame
+    ranges: pl.DataFrame
+    marks: pl.DataFrame
+    meta: TraceMeta
+
+    def __post_init__(self):
+        self.ops = conform(self.ops, OPS_SCHEMA)
+        self.api = conform(self.api, API_SCHEMA)
+        self.ranges = conform(self.ranges, RANGES_SCHEMA)
+        self.marks = conform(self.marks, MARKS_SCHEMA)

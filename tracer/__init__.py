@@ -1,0 +1,10 @@
+"""specprof tracer: NVTX phase ranges and a wall-clock sidecar inside SGLang's EAGLE worker.
+
+Importing this package does nothing: nothing is patched unless SPECPROF_TRACE=1 (see tracer.plugin).
+"""
+
+DOMAIN = "specprof"
+# The phase names the tracer emits, exactly (NVTX domain `specprof`).
+PHASES = ("cycle", "draft", "verify", "draft_extend", "prefill", "accept")
+# A grouping range: one speculative cycle. It is not a phase.
+GROUPING_RANGES = ("cycle",)
