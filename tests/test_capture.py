@@ -1,0 +1,566 @@
+"""`specprof capture` (tracer/capture.py, tracer/cli.py) on the CPU.
+
+There is no nsys here. The `nsys` these tests run is a test double for nsys's command-line contract, written
+by `tools()` below: a small Python script that records its argv, runs the workload, writes a dummy
+`.nsys-rep` (or `.qdstrm`), and on `export` writes a SQLite file. It shows that specprof builds, runs and
+follows up the right commands; it says nothing about what the real nsys records. The real nsys is exercised
+by the GPU script that captures the reference engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import types
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
+from analyzer.errors import SpecprofError
+from tracer import capture, manifest
+
+FAKE_VERSION = "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0"
+
+FAKE_NSYS = '''#!{python}
+"""Test double for nsys's command-line contract (written by tests/test_capture.py); not nsys."""
+import json, os, signal, sqlite3, subprocess, sys, time
+from pathlib import Path
+
+
+def log(**fields):
+    with open(os.environ["FAKE_NSYS_LOG"], "a") as out:
+        out.write(json.dumps({{"tool": "nsys", "argv": sys.argv[1:], "cwd": os.getcwd(), **fields}}) + "\\n")
+
+
+def value(args, flag):
+    return args[args.index(flag) + 1]
+
+
+def profile(args):
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in ("-t", "-s", "-o") else 1
+    prefix, app = value(args[:i], "-o"), args[i:]
+    log(app=app)
+    kind = os.environ.get("FAKE_NSYS_OUTPUT", "rep")
+
+    def write_report():
+        if kind == "rep":
+            Path(prefix + ".nsys-rep").write_text("fake report")
+        elif kind == "qdstrm":
+            Path(prefix + ".qdstrm").write_text("fake stream")
+
+    if os.environ.get("FAKE_NSYS_MODE") == "sleep":
+        def stop(signum, frame):
+            Path(os.environ["FAKE_NSYS_SIGNALS"]).write_text(signal.Signals(signum).name)
+            write_report()
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        Path(os.environ["FAKE_NSYS_READY"]).write_text("ready")
+        time.sleep(120)
+        return 99
+    returncode = subprocess.run(app).returncode
+    write_report()
+    return returncode
+
+
+def export(args):
+    log()
+    if os.environ.get("FAKE_NSYS_EXPORT_RC"):
+        return int(os.environ["FAKE_NSYS_EXPORT_RC"])
+    assert Path(args[-1]).is_file(), args
+    db = sqlite3.connect(value(args, "-o"))
+    db.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+    db.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_VERSION', '2025.3.1')")
+    db.commit()
+    db.close()
+    return 0
+
+
+def stats(args):
+    log()
+    Path(value(args, "-o") + "_" + value(args, "-r") + ".csv").write_text("Name,Start\\n")
+    return 0
+
+
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("{version}")
+    sys.exit(0)
+sys.exit({{"profile": profile, "export": export, "stats": stats}}[args[0]](args[1:]))
+'''
+
+FAKE_IMPORTER = '''#!{python}
+"""Test double for QdstrmImporter's command line; not the real one."""
+import json, os, sys
+from pathlib import Path
+
+with open(os.environ["FAKE_NSYS_LOG"], "a") as out:
+    out.write(json.dumps({{"tool": "QdstrmImporter", "argv": sys.argv[1:], "cwd": os.getcwd()}}) + "\\n")
+source = Path(sys.argv[sys.argv.index("-i") + 1])
+source.with_suffix(".nsys-rep").write_text("converted report")
+'''
+
+# The workload: writes a sidecar where the tracer would, dumps the tracer's environment, exits with argv[1].
+WORKLOAD = """
+import json, os, sys
+names = ("SPECPROF_TRACE", "SPECPROF_OUT_DIR", "SPECPROF_PRESET", "PYTHONPATH", "NSYS_NVTX_PROFILER_REGISTER_ONLY")
+with open(os.environ["WORKLOAD_ENV_DUMP"], "w") as out:
+    json.dump({name: os.environ.get(name) for name in names}, out)
+if os.environ.get("SPECPROF_OUT_DIR"):
+    with open(os.path.join(os.environ["SPECPROF_OUT_DIR"], "specprof-sidecar.%d.jsonl" % os.getpid()), "w") as out:
+        out.write('{"cycle": 0}\\n')
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+"""
+
+DEFAULTS = ["-t", "cuda,nvtx,osrt", "--cuda-graph-trace=node", "--trace-fork-before-exec=true", "-s", "none",
+            "--cpuctxsw=none"]  # fmt: skip
+
+
+def _script(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def _fake_nsys(path: Path) -> Path:
+    return _script(path, FAKE_NSYS.format(python=sys.executable, version=FAKE_VERSION))
+
+
+class Tools:
+    """A fake Nsight Compute layout: host/target-linux-x64/nsys, and QdstrmImporter beside it when asked."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.nsys = _fake_nsys(root / "host" / "target-linux-x64" / "nsys")
+        self.importer = root / "host" / "linux-desktop-glibc_2_11_3-x64" / "QdstrmImporter"
+        self.log = root / "calls.jsonl"
+
+    def add_importer(self) -> Path:
+        return _script(self.importer, FAKE_IMPORTER.format(python=sys.executable))
+
+    def calls(self, tool: str = "nsys") -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [row for row in map(json.loads, self.log.read_text().splitlines()) if row["tool"] == tool]
+
+
+@pytest.fixture
+def tools(tmp_path, monkeypatch):
+    tools = Tools(tmp_path / "nsight")
+    monkeypatch.setenv("FAKE_NSYS_LOG", str(tools.log))
+    monkeypatch.setenv("WORKLOAD_ENV_DUMP", str(tmp_path / "workload-env.json"))
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.delenv("NSYS_NVTX_PROFILER_REGISTER_ONLY", raising=False)
+    for name in ("FAKE_NSYS_OUTPUT", "FAKE_NSYS_MODE", "FAKE_NSYS_EXPORT_RC"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(capture, "SEARCH_ROOT", tmp_path / "empty-root")
+    return tools
+
+
+class StandInPlugin:
+    """Stands in for tracer.plugin.bootstrap_dir(path): makes the folder and returns it; records the calls."""
+
+    def __init__(self):
+        self.calls: list[Path] = []
+
+    def bootstrap_dir(self, path):
+        self.calls.append(Path(path))
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "sitecustomize.py").write_text("# stand-in for the tracer's bootstrap\n")
+        return Path(path)
+
+
+@pytest.fixture
+def plugin(monkeypatch):
+    stand_in = StandInPlugin()
+    module = types.ModuleType("tracer.plugin")
+    module.bootstrap_dir = stand_in.bootstrap_dir
+    monkeypatch.setitem(sys.modules, "tracer.plugin", module)
+    return stand_in
+
+
+@pytest.fixture
+def workload(tmp_path) -> list[str]:
+    return [sys.executable, str(_script(tmp_path / "workload.py", WORKLOAD))]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, ["capture", *map(str, args)])
+
+
+def read_manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------- discovery
+
+
+def test_discovery_order_is_option_env_path_then_install_folders(tmp_path, monkeypatch):
+    given = _fake_nsys(tmp_path / "given" / "nsys")
+    from_env = _fake_nsys(tmp_path / "env" / "nsys")
+    on_path = _fake_nsys(tmp_path / "path" / "nsys")
+    installed = _fake_nsys(tmp_path / "root" / "opt/nvidia/nsight-systems/2025.3.1/bin/nsys")
+    monkeypatch.setattr(capture, "SEARCH_ROOT", tmp_path / "root")
+
+    environ = {"NSYS": str(from_env), "PATH": str(on_path.parent)}
+    assert capture.find_nsys(given, environ) == given
+    assert capture.find_nsys(None, environ) == from_env
+    assert capture.find_nsys(None, {"PATH": str(on_path.parent)}) == on_path
+    assert capture.find_nsys(None, {"PATH": str(tmp_path / "nothing-here")}) == installed
+
+
+def test_install_folders_in_listed_order_newest_version_first(tmp_path):
+    root = tmp_path / "root"
+    expected = [
+        "opt/nvidia/nsight-systems/2025.10.1/bin/nsys",
+        "opt/nvidia/nsight-systems/2025.3.1/bin/nsys",
+        "opt/nvidia/nsight-systems/2024.6.2/bin/nsys",
+        "usr/local/cuda-12.8/bin/nsys",
+        "usr/local/cuda-12.8/nsight-systems-2024.6.2/bin/nsys",
+        "opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys",
+        "opt/nvidia/nsight-compute/2024.1.0/host/target-linux-x64/nsys",
+    ]
+    for relative in reversed(expected):
+        _fake_nsys(root / relative)
+    not_executable = root / "opt/nvidia/nsight-systems/2026.1.0/bin/nsys"
+    not_executable.parent.mkdir(parents=True)
+    not_executable.write_text("not a program")
+
+    assert capture.install_candidates(root) == [root / relative for relative in expected]
+
+
+def test_missing_nsys_is_one_message_and_exit_2(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    result = invoke("-o", tmp_path / "run", "--", *workload)
+
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    message = result.stderr
+    assert "nsys (Nsight Systems) not found" in message
+    for place in ("--nsys", "$NSYS", "PATH", str(tmp_path / "empty-root/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys")):
+        assert place in message
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_nsys_variable_that_is_not_executable_is_named(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("NSYS", str(tmp_path / "no-such-nsys"))
+    result = invoke("-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 2
+    assert "$NSYS" in result.stderr and "no-such-nsys" in result.stderr
+
+
+def test_nsys_version_is_its_first_line(tools):
+    assert capture.nsys_version(tools.nsys) == FAKE_VERSION
+
+
+# ---------------------------------------------------------------------------------------- the nsys command
+
+
+def test_default_flags(tools, workload, tmp_path):
+    plan = capture.plan(workload, run_dir=tmp_path / "run", nsys=tools.nsys, tracer=False)
+    assert plan.profile_argv() == [str(tools.nsys), "profile", *DEFAULTS, "-o", str(tmp_path / "run" / "run"), *workload]
+    assert plan.export_argv() == [str(tools.nsys), "export", "--type", "sqlite", "-o", "run.sqlite", "run.nsys-rep"]
+
+
+@pytest.mark.parametrize(
+    "window, flags",
+    [
+        (capture.CaptureRange("cudaProfilerApi"), ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]),
+        (
+            capture.CaptureRange("nvtx", "cycle@specprof"),
+            ["--capture-range=nvtx", "--nvtx-capture=cycle@specprof", "--capture-range-end=stop"],
+        ),
+        (capture.CaptureRange(delay=60, duration=70), ["--delay=60", "--duration=70"]),
+        (capture.CaptureRange(delay=5), ["--delay=5"]),
+        (capture.CaptureRange(duration=9), ["--duration=9"]),
+    ],
+)
+def test_capture_range_flags(tools, workload, tmp_path, window, flags):
+    plan = capture.plan(workload, run_dir=tmp_path / "run", nsys=tools.nsys, capture_range=window, tracer=False)
+    argv = plan.profile_argv()
+    assert argv[2 : argv.index("-o")] == DEFAULTS + flags
+
+
+@pytest.mark.parametrize(
+    "options, complaint",
+    [
+        (["--capture-range", "nvtx"], "--nvtx-capture"),
+        (["--nvtx-capture", "cycle@specprof"], "--nvtx-capture"),
+        (["--capture-range", "cudaProfilerApi", "--delay", "3"], "pick one"),
+        (["--capture-range", "nvtx", "--nvtx-capture", "x", "--duration", "3"], "pick one"),
+    ],
+)
+def test_conflicting_capture_ranges_are_refused(tools, workload, tmp_path, options, complaint):
+    result = invoke(*options, "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 2
+    assert complaint in result.stderr
+
+
+def test_nvtx_range_lets_nsys_match_unregistered_strings(tools, workload, tmp_path, monkeypatch):
+    window = capture.CaptureRange("nvtx", "cycle@specprof")
+    plan = capture.plan(workload, run_dir=tmp_path / "run", nsys=tools.nsys, capture_range=window, tracer=False)
+    assert plan.env == {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
+    monkeypatch.setenv("NSYS_NVTX_PROFILER_REGISTER_ONLY", "1")  # the user's own choice wins
+    plan = capture.plan(workload, run_dir=tmp_path / "run", nsys=tools.nsys, capture_range=window, tracer=False)
+    assert plan.env == {}
+
+
+def test_extra_nsys_args_are_split_never_given_to_a_shell(tools, workload, tmp_path):
+    extra = "--sample=none --env-var 'A=b c' ;touch pwned"
+    plan = capture.plan(workload, run_dir=tmp_path / "run", nsys=tools.nsys, extra_nsys_args=extra, tracer=False)
+    argv = plan.profile_argv()
+    assert argv[2 + len(DEFAULTS) : argv.index("-o")] == ["--sample=none", "--env-var", "A=b c", ";touch", "pwned"]
+    for bad in ("-o elsewhere", "--output=elsewhere", "--sample 'unclosed"):
+        with pytest.raises(SpecprofError):
+            capture.plan(workload, run_dir=tmp_path / "run", nsys=tools.nsys, extra_nsys_args=bad, tracer=False)
+
+
+def test_command_must_exist_and_follow_the_separator(tools, tmp_path):
+    result = invoke("--nsys", tools.nsys, "-o", tmp_path / "run", "--", "no-such-program-xyz", "--flag")
+    assert result.exit_code == 2 and "no-such-program-xyz: no such executable" in result.stderr
+    with pytest.raises(SpecprofError, match="after --"):
+        capture.plan(["--flag"], run_dir=tmp_path / "run", nsys=tools.nsys)
+
+
+def test_default_run_dir_is_a_utc_timestamp():
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert capture.default_run_dir(moment) == Path("specprof-run-20260102T030405Z")
+
+
+# ------------------------------------------------------------------------------------------------ dry run
+
+
+def test_dry_run_prints_the_exact_command_and_environment_and_runs_nothing(tools, plugin, workload, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/already/there")
+    run_dir = tmp_path / "run"
+    result = invoke("--dry-run", "--preset", "reference", "--capture-range", "cudaProfilerApi", "--nvidia-stats",
+                    "--nsys", tools.nsys, "-o", run_dir, "--", *workload, "it's quoted")
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    expected = [str(tools.nsys), "profile", *DEFAULTS, "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+                "-o", str(run_dir / "run"), *workload, "it's quoted"]  # fmt: skip
+    assert lines[1] == shlex.join(expected)
+    assert shlex.split(lines[1]) == expected
+    env = lines[lines.index("# environment additions") + 1 :]
+    assert env[:4] == [
+        "SPECPROF_TRACE=1",
+        f"SPECPROF_OUT_DIR={run_dir}",
+        "SPECPROF_PRESET=reference",
+        f"PYTHONPATH={run_dir / '.bootstrap'}:/already/there",
+    ]
+    assert shlex.join([str(tools.nsys), "stats", "-q", "-r", "nvtx_gpu_proj_trace", "--format", "csv", "-o",
+                       "nvidia", "run.sqlite"]) in lines  # fmt: skip
+    assert not run_dir.exists() and tools.calls() == [] and plugin.calls == []
+
+
+def test_dry_run_without_tracer_adds_no_environment(tools, workload, tmp_path):
+    result = invoke("--dry-run", "--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[3] == "(none)"
+
+
+# ---------------------------------------------------------------------------------------------- run dirs
+
+
+def test_an_existing_run_is_not_overwritten_without_force(tools, workload, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("mine")
+    (run_dir / "specprof-sidecar.1.jsonl").write_text("stale")
+
+    refused = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert refused.exit_code == 2 and "--force" in refused.stderr
+    assert tools.calls() == [] and (run_dir / "specprof-sidecar.1.jsonl").read_text() == "stale"
+
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert forced.exit_code == 0, forced.output
+    assert not (run_dir / "specprof-sidecar.1.jsonl").exists()  # a stale sidecar would mix two runs
+    assert (run_dir / "notes.txt").read_text() == "mine"  # not ours: left alone
+    assert (run_dir / "run.nsys-rep").exists()
+
+
+def test_an_empty_existing_directory_is_used(tools, workload, tmp_path):
+    (tmp_path / "run").mkdir()
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 0, result.output
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
+def test_manifest_and_run_directory(tools, plugin, workload, tmp_path, monkeypatch):
+    smi = _script(tmp_path / "bin" / "nvidia-smi", f"#!{sys.executable}\n"
+                  "print('0, NVIDIA H200, GPU-1a2b, 580.65.06, 143771 MiB')\n"
+                  "print('1, NVIDIA H200, GPU-3c4d, 580.65.06, 143771 MiB')\n")  # fmt: skip
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    versions = {"torch": "2.14.1"}
+    monkeypatch.setattr(manifest.importlib.metadata, "version",
+                        lambda name: versions.get(name) or (_ for _ in ()).throw(
+                            manifest.importlib.metadata.PackageNotFoundError(name)))  # fmt: skip
+    run_dir = tmp_path / "run"
+    before = datetime.now(timezone.utc)
+
+    result = invoke("--nvidia-stats", "--capture-range", "cudaProfilerApi", "--nsys", tools.nsys, "-o", run_dir,
+                    "--", *workload)  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+    record = read_manifest(run_dir)
+    profile = tools.calls()[0]
+    assert record["schema"] == "specprof.run/1"
+    assert record["command"] == workload
+    assert record["nsys"] == {"path": str(tools.nsys), "version": FAKE_VERSION, "argv": [str(tools.nsys), *profile["argv"]]}
+    assert "--capture-range-end=stop" in record["nsys"]["argv"]
+    assert record["gpus"] == [
+        {"index": 0, "name": "NVIDIA H200", "uuid": "GPU-1a2b", "driver_version": "580.65.06", "memory_total": "143771 MiB"},
+        {"index": 1, "name": "NVIDIA H200", "uuid": "GPU-3c4d", "driver_version": "580.65.06", "memory_total": "143771 MiB"},
+    ]  # fmt: skip
+    assert record["versions"]["torch"] == "2.14.1" and record["versions"]["sglang"] is None
+    assert record["host"] and record["preset"] == "sglang" and record["tracer"] is True
+    start, end = datetime.fromisoformat(record["start"]), datetime.fromisoformat(record["end"])
+    assert before <= start <= end <= datetime.now(timezone.utc)
+    assert record["exit_codes"] == {"profile": 0, "qdstrm_import": None, "export": 0, "stats": 0}
+    assert record["signals_forwarded"] == []
+    sidecar = next(run_dir.glob("specprof-sidecar.*.jsonl")).name
+    assert record["files"] == {"report": "run.nsys-rep", "qdstrm": None, "sqlite": "run.sqlite", "sidecars": [sidecar],
+                               "nvidia_stats": ["nvidia_nvtx_gpu_proj_trace.csv"]}  # fmt: skip
+
+    # export and stats ran in the run directory, on its files
+    assert [(call["argv"][0], call["cwd"]) for call in tools.calls()[1:]] == [("export", str(run_dir)), ("stats", str(run_dir))]
+    tables = sqlite3.connect(run_dir / "run.sqlite").execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("META_DATA_EXPORT",)]
+
+    # the workload saw the tracer's environment, with the bootstrap folder first on PYTHONPATH
+    seen = json.loads((tmp_path / "workload-env.json").read_text())
+    assert plugin.calls == [run_dir / ".bootstrap"]
+    assert seen["SPECPROF_TRACE"] == "1" and seen["SPECPROF_PRESET"] == "sglang"
+    assert seen["SPECPROF_OUT_DIR"] == str(run_dir)
+    assert seen["PYTHONPATH"] == str(run_dir / ".bootstrap")
+    assert record["env"] == {k: seen[k] for k in ("SPECPROF_TRACE", "SPECPROF_OUT_DIR", "SPECPROF_PRESET", "PYTHONPATH")}
+
+
+def test_no_tracer_leaves_the_environment_alone(tools, workload, tmp_path):
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 0, result.output
+    seen = json.loads((tmp_path / "workload-env.json").read_text())
+    assert set(seen.values()) == {None}
+    record = read_manifest(tmp_path / "run")
+    assert record["tracer"] is False and record["preset"] is None and record["env"] == {}
+    assert not (tmp_path / "run" / ".bootstrap").exists()
+
+
+def test_failing_workload_keeps_and_exports_the_report_and_exits_with_its_code(tools, plugin, workload, tmp_path):
+    run_dir = tmp_path / "run"
+    result = invoke("--nsys", tools.nsys, "-o", run_dir, "--", *workload, "3")
+
+    assert result.exit_code == 3
+    assert result.stderr.count("\n") == 1
+    assert shlex.join([*workload, "3"]) in result.stderr and "exited with code 3" in result.stderr
+    assert str(run_dir) in result.stderr
+    record = read_manifest(run_dir)
+    assert record["exit_codes"]["profile"] == 3 and record["exit_codes"]["export"] == 0
+    assert record["files"]["report"] == "run.nsys-rep" and record["files"]["sqlite"] == "run.sqlite"
+    assert len(record["files"]["sidecars"]) == 1
+
+
+def test_failing_workload_without_a_report_still_writes_the_manifest(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_OUTPUT", "none")
+    result = invoke("--no-tracer", "--capture-range", "cudaProfilerApi", "--nsys", tools.nsys, "-o", tmp_path / "run",
+                    "--", *workload, "5")  # fmt: skip
+    assert result.exit_code == 5
+    assert "exited with code 5" in result.stderr and "wrote no report" in result.stderr
+    record = read_manifest(tmp_path / "run")
+    assert record["exit_codes"] == {"profile": 5, "qdstrm_import": None, "export": None}
+    assert record["files"]["report"] is None and record["commands"]["export"] is None
+
+
+def test_no_report_after_a_clean_exit_is_an_error(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_OUTPUT", "none")
+    result = invoke("--no-tracer", "--capture-range", "cudaProfilerApi", "--nsys", tools.nsys, "-o", tmp_path / "run",
+                    "--", *workload)  # fmt: skip
+    assert result.exit_code == 2
+    assert "did the workload ever open the capture range?" in result.stderr
+
+
+def test_a_failed_export_is_reported_and_the_report_kept(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_EXPORT_RC", "4")
+    result = invoke("--no-tracer", "--nvidia-stats", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 2
+    assert "export --type sqlite -o run.sqlite run.nsys-rep` exited with code 4" in result.stderr
+    record = read_manifest(tmp_path / "run")
+    assert record["exit_codes"] == {"profile": 0, "qdstrm_import": None, "export": 4, "stats": None}
+    assert record["files"]["report"] == "run.nsys-rep" and record["files"]["sqlite"] is None
+
+
+def test_a_left_over_qdstrm_is_converted_beside_nsys(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_OUTPUT", "qdstrm")
+    importer = tools.add_importer()
+    run_dir = tmp_path / "run"
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+
+    assert result.exit_code == 0, result.output
+    assert f"converting it with {importer}" in result.stderr
+    assert tools.calls("QdstrmImporter") == [
+        {"tool": "QdstrmImporter", "argv": ["-i", str(run_dir / "run.qdstrm")], "cwd": str(importer.parent)}
+    ]
+    assert (run_dir / "run.nsys-rep").read_text() == "converted report"
+    record = read_manifest(run_dir)
+    assert record["exit_codes"] == {"profile": 0, "qdstrm_import": 0, "export": 0}
+    assert record["commands"]["qdstrm_import"] == [str(importer), "-i", str(run_dir / "run.qdstrm")]
+    assert record["files"]["sqlite"] == "run.sqlite" and record["files"]["qdstrm"] == "run.qdstrm"
+
+
+def test_a_left_over_qdstrm_without_an_importer_is_kept_and_explained(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_OUTPUT", "qdstrm")
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 2
+    assert "no QdstrmImporter was found" in result.stderr
+    assert read_manifest(tmp_path / "run")["files"]["qdstrm"] == "run.qdstrm"
+
+
+def test_sigterm_is_forwarded_to_nsys_and_the_report_still_exported(tools, workload, tmp_path):
+    ready, received, run_dir = tmp_path / "ready", tmp_path / "received", tmp_path / "run"
+    env = {**os.environ, "FAKE_NSYS_MODE": "sleep", "FAKE_NSYS_READY": str(ready), "FAKE_NSYS_SIGNALS": str(received)}
+    specprof = subprocess.Popen(
+        [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", "--nsys",
+         str(tools.nsys), "-o", str(run_dir), "--", *workload],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert specprof.poll() is None, specprof.communicate()[1]
+            assert time.monotonic() < deadline, "the fake nsys never started"
+            time.sleep(0.05)
+        specprof.send_signal(signal.SIGTERM)
+        _, stderr = specprof.communicate(timeout=60)
+    finally:
+        if specprof.poll() is None:
+            specprof.kill()
+    assert received.read_text() == "SIGTERM"
+    assert specprof.returncode == 0, stderr
+    record = read_manifest(run_dir)
+    assert record["signals_forwarded"] == ["SIGTERM"]
+    assert record["files"]["report"] == "run.nsys-rep" and record["files"]["sqlite"] == "run.sqlite"
+
+
+def test_the_cli_imports_nothing_heavy():
+    code = "import sys, analyzer.cli, tracer.cli, tracer.capture; print(sorted({'torch', 'sglang'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

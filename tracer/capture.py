@@ -1,0 +1,487 @@
+"""`specprof capture`: run a workload under Nsight Systems and leave a self-describing run directory.
+
+Pure logic (the click command in tracer/cli.py only parses options): find nsys, build its command line, run it
+forwarding SIGINT/SIGTERM, convert a left-over `.qdstrm`, export SQLite (and, when asked, NVIDIA's
+`nvtx_gpu_proj_trace` reference), write `manifest.json`. Every subprocess takes an argv list: no shell strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from analyzer import __version__
+from analyzer.errors import SpecprofError
+from tracer import manifest
+
+# -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
+# cudaGraphLaunch's correlation id. fork-before-exec: SGLang's spawned schedulers are traced too.
+# -s none / --cpuctxsw=none: no CPU sampling or context-switch tracing (overhead we do not use).
+DEFAULT_FLAGS = (
+    "-t", "cuda,nvtx,osrt",
+    "--cuda-graph-trace=node",
+    "--trace-fork-before-exec=true",
+    "-s", "none",
+    "--cpuctxsw=none",
+)  # fmt: skip
+CAPTURE_RANGES = ("cudaProfilerApi", "nvtx")
+PRESETS = ("sglang", "reference")
+
+REPORT = "run.nsys-rep"
+QDSTRM = "run.qdstrm"
+SQLITE = "run.sqlite"
+STATS_PREFIX = "nvidia"
+STATS_REPORT = "nvtx_gpu_proj_trace"
+SIDECAR_GLOB = "specprof-sidecar.*"
+BOOTSTRAP = ".bootstrap"  # the tracer's sitecustomize folder, put first on the workload's PYTHONPATH
+
+# Standard install folders, relative to SEARCH_ROOT (tests point it elsewhere), in order of preference;
+# within one pattern the newest version comes first.
+SEARCH_ROOT = Path("/")
+INSTALL_GLOBS = (
+    "opt/nvidia/nsight-systems/*/bin/nsys",
+    "usr/local/cuda*/bin/nsys",
+    "usr/local/cuda*/nsight-systems-*/bin/nsys",
+    "opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",  # Nsight Compute's bundled copy
+)
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class CaptureFailed(SpecprofError):
+    """The workload, nsys or a post-processing step failed; the run directory keeps what was captured.
+
+    Exits with the workload's (nsys's) exit code when that failed, else 2.
+    """
+
+    def __init__(self, message: str, path: str | None = None, exit_code: int = 2):
+        super().__init__(message, path)
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------------------------------------- finding nsys
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(number) for number in re.findall(r"\d+", str(path)))
+
+
+def install_candidates(root: Path | None = None) -> list[Path]:
+    """nsys executables in the standard install folders, in INSTALL_GLOBS order, newest version first."""
+    root = SEARCH_ROOT if root is None else root
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for pattern in INSTALL_GLOBS:
+        matches = [path for path in root.glob(pattern) if _is_executable(path)]
+        for path in sorted(matches, key=lambda p: _version_key(p.relative_to(root)), reverse=True):
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                found.append(path)
+    return found
+
+
+def _given_executable(value: str, source: str, search_path: str | None) -> Path:
+    located = shutil.which(value, path=search_path) if os.sep not in value else None
+    path = Path(located or value)
+    if not _is_executable(path):
+        raise SpecprofError(f"{source} is {value!r}, which is not an executable nsys; fix it or leave it unset", value)
+    return path
+
+
+def find_nsys(explicit: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """--nsys, then $NSYS, then PATH, then the standard install folders (SpecprofError naming them all)."""
+    environ = os.environ if environ is None else environ
+    search_path = environ.get("PATH", "")
+    if explicit:
+        return _given_executable(os.fspath(explicit), "--nsys", search_path)
+    if environ.get("NSYS"):
+        return _given_executable(environ["NSYS"], "$NSYS", search_path)
+    on_path = shutil.which("nsys", path=search_path)
+    if on_path:
+        return Path(on_path)
+    candidates = install_candidates()
+    if candidates:
+        return candidates[0]
+    places = ", ".join(str(SEARCH_ROOT / pattern) for pattern in INSTALL_GLOBS)
+    raise SpecprofError(
+        f"nsys (Nsight Systems) not found: looked at --nsys, $NSYS, PATH and {places}; "
+        "install Nsight Systems or pass --nsys PATH (Nsight Compute ships one in host/target-linux-x64/)"
+    )
+
+
+def nsys_version(nsys: Path) -> str | None:
+    """The first line `nsys --version` prints, or None when it does not run."""
+    try:
+        done = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0].strip() if done.returncode == 0 and lines else None
+
+
+def find_qdstrm_importer(nsys: Path) -> Path | None:
+    """QdstrmImporter in a folder beside nsys's own (host/linux-desktop-*/, host-linux-x64/, …)."""
+    real = nsys.resolve()
+    for folder in (real.parent, real.parent.parent):
+        for candidate in [folder / "QdstrmImporter", *sorted(folder.glob("*/QdstrmImporter"))]:
+            if _is_executable(candidate):
+                return candidate
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ the plan
+
+
+@dataclass(frozen=True)
+class CaptureRange:
+    """What part of the run nsys records: all of it, a cudaProfilerApi / NVTX range, or delay + duration."""
+
+    mode: str | None = None  # "cudaProfilerApi", "nvtx" or None
+    nvtx_capture: str | None = None  # RANGE@DOMAIN, with mode "nvtx"
+    delay: int | None = None  # seconds
+    duration: int | None = None  # seconds
+
+    def __post_init__(self):
+        if self.mode is not None and self.mode not in CAPTURE_RANGES:
+            raise SpecprofError(f"--capture-range must be one of {', '.join(CAPTURE_RANGES)}, not {self.mode!r}")
+        if (self.mode == "nvtx") != bool(self.nvtx_capture):
+            raise SpecprofError("--capture-range nvtx and --nvtx-capture RANGE@DOMAIN go together: give both")
+        if self.mode is not None and (self.delay is not None or self.duration is not None):
+            raise SpecprofError("--delay/--duration and --capture-range are two ways to choose the window: pick one")
+
+    def flags(self) -> list[str]:
+        if self.mode == "cudaProfilerApi":
+            return ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+        if self.mode == "nvtx":
+            return ["--capture-range=nvtx", f"--nvtx-capture={self.nvtx_capture}", "--capture-range-end=stop"]
+        flags = []
+        if self.delay is not None:
+            flags.append(f"--delay={self.delay}")
+        if self.duration is not None:
+            flags.append(f"--duration={self.duration}")
+        return flags
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a capture will run, decided before anything runs (what --dry-run prints)."""
+
+    command: tuple[str, ...]
+    run_dir: Path  # absolute
+    nsys: Path
+    capture_range: CaptureRange
+    extra_nsys_args: tuple[str, ...]
+    preset: str | None  # None: the tracer is off
+    nvidia_stats: bool
+    force: bool
+    env: dict[str, str]  # additions to the workload's environment
+
+    def profile_argv(self) -> list[str]:
+        return [
+            str(self.nsys), "profile", *DEFAULT_FLAGS, *self.capture_range.flags(), *self.extra_nsys_args,
+            "-o", str(self.run_dir / Path(REPORT).stem), *self.command,
+        ]  # fmt: skip
+
+    def export_argv(self) -> list[str]:
+        """Run in the run directory."""
+        return [str(self.nsys), "export", "--type", "sqlite", "-o", SQLITE, REPORT]
+
+    def stats_argv(self) -> list[str]:
+        """Run in the run directory; writes nvidia_nvtx_gpu_proj_trace.csv."""
+        return [str(self.nsys), "stats", "-q", "-r", STATS_REPORT, "--format", "csv", "-o", STATS_PREFIX, SQLITE]
+
+
+def default_run_dir(now: datetime | None = None) -> Path:
+    now = now or datetime.now(timezone.utc)
+    return Path(now.strftime("specprof-run-%Y%m%dT%H%M%SZ"))
+
+
+def environment_additions(
+    run_dir: Path, preset: str | None, bootstrap: Path | None, capture_range: CaptureRange, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """SPECPROF_* and PYTHONPATH for the tracer (none when preset is None), and what an NVTX range needs."""
+    env = {}
+    if preset is not None:
+        env["SPECPROF_TRACE"] = "1"
+        env["SPECPROF_OUT_DIR"] = str(run_dir)
+        env["SPECPROF_PRESET"] = preset
+        existing = environ.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(bootstrap) + (os.pathsep + existing if existing else "")
+    if capture_range.mode == "nvtx" and "NSYS_NVTX_PROFILER_REGISTER_ONLY" not in environ:
+        # nsys matches only registered NVTX strings by default; other tools' ranges are often not registered.
+        env["NSYS_NVTX_PROFILER_REGISTER_ONLY"] = "0"
+    return env
+
+
+def _check_command(command: Sequence[str], environ: Mapping[str, str]) -> None:
+    if not command:
+        raise SpecprofError("no command to capture: give it after --, e.g. specprof capture -- python3 app.py")
+    if command[0].startswith("-"):
+        raise SpecprofError(f"the command starts with {command[0]!r}, an option: put the command after --")
+    if shutil.which(command[0], path=environ.get("PATH", "")) is None:
+        raise SpecprofError(f"{command[0]}: no such executable (searched PATH); check the command", command[0])
+
+
+def _parse_extra(extra: str) -> tuple[str, ...]:
+    try:
+        args = tuple(shlex.split(extra))
+    except ValueError as exc:
+        raise SpecprofError(f"cannot parse --extra-nsys-args {extra!r}: {exc}") from exc
+    for arg in args:
+        if arg in ("-o", "--output") or arg.startswith(("-o=", "--output=")):
+            raise SpecprofError(f"--extra-nsys-args may not set {arg}: the output goes into the run directory (-o DIR)")
+    return args
+
+
+def _owned_paths(run_dir: Path) -> list[Path]:
+    """What a capture writes into its run directory (what --force replaces)."""
+    named = [run_dir / name for name in (REPORT, QDSTRM, SQLITE, manifest.MANIFEST, BOOTSTRAP)]
+    return named + sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
+
+
+def _check_run_dir(run_dir: Path, force: bool) -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SpecprofError(f"{run_dir} exists and is not a directory; choose another -o DIR", str(run_dir))
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not force:
+        raise SpecprofError(
+            f"{run_dir} already holds files; choose another -o DIR or pass --force to replace its run", str(run_dir)
+        )
+
+
+def plan(
+    command: Sequence[str],
+    *,
+    run_dir: str | os.PathLike | None = None,
+    nsys: str | os.PathLike | None = None,
+    capture_range: CaptureRange = CaptureRange(),
+    extra_nsys_args: str = "",
+    preset: str = "sglang",
+    tracer: bool = True,
+    nvidia_stats: bool = False,
+    force: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> Plan:
+    """Validate the options and find nsys. Runs nothing and writes nothing."""
+    environ = os.environ if environ is None else environ
+    if preset not in PRESETS:
+        raise SpecprofError(f"--preset must be one of {', '.join(PRESETS)}, not {preset!r}")
+    _check_command(command, environ)
+    extra = _parse_extra(extra_nsys_args)
+    directory = Path(run_dir if run_dir is not None else default_run_dir()).absolute()
+    _check_run_dir(directory, force)
+    chosen_preset = preset if tracer else None
+    bootstrap = directory / BOOTSTRAP if tracer else None
+    return Plan(
+        command=tuple(command),
+        run_dir=directory,
+        nsys=find_nsys(nsys, environ),
+        capture_range=capture_range,
+        extra_nsys_args=extra,
+        preset=chosen_preset,
+        nvidia_stats=nvidia_stats,
+        force=force,
+        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ),
+    )
+
+
+def describe(plan: Plan) -> str:
+    """What --dry-run prints: the exact nsys command, the environment additions and the steps after it."""
+    lines = ["# nsys command", shlex.join(plan.profile_argv()), "# environment additions"]
+    lines += [f"{name}={shlex.quote(value)}" for name, value in plan.env.items()] or ["(none)"]
+    lines += [f"# then, in {shlex.quote(str(plan.run_dir))}", shlex.join(plan.export_argv())]
+    if plan.nvidia_stats:
+        lines.append(shlex.join(plan.stats_argv()))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------- running
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_forwarding_signals(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[str]]:
+    """Run argv in its own process group and pass on each SIGINT/SIGTERM we get (so a terminal's Ctrl-C reaches
+    nsys once, through us). Returns its exit code (128+N when killed by signal N) and the signals passed on."""
+    child: subprocess.Popen | None = None
+    pending: list[int] = []
+    seen: list[str] = []
+
+    def forward(signum, _frame):
+        seen.append(signal.Signals(signum).name)
+        if child is None:
+            pending.append(signum)
+        else:
+            child.send_signal(signum)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        try:
+            child = subprocess.Popen(list(argv), env=dict(env), process_group=0)
+        except OSError as exc:
+            raise SpecprofError(f"could not start {argv[0]}: {exc.strerror or exc}", argv[0]) from exc
+        for signum in pending:
+            child.send_signal(signum)
+        returncode = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return _exit_code(returncode), seen
+
+
+def _call(argv: Sequence[str], cwd: Path) -> int:
+    try:
+        return _exit_code(subprocess.run(list(argv), cwd=cwd).returncode)
+    except OSError:
+        return 127
+
+
+def _bootstrap(plan: Plan) -> Plan:
+    """Make the tracer's bootstrap folder (tracer.plugin.bootstrap_dir) and point PYTHONPATH at it."""
+    try:
+        plugin = importlib.import_module("tracer.plugin")
+    except ImportError as exc:
+        raise SpecprofError(f"the tracer cannot be loaded ({exc}); capture with --no-tracer instead") from exc
+    made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))
+    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ)
+    return dataclasses.replace(plan, env=env)
+
+
+def run_files(run_dir: Path) -> dict:
+    """Which of a capture's files exist, by role (names relative to the run directory)."""
+
+    def present(name: str) -> str | None:
+        return name if (run_dir / name).is_file() else None
+
+    return {
+        "report": present(REPORT),
+        "qdstrm": present(QDSTRM),
+        "sqlite": present(SQLITE),
+        "sidecars": sorted(path.name for path in run_dir.glob(SIDECAR_GLOB) if path.is_file()),
+        "nvidia_stats": sorted(path.name for path in run_dir.glob(f"{STATS_PREFIX}_*.csv")),
+    }
+
+
+def _prepare_run_dir(plan: Plan) -> None:
+    _check_run_dir(plan.run_dir, plan.force)  # again: it may have filled since the plan was made
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    for path in _owned_paths(plan.run_dir):
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _stderr(message: str) -> None:
+    print(f"specprof: {message}", file=sys.stderr)
+
+
+def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
+    """Capture, convert, export, write manifest.json; return the manifest.
+
+    Raises CaptureFailed (after writing the manifest) when nsys or the workload exits non-zero, no report was
+    written, or a conversion or export failed; whatever was captured stays in the run directory."""
+    _prepare_run_dir(plan)
+    if plan.preset is not None:
+        plan = _bootstrap(plan)
+    run_dir = plan.run_dir
+    commands: dict[str, list[str] | None] = {"profile": plan.profile_argv(), "qdstrm_import": None, "export": None}
+    codes: dict[str, int | None] = {"profile": None, "qdstrm_import": None, "export": None}
+    if plan.nvidia_stats:
+        commands["stats"], codes["stats"] = None, None
+    problems: list[str] = []
+    signals: list[str] = []
+    started = _utc_now()
+    record = {
+        "schema": manifest.SCHEMA,
+        "command": list(plan.command),
+        "run_dir": str(run_dir),
+        "nsys": {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": commands["profile"]},
+        "preset": plan.preset,
+        "tracer": plan.preset is not None,
+        "env": plan.env,
+        "gpus": manifest.gpus(),
+        "versions": {
+            "sglang": manifest.package_version("sglang"),
+            "torch": manifest.package_version("torch"),
+            "specprof": __version__,
+        },
+        "host": manifest.host(),
+        "start": started,
+    }
+    try:
+        codes["profile"], signals = run_forwarding_signals(commands["profile"], {**os.environ, **plan.env})
+        if codes["profile"] != 0:
+            after = f" after {', '.join(signals)}" if signals else ""
+            problems.append(
+                f"`{shlex.join(plan.command)}` under nsys exited with code {codes['profile']}{after}; "
+                "run the command without specprof to see whether it fails on its own"
+            )
+        report, qdstrm = run_dir / REPORT, run_dir / QDSTRM
+        if not report.exists() and qdstrm.exists():
+            problems += _convert_qdstrm(plan, commands, codes, say)
+        if report.exists():
+            commands["export"] = plan.export_argv()
+            codes["export"] = _call(commands["export"], run_dir)
+            if codes["export"] != 0:
+                problems.append(f"`{shlex.join(commands['export'])}` exited with code {codes['export']}")
+            elif plan.nvidia_stats:
+                commands["stats"] = plan.stats_argv()
+                codes["stats"] = _call(commands["stats"], run_dir)
+                if codes["stats"] != 0:
+                    problems.append(f"`{shlex.join(commands['stats'])}` exited with code {codes['stats']}")
+        elif not qdstrm.exists():
+            window = " (did the workload ever open the capture range?)" if plan.capture_range.mode else ""
+            problems.append(f"nsys wrote no report{window}; see nsys's output above")
+    finally:
+        record.update(
+            end=_utc_now(), exit_codes=codes, commands=commands, signals_forwarded=signals, files=run_files(run_dir)
+        )
+        manifest.write(run_dir, record)
+    if problems:
+        profile_failed = codes["profile"] not in (0, None)
+        raise CaptureFailed(
+            "; ".join(problems) + f"; what was captured is kept in {run_dir} (see {manifest.MANIFEST})",
+            str(run_dir),
+            exit_code=codes["profile"] if profile_failed and 0 < codes["profile"] < 256 else 2,
+        )
+    return record
+
+
+def _convert_qdstrm(plan: Plan, commands: dict, codes: dict, say: Callable[[str], None]) -> list[str]:
+    """nsys left run.qdstrm and no report (its importer failed): convert it with QdstrmImporter."""
+    importer = find_qdstrm_importer(plan.nsys)
+    if importer is None:
+        return [
+            f"nsys left {QDSTRM} but no report, and no QdstrmImporter was found beside {plan.nsys}; "
+            f"convert it with `QdstrmImporter -i {plan.run_dir / QDSTRM}` run from the importer's folder"
+        ]
+    say(f"nsys left {QDSTRM} without a report (its importer failed); converting it with {importer}")
+    commands["qdstrm_import"] = [str(importer), "-i", str(plan.run_dir / QDSTRM)]
+    codes["qdstrm_import"] = _call(commands["qdstrm_import"], importer.parent)
+    if codes["qdstrm_import"] != 0 or not (plan.run_dir / REPORT).exists():
+        return [f"`{shlex.join(commands['qdstrm_import'])}` exited with code {codes['qdstrm_import']} and no {REPORT}"]
+    say(f"converted {QDSTRM} to {REPORT}")
+    return []

@@ -1,0 +1,64 @@
+"""Click commands of the tracer side (`specprof capture`, …). They only parse options and call the library.
+
+Imported by analyzer.cli at start-up: nothing heavy (torch, SGLang) may be imported at module level here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracer import capture as capture_lib
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.option("-o", "--output", "run_dir", type=click.Path(path_type=Path), metavar="DIR",
+              help="Run directory [default: specprof-run-<UTC timestamp>].")
+@click.option("--nsys", "nsys_path", metavar="PATH",
+              help="nsys to use [default: $NSYS, then PATH, then the standard install folders].")
+@click.option("--capture-range", type=click.Choice(capture_lib.CAPTURE_RANGES),
+              help="Record only between cudaProfilerStart/Stop, or inside an NVTX range (--nvtx-capture).")
+@click.option("--nvtx-capture", metavar="RANGE@DOMAIN", help="The NVTX range that opens the capture.")
+@click.option("--delay", type=click.IntRange(min=0), metavar="S", help="Start recording S seconds after launch.")
+@click.option("--duration", type=click.IntRange(min=1), metavar="S", help="Record for S seconds.")
+@click.option("--extra-nsys-args", default="", metavar="ARGS",
+              help="More `nsys profile` flags, split like a shell would (never run by one).")
+@click.option("--preset", type=click.Choice(capture_lib.PRESETS), default="sglang", show_default=True,
+              help="What the tracer wraps: SGLang's EAGLE workers or specprof's reference engine.")
+@click.option("--no-tracer", is_flag=True, help="Do not load the specprof tracer into the workload.")
+@click.option("--nvidia-stats", is_flag=True,
+              help="Also write NVIDIA's nvtx_gpu_proj_trace report (nvidia_nvtx_gpu_proj_trace.csv).")
+@click.option("--dry-run", is_flag=True, help="Print the nsys command and environment additions; run nothing.")
+@click.option("--force", is_flag=True, help="Replace the run already in DIR.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def capture(run_dir, nsys_path, capture_range, nvtx_capture, delay, duration, extra_nsys_args, preset, no_tracer,
+            nvidia_stats, dry_run, force, command):
+    """Run COMMAND under Nsight Systems and write a run directory: run.nsys-rep, run.sqlite, the tracer's
+    sidecars and manifest.json.
+
+    \b
+    specprof capture -- python3 -m sglang.launch_server ...
+    specprof capture --preset reference -- specprof reference --steps 4 --cycles 200
+    """
+    plan = capture_lib.plan(
+        command,
+        run_dir=run_dir,
+        nsys=nsys_path,
+        capture_range=capture_lib.CaptureRange(capture_range, nvtx_capture, delay, duration),
+        extra_nsys_args=extra_nsys_args,
+        preset=preset,
+        tracer=not no_tracer,
+        nvidia_stats=nvidia_stats,
+        force=force,
+    )
+    if dry_run:
+        click.echo(capture_lib.describe(plan))
+        return
+    record = capture_lib.run(plan, say=lambda message: click.echo(f"specprof: {message}", err=True))
+    files = record["files"]
+    kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"]
+    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept)}, manifest.json", err=True)
+
+
+COMMANDS = [capture]
