@@ -98,7 +98,7 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
         start=pl.max_horizontal("a", pl.col("t").fill_null(pl.col("a"))),
         end=pl.min_horizontal("b", pl.col("t_next").fill_null(pl.col("b"))),
     ).filter(pl.col("end") > pl.col("start"))
-    info = ranges.select(state="range_id", s_name="name", s_cycle="cycle")
+    info = ranges.select(state="range_id", s_name="phase", s_cycle="cycle")
     pieces = pieces.join(info, on="state", how="left")
     own = pl.col("s_name").is_null() | pl.col("s_name").is_in(grouping)
     pieces = pieces.with_columns(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -38,7 +39,8 @@ def load(path: str) -> Trace:
     if os.path.isfile(path):
         with open(path, "rb") as fh:
             head = fh.read(16)
-        if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+        body = head.lstrip()
+        if head[:2] == b"\x1f\x8b" or body[:1] == b"{" or re.match(rb"\[\s*\{", body):
             try:
                 from analyzer.readers.kineto import read_kineto
             except ImportError:

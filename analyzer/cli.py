@@ -27,6 +27,42 @@ def main():
     """specprof: where each millisecond of a speculative-decoding cycle goes."""
 
 
+@main.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (docs/json.md) to stdout.")
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR.")
+@click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False),
+              help="Write every table as Parquet into DIR.")
+@click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
+              help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
+@click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
+              help="Range name that groups one cycle (not a phase). Repeatable.")
+@click.option("--domain", "domains", multiple=True,
+              help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
+@click.option("--cycles", "cycle_limit", type=int, default=10, show_default=True,
+              help="How many cycles the per-cycle table shows.")
+@click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
+              help="How many phases the terminal tables show (the JSON has all).")
+def analyze(trace, as_json, csv_dir, parquet_dir, categories_file, grouping, domains, cycle_limit,
+            phase_limit):
+    """Attribute the GPU time of TRACE (an nsys SQLite export) to phases and categories."""
+    from analyzer import analysis, categories
+    from analyzer.render import json as json_render
+    from analyzer.render import tables, terminal
+
+    rules = categories.load_rules(categories_file)
+    result = analysis.analyze(analysis.load(trace), grouping=tuple(grouping), rules=rules,
+                              domains=tuple(domains))
+    if csv_dir:
+        tables.write(result, csv_dir, "csv")
+    if parquet_dir:
+        tables.write(result, parquet_dir, "parquet")
+    if as_json:
+        click.echo(json_render.render(result))
+    else:
+        click.echo(terminal.render(result, cycle_limit=cycle_limit, phase_limit=phase_limit))
+
+
 def _register_tracer_commands():
     # tracer.cli holds `capture` and `reference`; it must not import torch at module level.
     from tracer import cli as tracer_cli

@@ -17,6 +17,15 @@ UNATTRIBUTED = "(unattributed)"  # no enclosing range, or no launch record in th
 
 I64_MIN = -(2**63)
 
+# torch.autograd.profiler.emit_nvtx names ranges "aten::mm, seq = 12, op_id = 34, sizes = [...]":
+# one phase per operator, not per call.
+_EMIT_NVTX_SUFFIX = r",\s*(seq|op_id|sizes|input_op_ids|stream)\s*=.*$"
+
+
+def phase_names(ranges: pl.DataFrame) -> pl.DataFrame:
+    """Add `phase`: the range name with per-call suffixes (emit_nvtx's op ids) removed."""
+    return ranges.with_columns(phase=pl.col("name").str.replace(_EMIT_NVTX_SUFFIX, ""))
+
 
 def nest(ranges: pl.DataFrame) -> pl.DataFrame:
     """Add `depth` (0 = outermost) and `parent` (range_id or null) to ranges, per thread.
@@ -121,7 +130,7 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     - ranges: ranges with depth, parent and cycle.
     - timeline: the per-thread innermost-range timeline (see `timeline`).
     """
-    ranges = nest(trace.ranges)
+    ranges = phase_names(nest(trace.ranges))
     cyc = cycle_of_ranges(ranges, grouping)
     ranges = ranges.join(cyc, on="range_id", how="left").sort("range_id")
     tl = timeline(ranges)
@@ -132,7 +141,7 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
                    launch_tid="tid", launch_name="name", range_id="range_id"),
         on=["pid", "correlation"], how="left",
     )
-    names = ranges.select("range_id", range_name="name", cycle="cycle")
+    names = ranges.select("range_id", range_name="phase", cycle="cycle")
     ops = ops.join(names, on="range_id", how="left")
     ops = ops.with_columns(
         unattributed=pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record"))

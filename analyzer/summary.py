@@ -15,8 +15,8 @@ from analyzer.projection import IN_CYCLE, UNATTRIBUTED
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
                 segs: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
     """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals)."""
-    phases = ranges.filter(~pl.col("name").is_in(grouping))
-    inst = phases.join(proj, on="range_id", how="left").group_by(phase="name").agg(
+    phases = ranges.filter(~pl.col("phase").is_in(grouping))
+    inst = phases.join(proj, on="range_id", how="left").group_by("phase").agg(
         instances=pl.len().cast(pl.Int64),
         cpu=(pl.col("end") - pl.col("start")).sum(),
         gpu_span=(pl.col("gpu_end") - pl.col("gpu_start")).fill_null(0).sum(),
@@ -70,8 +70,8 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, segs: pl.DataFrame,
         attributed=(pl.col("end") - pl.col("start")).sum())
     busy = union_length(ops.filter(pl.col("cycle").is_not_null()), ["cycle", "phase"]).rename(
         {"busy": "gpu_busy"})
-    cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("name").is_in(grouping)).group_by(
-        "cycle", phase="name").agg(cpu=(pl.col("end") - pl.col("start")).sum())
+    cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
+        "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum())
     keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
                       cpu.select("cycle", "phase")]).unique()
     long = (

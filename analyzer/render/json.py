@@ -1,0 +1,94 @@
+"""The JSON contract (docs/json.md): schema `specprof.analysis/1`. Times in float milliseconds.
+
+Additive keys may appear in later versions; a breaking change bumps `schema`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from analyzer.analysis import Analysis
+
+SCHEMA = "specprof.analysis/1"
+
+
+def ms(ns) -> float:
+    return round(float(ns or 0) / 1e6, 6)
+
+
+def _num(x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return x
+
+
+def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
+    meta = a.trace.meta
+    cats: dict[str, dict[str, float]] = {}
+    for row in a.categories.iter_rows(named=True):
+        cats.setdefault(row["phase"], {})[row["category"]] = ms(row["ns"])
+    phases = [
+        {
+            "name": r["phase"],
+            "instances": r["instances"],
+            "ops": r["ops"],
+            "cpu_ms": ms(r["cpu"]),
+            "gpu_span_ms": ms(r["gpu_span"]),
+            "gpu_busy_ms": ms(r["gpu_busy"]),
+            "attributed_ms": ms(r["attributed"]),
+            "categories": cats.get(r["phase"], {}),
+        }
+        for r in a.phases.iter_rows(named=True)
+    ]
+    per_cycle: dict[int, dict] = {}
+    for r in a.cycle_phases.iter_rows(named=True):
+        per_cycle.setdefault(r["cycle"], {})[r["phase"]] = {
+            "attributed_ms": ms(r["attributed"]), "gpu_busy_ms": ms(r["gpu_busy"]), "cpu_ms": ms(r["cpu"]),
+        }
+    cycles_df = a.cycles if max_cycles is None else a.cycles.head(max_cycles)
+    cycles = [
+        {"index": r["index"], "pid": r["pid"], "start_ns": r["start"], "end_ns": r["end"],
+         "phases": per_cycle.get(r["cycle"], {})}
+        for r in cycles_df.iter_rows(named=True)
+    ]
+    un = a.unattributed
+    return {
+        "schema": SCHEMA,
+        "source": {
+            "path": meta.path,
+            "format": meta.format,
+            "nsys_version": meta.tool_version if meta.format == "nsys-sqlite" else None,
+            "tool_version": meta.tool_version,
+            "gpus": meta.gpus,
+        },
+        "phases": phases,
+        "cycles": cycles,
+        "unattributed": {
+            "ops": int(un["ops"].sum()) if un.height else 0,
+            "ms": ms(un["ns"].sum()) if un.height else 0.0,
+            "by_reason": {r["reason"]: {"ops": r["ops"], "ms": ms(r["ns"])} for r in un.iter_rows(named=True)},
+        },
+        "launch": [
+            {"phase": r["phase"], "launches": r["launches"], "api_cpu_ms": ms(r["api_ns"]),
+             "latency_p50_us": _us(r["latency_p50"]), "latency_p90_us": _us(r["latency_p90"]),
+             "latency_max_us": _us(r["latency_max"])}
+            for r in a.launch.iter_rows(named=True)
+        ],
+        "streams": [
+            {"device": r["device"], "stream": r["stream"], "ops": r["ops"], "wall_ms": ms(r["wall"]),
+             "busy_ms": ms(r["busy"]), "cpu_wait_ms": ms(r["cpu_wait"]), "launch_ms": ms(r["launch"]),
+             "idle_ms": ms(r["idle"])}
+            for r in a.streams.iter_rows(named=True)
+        ],
+        "notes": a.notes,
+    }
+
+
+def _us(ns):
+    ns = _num(ns)
+    return None if ns is None else round(float(ns) / 1e3, 3)
+
+
+def render(a: Analysis) -> str:
+    return json.dumps(to_dict(a), indent=1, ensure_ascii=True)

@@ -1,0 +1,72 @@
+"""`specprof reference`: run the reference engine, with or without the tracer, and write results.
+
+Writes into the output folder (SPECPROF_OUT_DIR under `specprof capture`, else `--out`):
+- `ground_truth.json` (schema `specprof.ground_truth/1`): per cycle and phase, the GPU time between
+  CUDA events recorded in-stream at the phase's boundaries, read after the run;
+- the tracer's sidecar, when tracing is on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+from tracer.reference.engine import PHASE_ORDER, EngineConfig, run
+
+GROUND_TRUTH_SCHEMA = "specprof.ground_truth/1"
+
+
+def enable_tracer(preset: str = "reference") -> None:
+    """Turn the tracer on in this process, as `specprof capture` does for a child."""
+    os.environ["SPECPROF_TRACE"] = "1"
+    os.environ.setdefault("SPECPROF_PRESET", preset)
+
+
+def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
+                  ground_truth: bool = True, profile_range: bool = False,
+                  torch_trace: str | None = None) -> dict:
+    """Run the engine and write ground_truth.json; returns the summary written."""
+    # SGLang calls load_plugins() in every scheduler; the engine does the same. It patches
+    # nothing unless SPECPROF_TRACE=1.
+    from tracer import plugin
+
+    plugin.load()
+    os.makedirs(out_dir, exist_ok=True)
+    if torch_trace:
+        import torch
+
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cfg.device.startswith("cuda"):
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as prof:
+            result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
+                         profile_range=profile_range)
+        prof.export_chrome_trace(torch_trace)
+    else:
+        result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
+                     profile_range=profile_range)
+    means = {}
+    if result.ground_truth:
+        for phase in PHASE_ORDER:
+            means[phase] = statistics.fmean(r[f"{phase}_ms"] for r in result.ground_truth)
+    summary = {
+        "schema": GROUND_TRUTH_SCHEMA,
+        "method": "torch.cuda.Event(enable_timing=True) recorded on the current stream at the start "
+                  "and end of each phase method, no synchronize inside the loop; elapsed_time read "
+                  "after torch.cuda.synchronize() at the end of the run",
+        "config": result.config,
+        "traced": os.environ.get("SPECPROF_TRACE") == "1",
+        "run": {
+            "cycles": result.cycles,
+            "wall_ns": result.wall_ns,
+            "tokens": result.tokens,
+            "tokens_per_s": result.tokens_per_s,
+            "mean_accept_len": result.mean_accept_len,
+        },
+        "mean_ms": means,
+        "cycles": result.ground_truth,
+    }
+    with open(os.path.join(out_dir, "ground_truth.json"), "w", encoding="utf-8") as fh:
+        json.dump(summary, fh, indent=1)
+    return summary
