@@ -34,8 +34,22 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
 
 
+def resolve(path: str) -> str:
+    """The trace file for `path`: the file itself, or the export inside a run directory."""
+    if not os.path.isdir(path):
+        return path
+    exports = sorted(f for f in os.listdir(path) if f.endswith(".sqlite"))
+    if len(exports) == 1:
+        return os.path.join(path, exports[0])
+    if not exports:
+        raise SpecprofError(f"{path}: a directory with no nsys SQLite export (*.sqlite) in it; give "
+                            "an export, or a run directory made by `specprof capture`", path)
+    raise SpecprofError(f"{path}: a directory with several exports ({', '.join(exports)}); give one", path)
+
+
 def load(path: str) -> Trace:
-    """Read a trace file, choosing the reader by content."""
+    """Read a trace file (or a run directory's export), choosing the reader by content."""
+    path = resolve(path)
     if os.path.isfile(path):
         with open(path, "rb") as fh:
             head = fh.read(16)

@@ -28,7 +28,7 @@ def main():
 
 
 @main.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (docs/json.md) to stdout.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR.")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False),
@@ -45,7 +45,10 @@ def main():
               help="How many phases the terminal tables show (the JSON has all).")
 def analyze(trace, as_json, csv_dir, parquet_dir, categories_file, grouping, domains, cycle_limit,
             phase_limit):
-    """Attribute the GPU time of TRACE (an nsys SQLite export) to phases and categories."""
+    """Attribute the GPU time of TRACE to phases and categories.
+
+    TRACE is an nsys SQLite export, or a run directory made by `specprof capture`.
+    """
     from analyzer import analysis, categories
     from analyzer.render import json as json_render
     from analyzer.render import tables, terminal
