@@ -1,0 +1,151 @@
+"""Getting the tracer into every engine process, and turning it on and off.
+
+- `load()` is the entry point of SGLang's plugin group `sglang.srt.plugins` (0.5.11+), which SGLang calls at
+  the start of every scheduler process (and in the launcher, detokenizer and DP controller).
+- `bootstrap_dir(path)` writes a folder to put first on PYTHONPATH: its `sitecustomize.py` calls `load()` in
+  every Python process started with that environment, for SGLang versions without plugins (and for any other
+  program), then runs the `sitecustomize` it shadows.
+
+Both are inert unless SPECPROF_TRACE=1: importing this module imports nothing but `os` and `sys`, and `load()`
+returns at once. Enabled, `install()` patches the preset's targets that are already imported and hooks the
+import of the rest (nothing else is imported until a target module is).
+
+Environment: SPECPROF_TRACE=1 turns tracing on; SPECPROF_PRESET picks the target table (`sglang`, the default,
+or `reference`); SPECPROF_OUT_DIR is where sidecars go (default: the process's working directory).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENV_TRACE = "SPECPROF_TRACE"
+ENV_PRESET = "SPECPROF_PRESET"
+ENV_OUT_DIR = "SPECPROF_OUT_DIR"
+
+_session = None
+_fork_hook_registered = False
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_TRACE) == "1"
+
+
+def load() -> None:
+    """SGLang plugin entry point (and what bootstrap_dir's sitecustomize calls). Never raises."""
+    if not enabled():
+        return
+    install()
+
+
+def install(preset: str | None = None, out_dir: str | None = None, *, import_modules: bool = False, **options):
+    """Starts tracing in this process (once; later calls return the same session). Never raises.
+
+    `preset` defaults to $SPECPROF_PRESET or "sglang"; `out_dir` to $SPECPROF_OUT_DIR or the working directory
+    when the sidecar opens. `import_modules=True` imports the target modules now instead of waiting for them.
+    `options` go to TracingSession (tests: perf_counter_ns, max_queue, nvtx_factory, ...).
+    Returns the TracingSession, or None when it could not start (the reason is logged).
+    """
+    global _session
+    if _session is not None:
+        return _session
+    import logging
+
+    try:
+        from tracer import presets
+        from tracer.session import TracingSession
+
+        name = preset or os.environ.get(ENV_PRESET) or presets.DEFAULT
+        session = TracingSession(presets.get(name), out_dir or os.environ.get(ENV_OUT_DIR) or None, **options)
+        _session = session
+        _register_fork_hook()
+        session.activate(import_modules=import_modules)
+        return session
+    except Exception as exc:
+        logging.getLogger("specprof.tracer").warning("specprof: tracing not started: %s", exc)
+        _session = None
+        return None
+
+
+def current():
+    """The running TracingSession, or None."""
+    return _session
+
+
+def uninstall() -> None:
+    """Stops tracing: closes the sidecar and restores every patched method. Never raises."""
+    global _session
+    session, _session = _session, None
+    if session is not None:
+        try:
+            session.deactivate()
+        except Exception:
+            pass
+
+
+def _after_fork_in_child() -> None:
+    if _session is not None:
+        try:
+            _session.after_fork_in_child()
+        except Exception:
+            pass
+
+
+def _register_fork_hook() -> None:
+    global _fork_hook_registered
+    if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _fork_hook_registered = True
+
+
+_SITECUSTOMIZE = '''\
+"""Written by specprof (tracer.plugin.bootstrap_dir). Loads the specprof tracer when SPECPROF_TRACE=1,
+then runs the sitecustomize module that this one shadows, if there is one."""
+import os
+import sys
+
+
+def _specprof_load():
+    if os.environ.get("SPECPROF_TRACE") != "1":
+        return
+    try:
+        try:
+            import tracer.plugin
+        except ImportError:
+            sys.path.append({root!r})
+            import tracer.plugin
+        tracer.plugin.load()
+    except Exception as exc:
+        sys.stderr.write("specprof: tracer not loaded: %s\\n" % (exc,))
+
+
+def _run_shadowed_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+_specprof_load()
+_run_shadowed_sitecustomize()
+'''
+
+
+def bootstrap_dir(path: str) -> str:
+    """Creates `path` (if needed) with a `sitecustomize.py` that loads the tracer in every Python process
+    whose PYTHONPATH starts with `path` and whose environment has SPECPROF_TRACE=1. Returns `path`.
+
+    Use: `env["PYTHONPATH"] = bootstrap_dir(d) + os.pathsep + env.get("PYTHONPATH", "")`.
+    The file also makes `tracer` importable from this checkout when specprof is not installed there.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.makedirs(path, exist_ok=True)
+    target = os.path.join(path, "sitecustomize.py")
+    with open(target, "w", encoding="utf-8") as handle:
+        handle.write(_SITECUSTOMIZE.format(root=root))
+    return str(path)

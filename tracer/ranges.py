@@ -1,0 +1,267 @@
+"""The hot path: entering and leaving a phase, and the wrappers the target table installs.
+
+Entering a phase pushes an NVTX range (domain `specprof`, message = the phase name), opens a
+`torch.profiler.record_function` range when the torch profiler is active, and takes `time.perf_counter_ns()`;
+leaving takes the time again and pops both. Nothing here synchronises with a device or reads a tensor's data,
+logs, or imports anything: everything is bound when the tracer starts.
+
+A wrapper catches the tracer's own exceptions (the wrapped method runs as if untraced) and lets the wrapped
+method's exceptions through untouched, popping its range first.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from tracer import DOMAIN
+from tracer.cycles import AcceptMatcher, Cycle
+from tracer.targets import COUNTS, MARKER, RANGE
+
+CYCLE = "cycle"
+VERIFY = "verify"
+
+# A frame is a list, for speed: [phase, start_ns, end_ns, record_function or None, enclosing Cycle or None].
+_PHASE, _START, _END, _RF, _CYCLE = range(5)
+
+
+class NoNvtx:
+    """Used until the tracer starts, and when the nvtx package cannot be imported."""
+
+    def push(self, phase: str) -> None:
+        pass
+
+    def pop(self) -> None:
+        pass
+
+    def mark(self, message: str) -> None:
+        pass
+
+
+class NvtxRanges:
+    """NVTX push/pop in domain `specprof` through the `nvtx` package (registered strings, CPU side only)."""
+
+    def __init__(self, domain: str = DOMAIN):
+        import nvtx  # imported when the tracer starts, never at module import
+
+        self._domain = nvtx.get_domain(domain)
+        self._attributes: dict[str, Any] = {}
+        self._push = self._domain.push_range
+        self.pop = self._domain.pop_range
+
+    def push(self, phase: str) -> None:
+        attributes = self._attributes.get(phase)
+        if attributes is None:
+            attributes = self._attributes[phase] = self._domain.get_event_attributes(message=phase)
+        self._push(attributes)
+
+    def mark(self, message: str) -> None:
+        self._domain.mark(message=message)
+
+
+class TorchProfilerRanges:
+    """`record_function(phase)` while torch.profiler is active; never imports torch."""
+
+    def __init__(self):
+        self._profiler_module = None
+
+    def open(self, phase: str):
+        module = self._profiler_module
+        if module is None:
+            module = sys.modules.get("torch.autograd.profiler")
+            if module is None:
+                return None
+            self._profiler_module = module
+        if not module._is_profiler_enabled:
+            return None
+        scope = module.record_function(phase)
+        scope.__enter__()
+        return scope
+
+
+class _ThreadState(threading.local):
+    def __init__(self):
+        self.stack: list[list] = []  # open frames on this thread, innermost last
+        self.cycle: Cycle | None = None  # the open cycle on this thread
+
+
+class Recorder:
+    """Per-process phase state: open frames per thread, cycles, and where finished ones go.
+
+    `on_start(owner)` runs once, at the first traced call (owner = that call's `self`); it may replace `nvtx`.
+    `emit_range(record)` receives range records; cycles go through `matcher` (accept counts) to its `emit`.
+    `clock_sync()` runs between cycles at most every `sync_every_ns`.
+    """
+
+    def __init__(
+        self,
+        *,
+        matcher: AcceptMatcher,
+        emit_range: Callable[[dict], None],
+        batch_size: Callable[[Any], "int | None"],
+        on_start: Callable[[Any], None] = lambda owner: None,
+        clock_sync: Callable[[], None] = lambda: None,
+        sync_every_ns: int = 1_000_000_000,
+        perf_counter_ns: Callable[[], int] = time.perf_counter_ns,
+    ):
+        self.nvtx: Any = NoNvtx()
+        self.profiler = TorchProfilerRanges()
+        self.matcher = matcher
+        self._emit_range = emit_range
+        self._batch_size = batch_size
+        self._on_start = on_start
+        self._clock_sync = clock_sync
+        self._sync_every_ns = sync_every_ns
+        self._last_sync_ns: int | None = None
+        self._clock = perf_counter_ns
+        self._local = _ThreadState()
+        self._indices = itertools.count()
+        self.started = False
+        self.last_cycle_index: int | None = None
+
+    def after_fork_in_child(self) -> None:
+        self._local = _ThreadState()
+        self._indices = itertools.count()
+        self.started = False
+        self.last_cycle_index = None
+        self._last_sync_ns = None
+        self.matcher.reset()
+
+    def _start(self, args: tuple) -> None:
+        self.started = True
+        self._last_sync_ns = self._clock()  # on_start writes the first clock reading
+        self._on_start(args[0] if args else None)
+
+    def enter(self, phase: str, args: tuple, kwargs: dict) -> list | None:
+        if not self.started:
+            self._start(args)
+        state = self._local
+        stack = state.stack
+        if stack and stack[-1][_PHASE] == phase:
+            return None  # the same phase again inside itself (an override calling super()): one range
+        frame = [phase, 0, None, None, None]
+        cycle = None
+        if phase == CYCLE:
+            batch = args[1] if len(args) > 1 else kwargs.get("batch")
+            try:
+                size = self._batch_size(batch)
+            except Exception:
+                size = None
+            cycle = Cycle(next(self._indices), 0, size)
+        self.nvtx.push(phase)
+        try:
+            start = frame[_START] = self._clock()
+            try:
+                frame[_RF] = self.profiler.open(phase)
+            except Exception:
+                frame[_RF] = None
+            if cycle is not None:
+                cycle.start_ns = start
+                state.cycle = cycle
+                self.last_cycle_index = cycle.index
+            elif state.cycle is not None:
+                frame[_CYCLE] = state.cycle
+                state.cycle.phases.append(frame)
+            stack.append(frame)
+        except BaseException:
+            self.nvtx.pop()
+            raise
+        return frame
+
+    def exit(self, frame: list) -> None:
+        end = self._clock()
+        scope = frame[_RF]
+        if scope is not None:
+            frame[_RF] = None
+            try:
+                scope.__exit__(None, None, None)
+            except Exception:
+                pass
+        self.nvtx.pop()
+        frame[_END] = end
+        state = self._local
+        stack = state.stack
+        if stack and stack[-1] is frame:
+            stack.pop()
+        else:  # left out of order (a generator, a leaked frame): drop it by identity
+            state.stack = [f for f in stack if f is not frame]
+        phase = frame[_PHASE]
+        if phase == CYCLE:
+            cycle = state.cycle
+            state.cycle = None
+            if cycle is not None:
+                cycle.end_ns = end
+                self.matcher.cycle_closed(cycle)
+            last = self._last_sync_ns
+            if last is None or end - last >= self._sync_every_ns:
+                self._last_sync_ns = end
+                self._clock_sync()
+        elif frame[_CYCLE] is not None:
+            if phase == VERIFY:
+                frame[_CYCLE].verified = True
+        else:
+            self._emit_range(
+                {
+                    "type": "range",
+                    "name": phase,
+                    "start_ns": frame[_START],
+                    "end_ns": end,
+                    "cycle": self.last_cycle_index,
+                }
+            )
+
+    def counts(self, counts: list[int]) -> None:
+        self.matcher.counts_arrived(counts, self._local.cycle)
+
+
+def range_wrapper(recorder: Recorder, phase: str) -> Callable[[Callable], Callable]:
+    """A `make_wrapper` for targets.patch_method: the method runs inside a `phase` range."""
+    enter = recorder.enter
+    leave = recorder.exit
+
+    def make(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def specprof_range(*args, **kwargs):
+            try:
+                frame = enter(phase, args, kwargs)
+            except Exception:
+                frame = None
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if frame is not None:
+                    try:
+                        leave(frame)
+                    except Exception:
+                        pass
+
+        setattr(specprof_range, MARKER, RANGE)
+        return specprof_range
+
+    return make
+
+
+def counts_wrapper(recorder: Recorder, read: Callable[[tuple, dict, Any], Any]) -> Callable[[Callable], Callable]:
+    """A `make_wrapper` for targets.patch_method: after the method returns, `read` its accept counts."""
+    deliver = recorder.counts
+
+    def make(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def specprof_counts(*args, **kwargs):
+            returned = method(*args, **kwargs)
+            try:
+                counts = read(args, kwargs, returned)
+                if counts is not None:
+                    deliver(counts)
+            except Exception:
+                pass
+            return returned
+
+        setattr(specprof_counts, MARKER, COUNTS)
+        return specprof_counts
+
+    return make
