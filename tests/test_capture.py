@@ -63,7 +63,7 @@ def profile(args):
         def stop(signum, frame):
             Path(os.environ["FAKE_NSYS_SIGNALS"]).write_text(signal.Signals(signum).name)
             write_report()
-            sys.exit(0)
+            sys.exit(int(os.environ.get("FAKE_NSYS_STOP_RC", "0")))
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
@@ -72,6 +72,8 @@ def profile(args):
         return 99
     returncode = subprocess.run(app).returncode
     write_report()
+    if any(arg.startswith("--duration=") for arg in args[:i]):
+        return 128 + signal.SIGTERM  # nsys's default --kill=sigterm ends the workload when the duration runs out
     return returncode
 
 
@@ -83,6 +85,8 @@ def export(args):
     db = sqlite3.connect(value(args, "-o"))
     db.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
     db.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_PRODUCT_VERSION', '2025.3.1')")
+    if not os.environ.get("FAKE_NSYS_NO_KERNELS"):
+        db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER)")
     db.commit()
     db.close()
     return 0
@@ -117,7 +121,7 @@ WORKLOAD = """
 import json, os, sys
 names = ("SPECPROF_TRACE", "SPECPROF_OUT_DIR", "SPECPROF_PRESET", "PYTHONPATH", "NSYS_NVTX_PROFILER_REGISTER_ONLY")
 with open(os.environ["WORKLOAD_ENV_DUMP"], "w") as out:
-    json.dump({name: os.environ.get(name) for name in names}, out)
+    json.dump({**{name: os.environ.get(name) for name in names}, "tracer_loaded": "tracer.plugin" in sys.modules}, out)
 if os.environ.get("SPECPROF_OUT_DIR"):
     with open(os.path.join(os.environ["SPECPROF_OUT_DIR"], "specprof-sidecar.%d.jsonl" % os.getpid()), "w") as out:
         out.write('{"cycle": 0}\\n')
@@ -165,7 +169,7 @@ def tools(tmp_path, monkeypatch):
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.delenv("NSYS_NVTX_PROFILER_REGISTER_ONLY", raising=False)
-    for name in ("FAKE_NSYS_OUTPUT", "FAKE_NSYS_MODE", "FAKE_NSYS_EXPORT_RC"):
+    for name in ("FAKE_NSYS_OUTPUT", "FAKE_NSYS_MODE", "FAKE_NSYS_EXPORT_RC", "FAKE_NSYS_NO_KERNELS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(capture, "SEARCH_ROOT", tmp_path / "empty-root")
     return tools
@@ -444,7 +448,8 @@ def test_manifest_and_run_directory(tools, plugin, workload, tmp_path, monkeypat
     # export and stats ran in the run directory, on its files
     assert [(call["argv"][0], call["cwd"]) for call in tools.calls()[1:]] == [("export", str(run_dir)), ("stats", str(run_dir))]
     tables = sqlite3.connect(run_dir / "run.sqlite").execute("SELECT name FROM sqlite_master").fetchall()
-    assert tables == [("META_DATA_EXPORT",)]
+    assert tables == [("META_DATA_EXPORT",), ("CUPTI_ACTIVITY_KIND_KERNEL",)]
+    assert "warning" not in result.stderr
 
     # the workload saw the tracer's environment, with the bootstrap folder first on PYTHONPATH
     seen = json.loads((tmp_path / "workload-env.json").read_text())
@@ -459,6 +464,7 @@ def test_no_tracer_leaves_the_environment_alone(tools, workload, tmp_path):
     result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
     assert result.exit_code == 0, result.output
     seen = json.loads((tmp_path / "workload-env.json").read_text())
+    assert seen.pop("tracer_loaded") is False
     assert set(seen.values()) == {None}
     record = read_manifest(tmp_path / "run")
     assert record["tracer"] is False and record["preset"] is None and record["env"] == {}
@@ -534,13 +540,17 @@ def test_a_left_over_qdstrm_without_an_importer_is_kept_and_explained(tools, wor
     assert read_manifest(tmp_path / "run")["files"]["qdstrm"] == "run.qdstrm"
 
 
-def test_sigterm_is_forwarded_to_nsys_and_the_report_still_exported(tools, workload, tmp_path):
+def _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=False, stop_code=0):
+    """Run `specprof capture` as a process over a fake nsys that waits for a signal, then exits with stop_code;
+    send it `signals`."""
     ready, received, run_dir = tmp_path / "ready", tmp_path / "received", tmp_path / "run"
-    env = {**os.environ, "FAKE_NSYS_MODE": "sleep", "FAKE_NSYS_READY": str(ready), "FAKE_NSYS_SIGNALS": str(received)}
+    env = {**os.environ, "FAKE_NSYS_MODE": "sleep", "FAKE_NSYS_READY": str(ready), "FAKE_NSYS_SIGNALS": str(received),
+           "FAKE_NSYS_STOP_RC": str(stop_code)}  # fmt: skip
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     specprof = subprocess.Popen(
         [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", "--nsys",
          str(tools.nsys), "-o", str(run_dir), "--", *workload],
-        env=env, stderr=subprocess.PIPE, text=True,
+        env=env, stderr=subprocess.PIPE, text=True, preexec_fn=ignore,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -548,16 +558,76 @@ def test_sigterm_is_forwarded_to_nsys_and_the_report_still_exported(tools, workl
             assert specprof.poll() is None, specprof.communicate()[1]
             assert time.monotonic() < deadline, "the fake nsys never started"
             time.sleep(0.05)
-        specprof.send_signal(signal.SIGTERM)
+        for signum in signals:
+            specprof.send_signal(signum)
+            time.sleep(0.5)
         _, stderr = specprof.communicate(timeout=60)
     finally:
         if specprof.poll() is None:
             specprof.kill()
+    return specprof.returncode, stderr, received, run_dir
+
+
+def test_sigterm_is_forwarded_to_nsys_and_the_report_still_exported(tools, workload, tmp_path):
+    returncode, stderr, received, run_dir = _capture_and_signal(tools, workload, tmp_path, [signal.SIGTERM])
     assert received.read_text() == "SIGTERM"
-    assert specprof.returncode == 0, stderr
+    assert returncode == 0, stderr
     record = read_manifest(run_dir)
     assert record["signals_forwarded"] == ["SIGTERM"]
     assert record["files"]["report"] == "run.nsys-rep" and record["files"]["sqlite"] == "run.sqlite"
+
+
+def test_sigint_is_forwarded(tools, workload, tmp_path):
+    returncode, stderr, received, run_dir = _capture_and_signal(tools, workload, tmp_path, [signal.SIGINT])
+    assert received.read_text() == "SIGINT" and returncode == 0, stderr
+    assert read_manifest(run_dir)["signals_forwarded"] == ["SIGINT"]
+
+
+def test_a_workload_stopped_by_a_passed_on_signal_is_no_failure_but_keeps_its_code(tools, workload, tmp_path):
+    """What the real nsys does on Ctrl-C: the workload gets SIGINT and exits 130; the report is still written."""
+    returncode, stderr, received, run_dir = _capture_and_signal(tools, workload, tmp_path, [signal.SIGINT],
+                                                                stop_code=130)  # fmt: skip
+    assert returncode == 130
+    assert "the workload exited with code 130 after the SIGINT passed on to nsys" in stderr
+    assert "error" not in stderr and f"run written to {run_dir}" in stderr
+    assert read_manifest(run_dir)["files"]["sqlite"] == "run.sqlite"
+
+
+def test_a_sigint_ignored_at_start_stays_ignored(tools, workload, tmp_path):
+    """A background job (or nohup) starts with SIGINT ignored: it is not passed on; SIGTERM still is."""
+    signals = [signal.SIGINT, signal.SIGTERM]
+    returncode, stderr, received, run_dir = _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=True)
+    assert received.read_text() == "SIGTERM" and returncode == 0, stderr
+    assert read_manifest(run_dir)["signals_forwarded"] == ["SIGTERM"]
+
+
+def test_the_real_bootstrap_loads_the_tracer_in_the_workload(tools, workload, tmp_path):
+    """tracer.plugin.bootstrap_dir (not a stand-in): the workload's Python imports the tracer at start-up."""
+    result = invoke("--preset", "reference", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 0, result.output
+    seen = json.loads((tmp_path / "workload-env.json").read_text())
+    assert seen["tracer_loaded"] is True
+    assert (tmp_path / "run" / ".bootstrap" / "sitecustomize.py").is_file()
+
+
+def test_a_report_without_kernels_is_warned_about(tools, workload, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NSYS_NO_KERNELS", "1")
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 0, result.output
+    assert "warning: run.sqlite holds no GPU kernels" in result.stderr and "capture range" in result.stderr
+
+
+def test_the_workload_ended_by_duration_is_not_a_failure(tools, workload, tmp_path):
+    result = invoke("--no-tracer", "--delay", "1", "--duration", "2", "--nsys", tools.nsys, "-o", tmp_path / "run",
+                    "--", *workload)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "ended the workload with SIGTERM when --duration ran out" in result.stderr
+    assert read_manifest(tmp_path / "run")["exit_codes"]["profile"] == 143
+
+
+def test_a_workload_killed_by_sigterm_without_duration_is_a_failure(tools, workload, tmp_path):
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload, "143")
+    assert result.exit_code == 143 and "exited with code 143" in result.stderr
 
 
 def test_the_cli_imports_nothing_heavy():

@@ -14,9 +14,11 @@ import re
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -332,7 +334,9 @@ def run_forwarding_signals(argv: Sequence[str], env: Mapping[str, str]) -> tuple
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+        # A signal ignored when we started (a background job's SIGINT, nohup) stays ignored.
+        wanted = [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+        previous = {signum: signal.signal(signum, forward) for signum in wanted}
     try:
         try:
             child = subprocess.Popen(list(argv), env=dict(env), process_group=0)
@@ -345,13 +349,6 @@ def run_forwarding_signals(argv: Sequence[str], env: Mapping[str, str]) -> tuple
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return _exit_code(returncode), seen
-
-
-def _call(argv: Sequence[str], cwd: Path) -> int:
-    try:
-        return _exit_code(subprocess.run(list(argv), cwd=cwd).returncode)
-    except OSError:
-        return 127
 
 
 def _bootstrap(plan: Plan) -> Plan:
@@ -398,27 +395,31 @@ def _stderr(message: str) -> None:
     print(f"specprof: {message}", file=sys.stderr)
 
 
-def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
-    """Capture, convert, export, write manifest.json; return the manifest.
+class _Steps:
+    """The argv and exit code of each step, as manifest.json records them (None: the step did not run)."""
 
-    Raises CaptureFailed (after writing the manifest) when nsys or the workload exits non-zero, no report was
-    written, or a conversion or export failed; whatever was captured stays in the run directory."""
-    _prepare_run_dir(plan)
-    if plan.preset is not None:
-        plan = _bootstrap(plan)
-    run_dir = plan.run_dir
-    commands: dict[str, list[str] | None] = {"profile": plan.profile_argv(), "qdstrm_import": None, "export": None}
-    codes: dict[str, int | None] = {"profile": None, "qdstrm_import": None, "export": None}
-    if plan.nvidia_stats:
-        commands["stats"], codes["stats"] = None, None
-    problems: list[str] = []
-    signals: list[str] = []
-    started = _utc_now()
-    record = {
+    def __init__(self, names: Sequence[str]):
+        self.commands: dict[str, list[str] | None] = dict.fromkeys(names)
+        self.codes: dict[str, int | None] = dict.fromkeys(names)
+
+    def call(self, name: str, argv: Sequence[str], cwd: Path) -> str | None:
+        """Run one step; a sentence for the error message when it fails."""
+        self.commands[name] = list(argv)
+        try:
+            self.codes[name] = _exit_code(subprocess.run(list(argv), cwd=cwd).returncode)
+        except OSError as exc:
+            self.codes[name] = 127
+            return f"`{shlex.join(argv)}` could not start: {exc.strerror or exc}"
+        return f"`{shlex.join(argv)}` exited with code {self.codes[name]}" if self.codes[name] else None
+
+
+def _facts(plan: Plan) -> dict:
+    """The manifest's description of the run, known before it starts."""
+    return {
         "schema": manifest.SCHEMA,
         "command": list(plan.command),
-        "run_dir": str(run_dir),
-        "nsys": {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": commands["profile"]},
+        "run_dir": str(plan.run_dir),
+        "nsys": {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": plan.profile_argv()},
         "preset": plan.preset,
         "tracer": plan.preset is not None,
         "env": plan.env,
@@ -429,59 +430,106 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
             "specprof": __version__,
         },
         "host": manifest.host(),
-        "start": started,
+        "start": _utc_now(),
     }
-    try:
-        codes["profile"], signals = run_forwarding_signals(commands["profile"], {**os.environ, **plan.env})
-        if codes["profile"] != 0:
-            after = f" after {', '.join(signals)}" if signals else ""
-            problems.append(
-                f"`{shlex.join(plan.command)}` under nsys exited with code {codes['profile']}{after}; "
-                "run the command without specprof to see whether it fails on its own"
-            )
-        report, qdstrm = run_dir / REPORT, run_dir / QDSTRM
-        if not report.exists() and qdstrm.exists():
-            problems += _convert_qdstrm(plan, commands, codes, say)
-        if report.exists():
-            commands["export"] = plan.export_argv()
-            codes["export"] = _call(commands["export"], run_dir)
-            if codes["export"] != 0:
-                problems.append(f"`{shlex.join(commands['export'])}` exited with code {codes['export']}")
-            elif plan.nvidia_stats:
-                commands["stats"] = plan.stats_argv()
-                codes["stats"] = _call(commands["stats"], run_dir)
-                if codes["stats"] != 0:
-                    problems.append(f"`{shlex.join(commands['stats'])}` exited with code {codes['stats']}")
-        elif not qdstrm.exists():
-            window = " (did the workload ever open the capture range?)" if plan.capture_range.mode else ""
-            problems.append(f"nsys wrote no report{window}; see nsys's output above")
-    finally:
-        record.update(
-            end=_utc_now(), exit_codes=codes, commands=commands, signals_forwarded=signals, files=run_files(run_dir)
+
+
+def _workload_problem(plan: Plan, code: int, signals: list[str], say: Callable[[str], None]) -> str | None:
+    """How nsys's exit code reads: None when it is no failure (said instead when worth saying)."""
+    if code != 0 and signals:
+        say(f"the workload exited with code {code} after the {', '.join(signals)} passed on to nsys")
+    elif code == 128 + signal.SIGTERM and plan.capture_range.duration is not None:
+        say("nsys ended the workload with SIGTERM when --duration ran out (its default, --kill=sigterm)")
+    elif code != 0:
+        return (
+            f"`{shlex.join(plan.command)}` under nsys exited with code {code}; "
+            "run the command without specprof to see whether it fails on its own"
         )
-        manifest.write(run_dir, record)
+    return None
+
+
+def _has_kernels(sqlite: Path) -> bool:
+    with closing(sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)) as db:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'CUPTI_ACTIVITY_KIND_KERNEL'"
+        return db.execute(query).fetchone() is not None
+
+
+def _post_process(plan: Plan, steps: _Steps, say: Callable[[str], None]) -> list[str]:
+    """Convert a left-over .qdstrm, export SQLite, run NVIDIA's stats report; the problems met."""
+    report, qdstrm = plan.run_dir / REPORT, plan.run_dir / QDSTRM
+    if not report.exists() and qdstrm.exists():
+        problem = _convert_qdstrm(plan, steps, say)
+        if problem:
+            return [problem]
+    if not report.exists():
+        window = " (did the workload ever open the capture range?)" if plan.capture_range.mode else ""
+        return [f"nsys wrote no report{window}; see nsys's output above"]
+    problem = steps.call("export", plan.export_argv(), plan.run_dir)
+    if problem:
+        return [problem]
+    if not _has_kernels(plan.run_dir / SQLITE):
+        say(
+            f"warning: {SQLITE} holds no GPU kernels. nsys keeps CUDA activity only once it is flushed: at the end "
+            "of a capture range or a normal exit, not when the workload is stopped by a signal; use a capture range"
+        )
+    if plan.nvidia_stats:
+        problem = steps.call("stats", plan.stats_argv(), plan.run_dir)
+        if problem:
+            return [problem]
+    return []
+
+
+def _convert_qdstrm(plan: Plan, steps: _Steps, say: Callable[[str], None]) -> str | None:
+    """nsys left run.qdstrm and no report (its importer failed): convert it with QdstrmImporter."""
+    qdstrm = plan.run_dir / QDSTRM
+    importer = find_qdstrm_importer(plan.nsys)
+    if importer is None:
+        return (
+            f"nsys left {QDSTRM} but no report, and no QdstrmImporter was found beside {plan.nsys}; "
+            f"convert it with `QdstrmImporter -i {qdstrm}` run from the importer's folder"
+        )
+    say(f"nsys left {QDSTRM} without a report (its importer failed); converting it with {importer}")
+    problem = steps.call("qdstrm_import", [str(importer), "-i", str(qdstrm)], importer.parent)
+    if problem or not (plan.run_dir / REPORT).exists():
+        return problem or f"`{shlex.join(steps.commands['qdstrm_import'])}` wrote no {REPORT}"
+    say(f"converted {QDSTRM} to {REPORT}")
+    return None
+
+
+def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
+    """Capture, convert, export, write manifest.json; return the manifest.
+
+    Raises CaptureFailed (after writing the manifest) when the workload under nsys fails, no report was written,
+    or a conversion or export failed; whatever was captured stays in the run directory. A workload stopped by a
+    signal passed on to nsys is no failure (see exit_status)."""
+    _prepare_run_dir(plan)
+    if plan.preset is not None:
+        plan = _bootstrap(plan)
+    steps = _Steps(["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])])
+    record = _facts(plan)
+    problems: list[str] = []
+    signals: list[str] = []
+    workload = None
+    try:
+        steps.commands["profile"] = record["nsys"]["argv"]
+        steps.codes["profile"], signals = run_forwarding_signals(record["nsys"]["argv"], {**os.environ, **plan.env})
+        workload = _workload_problem(plan, steps.codes["profile"], signals, say)
+        problems = [workload] if workload else []
+        problems += _post_process(plan, steps, say)
+    finally:
+        record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands, signals_forwarded=signals,
+                      files=run_files(plan.run_dir))  # fmt: skip
+        manifest.write(plan.run_dir, record)
     if problems:
-        profile_failed = codes["profile"] not in (0, None)
+        code = steps.codes["profile"]
         raise CaptureFailed(
-            "; ".join(problems) + f"; what was captured is kept in {run_dir} (see {manifest.MANIFEST})",
-            str(run_dir),
-            exit_code=codes["profile"] if profile_failed and 0 < codes["profile"] < 256 else 2,
+            "; ".join(problems) + f"; what was captured is kept in {plan.run_dir} (see {manifest.MANIFEST})",
+            str(plan.run_dir),
+            exit_code=code if workload and 0 < code < 256 else 2,
         )
     return record
 
 
-def _convert_qdstrm(plan: Plan, commands: dict, codes: dict, say: Callable[[str], None]) -> list[str]:
-    """nsys left run.qdstrm and no report (its importer failed): convert it with QdstrmImporter."""
-    importer = find_qdstrm_importer(plan.nsys)
-    if importer is None:
-        return [
-            f"nsys left {QDSTRM} but no report, and no QdstrmImporter was found beside {plan.nsys}; "
-            f"convert it with `QdstrmImporter -i {plan.run_dir / QDSTRM}` run from the importer's folder"
-        ]
-    say(f"nsys left {QDSTRM} without a report (its importer failed); converting it with {importer}")
-    commands["qdstrm_import"] = [str(importer), "-i", str(plan.run_dir / QDSTRM)]
-    codes["qdstrm_import"] = _call(commands["qdstrm_import"], importer.parent)
-    if codes["qdstrm_import"] != 0 or not (plan.run_dir / REPORT).exists():
-        return [f"`{shlex.join(commands['qdstrm_import'])}` exited with code {codes['qdstrm_import']} and no {REPORT}"]
-    say(f"converted {QDSTRM} to {REPORT}")
-    return []
+def exit_status(record: dict) -> int:
+    """The exit status of a capture that raised nothing: nsys's when a signal we passed on stopped it, else 0."""
+    return record["exit_codes"]["profile"] if record["signals_forwarded"] else 0
