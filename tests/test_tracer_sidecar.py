@@ -1,0 +1,347 @@
+"""The sidecar (tracer/sidecar.py, tracer/cycles.py): records and their order, FIFO accept matching with
+delayed counts, the bounded queue, flushing at exit and on SIGTERM/SIGINT (in subprocesses), clock readings and
+their NVTX marks, and never raising when the output folder cannot be written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import textwrap
+
+import pytest
+
+import fake_engine
+from tracer import clock
+from tracer.cycles import AcceptMatcher, Cycle
+from tracer.sidecar import SCHEMA, file_name
+from tracer.targets import CountsHook, Target
+from tracer_helpers import (  # noqa: F401 (traced: fixture)
+    FakeClock,
+    RecordingNvtx,
+    of_type,
+    read_sidecar,
+    run_python,
+    sidecar_files,
+    traced,
+)
+
+Batch = fake_engine.Batch
+
+
+def _cycles(records):
+    return {c["index"]: c for c in of_type(records, "cycle")}
+
+
+# -- records -------------------------------------------------------------------------------------------------
+def test_header_clock_cycles_ranges_footer(traced, tmp_path):
+    session, nvtx = traced(sync_every_ns=10**15)
+    worker = fake_engine.ReferenceWorker([[1, 2, 0], [3, 3, 3]])
+    worker.forward_prefill(Batch(3))
+    fake_engine.ReferenceScheduler(worker).run(Batch(3), cycles=2)
+    session.close()
+    [path] = sidecar_files(tmp_path)
+    assert os.path.basename(path) == f"specprof-sidecar.{socket.gethostname()}.{os.getpid()}.jsonl"
+    records = read_sidecar(tmp_path)
+    header = records[0]
+    assert header["type"] == "header" and header["schema"] == SCHEMA == "specprof.sidecar/1"
+    assert header["pid"] == os.getpid() and header["rank"] == 0 and header["preset"] == "reference"
+    assert header["host"] == socket.gethostname() and isinstance(header["argv"], list)
+    assert set(header["versions"]) == {"specprof", "sglang", "torch"}
+    assert header["clock"]["unit"] == "ns"
+    assert {t["target"] for t in header["targets"]} >= {"fake_engine.ReferenceWorker.verify"}
+    assert records[1]["type"] == "clock" and records[-2]["type"] == "clock"
+    assert records[-1] == {"type": "footer", "dropped": 0, "cycles": 2, "unmatched_accepts": 0,
+                           "reason": "exit"}
+    cycles = _cycles(records)
+    assert [c["accept"]["correct_drafts"] for c in cycles.values()] == [[1, 2, 0], [3, 3, 3]]
+    assert cycles[0]["accept"]["accept_len_mean"] == pytest.approx(2.0)
+    assert cycles[1]["accept"]["accept_len_mean"] == pytest.approx(4.0)
+    assert all(c["pid"] == os.getpid() and c["rank"] == 0 and c["batch_size"] == 3 for c in cycles.values())
+    ranges = of_type(records, "range")
+    assert [(r["name"], r["cycle"]) for r in ranges] == [("prefill", None), ("accept", 0), ("accept", 1)]
+
+
+def test_every_clock_reading_is_an_nvtx_mark_with_the_same_value(traced, tmp_path):
+    fake = FakeClock(step=400)
+    session, nvtx = traced(perf_counter_ns=fake, sync_every_ns=1_000)
+    worker = fake_engine.ReferenceWorker()
+    for _ in range(4):
+        worker.forward_batch_generation(Batch(1))
+    session.close()
+    readings = of_type(read_sidecar(tmp_path), "clock")
+    marks = [message for kind, message in nvtx.events if kind == "mark"]
+    assert len(readings) >= 4  # at open, between cycles at most every 1000 ns of the fake clock, at close
+    assert marks == [f"specprof.clock_sync perf_counter_ns={r['perf_counter_ns']}" for r in readings]
+    assert marks[0] == clock.mark_message(readings[0]["perf_counter_ns"])
+    assert all(type(r["time_ns"]) is int and type(r["monotonic_raw_ns"]) is int for r in readings)
+
+
+def test_a_second_session_in_the_same_process_gets_its_own_file(traced, tmp_path):
+    for _ in range(2):
+        session, _ = traced()
+        fake_engine.ReferenceWorker().forward_batch_generation(Batch(1))
+        session.deactivate()
+    host, pid = socket.gethostname(), os.getpid()
+    assert [os.path.basename(p) for p in sidecar_files(tmp_path)] == sorted(
+        [file_name(host, pid), file_name(host, pid, 2)]
+    )
+
+
+# -- accept counts -------------------------------------------------------------------------------------------
+def test_counts_one_iteration_late_are_matched_in_order(traced, tmp_path):
+    counts = [[i % 4, (i * 7) % 5] for i in range(6)]
+    session, _ = traced()
+    worker = fake_engine.ReferenceWorker([list(c) for c in counts])
+    fake_engine.ReferenceScheduler(worker).run(Batch(2), cycles=6, overlap=True)
+    session.close()
+    records = read_sidecar(tmp_path)
+    cycles = _cycles(records)
+    assert [cycles[i]["accept"]["correct_drafts"] for i in range(6)] == counts
+    # The accept range of cycle i's counts runs after cycle i+1 started, so it names cycle i+1.
+    assert [r["cycle"] for r in of_type(records, "range")] == [1, 2, 3, 4, 5, 5]
+    assert records[-1]["unmatched_accepts"] == 0
+
+
+def _closed(index: int, size: int | None, verified: bool = True) -> Cycle:
+    cycle = Cycle(index, index * 100, size)
+    cycle.end_ns = index * 100 + 50
+    cycle.verified = verified
+    return cycle
+
+
+def test_a_cycle_that_never_gets_counts_is_written_without_them():
+    written = []
+    matcher = AcceptMatcher(written.append)
+    matcher.cycle_closed(_closed(0, 4))  # say, counts lost because verify raised
+    matcher.cycle_closed(_closed(1, 2))
+    matcher.counts_arrived([1, 1], open_cycle=None)  # two requests: cycle 1's, not cycle 0's
+    assert [(c.index, c.counts) for c in written] == [(0, None), (1, [1, 1])]
+
+
+def test_without_a_size_match_counts_go_to_the_oldest():
+    written = []
+    matcher = AcceptMatcher(written.append)
+    matcher.cycle_closed(_closed(0, 4))
+    matcher.cycle_closed(_closed(1, 4))
+    matcher.counts_arrived([2, 2, 2], open_cycle=None)  # padded or filtered: no size matches, FIFO
+    assert [(c.index, c.counts) for c in written] == [(0, [2, 2, 2])]
+    assert len(matcher) == 1
+
+
+def test_prefill_and_idle_cycles_do_not_wait():
+    written = []
+    matcher = AcceptMatcher(written.append)
+    matcher.cycle_closed(_closed(0, 3, verified=False))  # prefill: no verify
+    matcher.cycle_closed(_closed(1, 0))  # idle batch
+    assert [c.index for c in written] == [0, 1] and len(matcher) == 0
+
+
+def test_counts_inside_the_cycle_after_verify_belong_to_it():
+    written = []
+    matcher = AcceptMatcher(written.append)
+    matcher.cycle_closed(_closed(0, 1))  # waiting, never to get counts
+    open_cycle = Cycle(1, 500, 1)
+    matcher.counts_arrived([9], open_cycle=open_cycle)  # before verify: not this cycle's
+    assert open_cycle.counts is None and [c.counts for c in written] == [[9]]
+    open_cycle.verified = True
+    matcher.counts_arrived([4], open_cycle=open_cycle)
+    assert open_cycle.counts == [4]
+
+
+def test_too_many_waiting_cycles_and_close_write_them_without_counts():
+    written = []
+    matcher = AcceptMatcher(written.append, max_pending=2)
+    for i in range(4):
+        matcher.cycle_closed(_closed(i, 1))
+    assert [c.index for c in written] == [0, 1] and len(matcher) == 2
+    matcher.drain()
+    assert [(c.index, c.counts) for c in written] == [(0, None), (1, None), (2, None), (3, None)]
+    matcher.counts_arrived([1], open_cycle=None)
+    assert matcher.unmatched == 1
+
+
+def test_v1_counts_read_from_verify_reach_their_own_cycle(traced, tmp_path, monkeypatch):
+    """SGLang v1 reads the counts inside the cycle, from verify's return value."""
+    from tracer.presets import sglang
+
+    class VerifyOutput:
+        def __init__(self, counts):
+            self.num_correct_drafts_per_req_cpu = counts
+
+    class V1Worker(fake_engine.ReferenceWorker):
+        def verify(self, batch, drafts):
+            result = super().verify(batch, drafts)
+            return ("logits", VerifyOutput(result.correct_drafts), True)
+
+        def forward_batch_generation(self, batch):
+            drafts = self.draft_worker.draft(batch)
+            self.verify(batch, drafts)
+            self.draft_worker.draft_extend(batch, None)
+
+    monkeypatch.setattr(fake_engine, "V1Worker", V1Worker, raising=False)
+    import dataclasses
+
+    base = fake_engine.preset_for("fake_engine")
+    preset = dataclasses.replace(
+        base,
+        targets=base.targets
+        + (
+            Target("cycle", (("fake_engine", "V1Worker", "forward_batch_generation"),)),
+            Target("verify", (("fake_engine", "V1Worker", "verify"),)),
+        ),
+        counts=(CountsHook((("fake_engine", "V1Worker", "verify"),), sglang.counts_from_verify_output),),
+    )
+    session, _ = traced(preset=preset)
+    worker = V1Worker([[2], [0], [1]])
+    for _ in range(3):
+        worker.forward_batch_generation(Batch(1))
+    session.close()
+    assert [c["accept"]["correct_drafts"] for c in _cycles(read_sidecar(tmp_path)).values()] == [[2], [0], [1]]
+
+
+# -- bounded memory ------------------------------------------------------------------------------------------
+def test_a_full_queue_drops_records_and_counts_them(traced, tmp_path):
+    # The flusher never runs before close; the fake clock never reaches a periodic clock reading.
+    session, _ = traced(max_queue=5, flush_interval_s=3600, perf_counter_ns=FakeClock(), sync_every_ns=10**15)
+    fake_engine.ReferenceScheduler(fake_engine.ReferenceWorker()).run(Batch(1), cycles=10)
+    session.close()
+    records = read_sidecar(tmp_path)
+    kept = [(r["type"], r.get("index", r.get("cycle"))) for r in records[1:-1]]
+    # Written at open: the first clock reading. Queued: cycle 0, its accept range, cycle 1, ... up to 5 records.
+    assert kept == [("clock", None), ("cycle", 0), ("range", 0), ("cycle", 1), ("range", 1), ("cycle", 2)]
+    # Dropped: cycles 3-9, accept ranges 2-9, and the closing clock reading.
+    assert records[-1] == {"type": "footer", "dropped": 7 + 8 + 1, "cycles": 3, "unmatched_accepts": 0,
+                           "reason": "exit"}
+
+
+# -- exit, signals ---------------------------------------------------------------------------------------------
+_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    import fake_engine
+    from tracer.session import TracingSession
+    {before}
+    # The flusher never runs on its own here: whatever reaches the file was flushed by exit or signal handling.
+    session = TracingSession(fake_engine.preset_for("fake_engine"), {out!r}, flush_interval_s=3600)
+    session.activate()
+    worker = fake_engine.ReferenceWorker()
+    fake_engine.ReferenceScheduler(worker).run(fake_engine.Batch(2), cycles=3)
+    {after}
+    """
+)
+
+
+def _child(tmp_path, before: str = "", after: str = "") -> str:
+    return _CHILD.format(out=str(tmp_path), before=before, after=after)
+
+
+def test_flushed_at_normal_exit(tmp_path):
+    done = run_python(_child(tmp_path, after="print('ran')"))
+    assert done.returncode == 0, done.stderr
+    records = read_sidecar(tmp_path)
+    assert len(of_type(records, "cycle")) == 3
+    assert records[-1]["type"] == "footer" and records[-1]["reason"] == "exit"
+
+
+def test_flushed_on_sigterm_which_still_terminates(tmp_path):
+    done = run_python(_child(tmp_path, after="os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)"))
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    records = read_sidecar(tmp_path)
+    assert len(of_type(records, "cycle")) == 3
+    assert records[-1]["type"] == "footer" and records[-1]["reason"] == "SIGTERM"
+
+
+def test_sigterm_chains_to_the_handler_it_replaced(tmp_path):
+    before = textwrap.dedent(
+        """
+        def theirs(signum, frame):
+            print("their handler ran", flush=True)
+            sys.exit(7)
+        signal.signal(signal.SIGTERM, theirs)
+        """
+    )
+    done = run_python(_child(tmp_path, before=before, after="os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)"))
+    assert done.returncode == 7, done.stderr
+    assert "their handler ran" in done.stdout
+    records = read_sidecar(tmp_path)
+    assert len(of_type(records, "cycle")) == 3
+    assert records[-1]["reason"] == "exit"  # their handler exited normally: atexit wrote the footer
+
+
+def test_flushed_on_sigint_which_still_interrupts(tmp_path):
+    after = textwrap.dedent(
+        """
+        try:
+            os.kill(os.getpid(), signal.SIGINT); time.sleep(30)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", flush=True)
+            lines = open(session.sidecar.path).read().splitlines()
+            print("cycles on disk before exit:", sum('"type":"cycle"' in line for line in lines), flush=True)
+        """
+    )
+    done = run_python(_child(tmp_path, after=after))
+    assert done.returncode == 0, done.stderr
+    assert "KeyboardInterrupt" in done.stdout and "cycles on disk before exit: 3" in done.stdout
+    assert read_sidecar(tmp_path)[-1]["reason"] == "exit"
+
+
+def test_an_ignored_signal_stays_ignored(tmp_path):
+    before = "signal.signal(signal.SIGTERM, signal.SIG_IGN)"
+    after = "os.kill(os.getpid(), signal.SIGTERM); print('still here', flush=True)"
+    done = run_python(_child(tmp_path, before=before, after=after))
+    assert done.returncode == 0 and "still here" in done.stdout, done.stderr
+
+
+# -- never raises ----------------------------------------------------------------------------------------------
+def test_an_unwritable_output_folder_turns_the_sidecar_off_not_the_engine(tmp_path, caplog):
+    from tracer.session import TracingSession
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    session = TracingSession(fake_engine.preset_for("fake_engine"), str(blocker / "out"), handle_signals=False,
+                             nvtx_factory=RecordingNvtx)
+    session.activate()
+    try:
+        worker = fake_engine.ReferenceWorker([[1]])
+        with caplog.at_level("WARNING", logger="specprof.tracer"):
+            fake_engine.ReferenceScheduler(worker).run(Batch(1), cycles=3)
+            session.close()
+        assert worker.accepted == [[1], [0], [0]]
+        warnings = [r.getMessage() for r in caplog.records if r.name == "specprof.tracer"]
+        assert len(warnings) == 1 and "cannot write the sidecar" in warnings[0]
+        assert session.recorder.nvtx.pushed().count("cycle") == 3  # the NVTX ranges go on
+    finally:
+        session.deactivate()
+
+
+def test_a_forked_child_writes_its_own_file(traced, tmp_path):
+    session, _ = traced()
+    fake_engine.ReferenceWorker().forward_batch_generation(Batch(1))
+    from tracer import plugin
+
+    plugin._register_fork_hook()
+    previous, plugin._session = plugin._session, session
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: trace one cycle, close, leave without running the parent's atexit
+            try:
+                fake_engine.ReferenceWorker().forward_batch_generation(Batch(5))
+                session.close()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+    finally:
+        plugin._session = previous
+    session.close()
+    files = sidecar_files(tmp_path)
+    assert len(files) == 2
+    by_pid = {}
+    for path in files:
+        with open(path) as handle:
+            records = [json.loads(line) for line in handle]
+        by_pid[records[0]["pid"]] = records
+    child = by_pid[pid]
+    assert [c["batch_size"] for c in of_type(child, "cycle")] == [5]
+    assert [c["batch_size"] for c in of_type(by_pid[os.getpid()], "cycle")] == [1]
