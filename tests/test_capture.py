@@ -594,7 +594,7 @@ def test_a_workload_stopped_by_a_passed_on_signal_is_no_failure_but_keeps_its_co
 
 
 def test_a_sigint_ignored_at_start_stays_ignored(tools, workload, tmp_path):
-    """A background job (or nohup) starts with SIGINT ignored: it is not passed on; SIGTERM still is."""
+    """A background job of a non-interactive shell starts with SIGINT ignored: it is not passed on; SIGTERM still is."""
     signals = [signal.SIGINT, signal.SIGTERM]
     returncode, stderr, received, run_dir = _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=True)
     assert received.read_text() == "SIGTERM" and returncode == 0, stderr

@@ -334,7 +334,7 @@ def run_forwarding_signals(argv: Sequence[str], env: Mapping[str, str]) -> tuple
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        # A signal ignored when we started (a background job's SIGINT, nohup) stays ignored.
+        # A signal ignored when we started (a background job's SIGINT, say) stays ignored.
         wanted = [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
         previous = {signum: signal.signal(signum, forward) for signum in wanted}
     try:
