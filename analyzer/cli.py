@@ -74,7 +74,4 @@ def _register_tracer_commands():
         main.add_command(command)
 
 
-try:
-    _register_tracer_commands()
-except ImportError:  # pragma: no cover - only while tracer.cli does not exist yet
-    pass
+_register_tracer_commands()

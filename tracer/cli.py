@@ -62,4 +62,6 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, delay, duration, ex
     click.get_current_context().exit(capture_lib.exit_status(record))
 
 
-COMMANDS = [capture]
+from tracer.reference.command import reference  # noqa: E402  (torch is imported only when it runs)
+
+COMMANDS = [capture, reference]

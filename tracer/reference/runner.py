@@ -31,8 +31,9 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
     # nothing unless SPECPROF_TRACE=1.
     from tracer import plugin
 
-    plugin.load()
     os.makedirs(out_dir, exist_ok=True)
+    os.environ.setdefault("SPECPROF_OUT_DIR", out_dir)  # where the sidecar goes
+    plugin.load()
     if torch_trace:
         import torch
 

@@ -1,0 +1,67 @@
+"""`specprof reference`: the click command. It only parses options and calls the runner.
+
+torch is imported only when the command runs, never when the CLI starts.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+@click.command()
+@click.option("--steps", "-k", type=click.IntRange(1, 16), default=4, show_default=True,
+              help="Draft steps per cycle (verify runs steps+1 tokens).")
+@click.option("--cycles", "-n", type=click.IntRange(1), default=200, show_default=True,
+              help="Measured speculative cycles (after the warm-up).")
+@click.option("--warmup", type=click.IntRange(0), default=5, show_default=True)
+@click.option("--batch", type=click.IntRange(1), default=8, show_default=True, help="Requests per batch.")
+@click.option("--draft-error", type=click.FloatRange(0, 1), default=0.25, show_default=True,
+              help="Probability that a draft token is wrong (accept rate per position = 1 - this).")
+@click.option("--hidden", type=click.IntRange(16), default=6144, show_default=True)
+@click.option("--target-layers", type=click.IntRange(1), default=8, show_default=True)
+@click.option("--graph/--no-graph", "cuda_graph", default=True, show_default=True,
+              help="Replay verify and draft-extend as CUDA graphs.")
+@click.option("--device", default="cuda", show_default=True)
+@click.option("--tiny", is_flag=True, help="A CPU-sized engine (for trying the tool without a GPU).")
+@click.option("--trace/--no-trace", "trace", default=None,
+              help="Force the specprof tracer on or off [default: on when SPECPROF_TRACE=1, as under "
+                   "`specprof capture`].")
+@click.option("--ground-truth/--no-ground-truth", default=True, show_default=True,
+              help="Record CUDA events at every phase boundary.")
+@click.option("--profile-range", is_flag=True,
+              help="Bracket the measured cycles with cudaProfilerStart/Stop (for --capture-range cudaProfilerApi).")
+@click.option("--torch-trace", type=click.Path(dir_okay=False), help="Also run under torch.profiler and write its trace here.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Output folder [default: $SPECPROF_OUT_DIR, else the current folder].")
+def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, cuda_graph, device, tiny,
+              trace, ground_truth, profile_range, torch_trace, out_dir):
+    """Run specprof's EAGLE-shaped reference engine (PyTorch, random weights).
+
+    One cycle: a K-step eager draft, a CUDA-graph verify of K+1 tokens with greedy acceptance,
+    a CUDA-graph draft re-extend, and one host read of the accept counts. Writes
+    ground_truth.json (CUDA-event phase times) into the output folder.
+    """
+    from tracer.reference.engine import EngineConfig
+    from tracer.reference.runner import enable_tracer, run_reference
+
+    if trace is True:
+        enable_tracer()
+    elif trace is False:
+        os.environ["SPECPROF_TRACE"] = "0"
+    if tiny:
+        cfg = EngineConfig.tiny(steps=steps, batch=batch, draft_error=draft_error)
+    else:
+        cfg = EngineConfig(steps=steps, batch=batch, draft_error=draft_error, hidden=hidden,
+                           heads=max(1, hidden // 128), target_layers=target_layers,
+                           cuda_graph=cuda_graph, device=device)
+    out = out_dir or os.environ.get("SPECPROF_OUT_DIR") or "."
+    summary = run_reference(cfg, cycles, out, warmup=warmup, ground_truth=ground_truth,
+                            profile_range=profile_range, torch_trace=torch_trace)
+    r = summary["run"]
+    click.echo(f"reference: K={steps} cycles={r['cycles']} tokens/s={r['tokens_per_s']:.1f} "
+               f"mean accept length={r['mean_accept_len']:.3f} traced={summary['traced']}", err=True)
+    for phase, ms in summary["mean_ms"].items():
+        click.echo(f"  {phase:<13} {ms:8.4f} ms per cycle (CUDA events)", err=True)
+    click.echo(f"reference: wrote {os.path.join(out, 'ground_truth.json')}", err=True)
