@@ -103,10 +103,11 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
     own = pl.col("s_name").is_null() | pl.col("s_name").is_in(grouping)
     pieces = pieces.with_columns(
         phase=pl.when(own).then(pl.col("op_phase")).otherwise(pl.col("s_name")),
-        cycle=pl.coalesce(
-            pl.when(pl.col("s_name").is_in(grouping)).then(pl.col("state")).otherwise(pl.col("s_cycle")),
-            pl.col("op_cycle"),
-        ),
+        # The cycle open at that instant: the grouping range itself, the cycle around the open
+        # range (none when that range is outside every cycle), or, with nothing open, the next op's.
+        cycle=pl.when(pl.col("s_name").is_in(grouping)).then(pl.col("state"))
+        .when(pl.col("s_name").is_not_null()).then(pl.col("s_cycle"))
+        .otherwise(pl.col("op_cycle")),
         category=pl.lit(CPU_WAIT),
     )
     return pieces.select(list(SEGMENT_SCHEMA))

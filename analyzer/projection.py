@@ -81,16 +81,18 @@ def timeline(ranges: pl.DataFrame) -> pl.DataFrame:
 
 
 def cycle_of_ranges(ranges: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
-    """For each range, the grouping range (cycle) that contains it: (range_id, cycle)."""
+    """For each range, its cycle: (range_id, cycle).
+
+    A cycle lasts from the start of its grouping range to the start of the next one on the same
+    thread, so a range that follows a cycle range (the host read of that cycle's accept counts, say)
+    belongs to it; ranges before the first cycle belong to none.
+    """
     cycles = ranges.filter(pl.col("name").is_in(grouping)).select(
-        "tid", cycle="range_id", c_start="start", c_end="end"
+        "tid", cycle="range_id", c_start="start"
     ).sort("c_start")
-    probe = ranges.select("range_id", "tid", "start", "end").sort("start")
+    probe = ranges.select("range_id", "tid", "start").sort("start")
     hit = probe.join_asof(cycles, left_on="start", right_on="c_start", by="tid", strategy="backward",
-                         check_sortedness=False)
-    hit = hit.with_columns(
-        cycle=pl.when(pl.col("c_end") >= pl.col("end")).then(pl.col("cycle")).otherwise(None)
-    )
+                          check_sortedness=False)
     return hit.select("range_id", "cycle")
 
 

@@ -88,20 +88,36 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, segs: pl.DataFrame,
 def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Per phase: launch API calls, CPU time inside them, and launch latency percentiles.
 
-    Latency is measured per launch (one API call; for a graph launch, to its first node).
+    Per launch (one API call; a CUDA-graph launch counts once, measured to its first node):
+    - `latency`: first op start minus launch call start, as NVIDIA defines it. When the stream was
+      still busy with earlier work, this includes the time the launch sat in the queue.
+    - `queued`: the stream was still busy when the call began (the launch was off the critical path).
+    - `idle_latency`: first op start minus max(launch call start, the stream's previous op end): how
+      long the stream sat idle because of the launch path itself.
     """
-    launches = ops.filter(pl.col("launch_start").is_not_null()).group_by(
+    o = ops.sort("device", "stream", "start", "end", "op_id").with_columns(
+        prev_end=pl.col("end").cum_max().shift(1).over("device", "stream"))
+    launches = o.filter(pl.col("launch_start").is_not_null()).sort("start").group_by(
         "pid", "correlation").agg(
         phase=pl.col("phase").first(), api=pl.col("launch_name").first(),
         api_ns=(pl.col("launch_end") - pl.col("launch_start")).first(),
-        latency=pl.col("start").min() - pl.col("launch_start").first(),
+        start=pl.col("start").first(), prev_end=pl.col("prev_end").first(),
+        launch_start=pl.col("launch_start").first(),
+    ).with_columns(
+        latency=pl.col("start") - pl.col("launch_start"),
+        queued=pl.col("prev_end").fill_null(pl.col("launch_start")) > pl.col("launch_start"),
+        idle_latency=(pl.col("start") - pl.max_horizontal("launch_start", pl.col("prev_end").fill_null(
+            pl.col("launch_start")))).clip(lower_bound=0),
     )
     return launches.group_by("phase").agg(
         launches=pl.len().cast(pl.Int64),
         api_ns=pl.col("api_ns").sum(),
+        queued=pl.col("queued").sum().cast(pl.Int64),
         latency_p50=pl.col("latency").quantile(0.5, "nearest"),
         latency_p90=pl.col("latency").quantile(0.9, "nearest"),
         latency_max=pl.col("latency").max(),
+        idle_latency_p50=pl.col("idle_latency").quantile(0.5, "nearest"),
+        idle_latency_p90=pl.col("idle_latency").quantile(0.9, "nearest"),
     ).sort("api_ns", descending=True)
 
 

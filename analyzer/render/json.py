@@ -70,9 +70,10 @@ def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
             "by_reason": {r["reason"]: {"ops": r["ops"], "ms": ms(r["ns"])} for r in un.iter_rows(named=True)},
         },
         "launch": [
-            {"phase": r["phase"], "launches": r["launches"], "api_cpu_ms": ms(r["api_ns"]),
+            {"phase": r["phase"], "launches": r["launches"], "queued": r["queued"], "api_cpu_ms": ms(r["api_ns"]),
              "latency_p50_us": _us(r["latency_p50"]), "latency_p90_us": _us(r["latency_p90"]),
-             "latency_max_us": _us(r["latency_max"])}
+             "latency_max_us": _us(r["latency_max"]), "idle_latency_p50_us": _us(r["idle_latency_p50"]),
+             "idle_latency_p90_us": _us(r["idle_latency_p90"])}
             for r in a.launch.iter_rows(named=True)
         ],
         "streams": [

@@ -135,12 +135,17 @@ def cycles(a: Analysis, limit: int = 10) -> str:
 
 
 def launch(a: Analysis, limit: int = 20) -> str:
-    rows = [[r["phase"], f"{r['launches']:,}", f_ms(r["api_ns"]), f_us(r["latency_p50"]),
-             f_us(r["latency_p90"]), f_us(r["latency_max"])] for r in a.launch.head(limit).iter_rows(named=True)]
+    rows = [[r["phase"], f"{r['launches']:,}", pct(r["queued"], r["launches"]), f_ms(r["api_ns"]),
+             f_us(r["latency_p50"]), f_us(r["latency_p90"]), f_us(r["latency_max"]),
+             f_us(r["idle_latency_p50"]), f_us(r["idle_latency_p90"])]
+            for r in a.launch.head(limit).iter_rows(named=True)]
     for row in rows:
         row[0] = clean(row[0], 48)
-    return ("Launch overhead (CPU time inside launch calls; latency = first op start - launch call start)\n"
-            + table(["phase", "launches", "api cpu ms", "latency p50 us", "p90 us", "max us"], rows))
+    return ("Launch overhead (api cpu: time inside launch calls; latency: first op start - launch call start, "
+            "queueing included;\n idle latency: the part after the stream drained; queued: launched while the "
+            "stream was still busy)\n"
+            + table(["phase", "launches", "queued", "api cpu ms", "latency p50 us", "p90 us", "max us",
+                     "idle latency p50 us", "p90 us"], rows))
 
 
 def streams(a: Analysis) -> str:
