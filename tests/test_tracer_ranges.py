@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 import fake_engine
-from tracer.ranges import TorchProfilerRanges
 from tracer_helpers import FakeClock, of_type, read_sidecar, traced  # noqa: F401 (fixture)
 
 Batch = fake_engine.Batch
@@ -154,15 +153,25 @@ def test_broken_preset_functions_never_reach_the_caller(traced, tmp_path):
     assert cycle["batch_size"] is None and cycle["accept"] is None
 
 
-def test_record_function_ranges_appear_only_while_the_torch_profiler_runs(traced):
-    torch = pytest.importorskip("torch")  # installed by scripts/test (requirements/sglang-cpu.txt)
-    probe = TorchProfilerRanges()
-    assert probe.open("cycle") is None  # profiler off: nothing opened
+def test_record_function_ranges_appear_only_while_the_torch_profiler_runs(traced, monkeypatch):
+    import torch  # installed by scripts/test (requirements/sglang-cpu.txt)
+
+    opened = []
+    real = torch.autograd.profiler.record_function
+
+    def recording(name, *args, **kwargs):
+        opened.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd.profiler, "record_function", recording)
     session, _ = traced()
-    worker = fake_engine.ReferenceWorker([[1]])
+    worker = fake_engine.ReferenceWorker([[1], [1]])
     scheduler = fake_engine.ReferenceScheduler(worker)
+    scheduler.run(Batch(1), cycles=1)
+    assert opened == []  # profiler off: not even a record_function object
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         scheduler.run(Batch(1), cycles=1)
+    assert opened == ["cycle", "draft", "verify", "draft_extend", "accept"]
     names = [event.name for event in profile.events()]
     for phase in ("cycle", "draft", "verify", "draft_extend", "accept"):
         assert names.count(phase) == 1, (phase, names)

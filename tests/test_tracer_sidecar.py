@@ -345,3 +345,30 @@ def test_a_forked_child_writes_its_own_file(traced, tmp_path):
     child = by_pid[pid]
     assert [c["batch_size"] for c in of_type(child, "cycle")] == [5]
     assert [c["batch_size"] for c in of_type(by_pid[os.getpid()], "cycle")] == [1]
+
+
+@pytest.mark.parametrize(
+    "rank, batch_size, counts, end_ns, phases",
+    [
+        (0, 3, [1, 2, 0], 900, [["draft", 1, 2], ["verify", 3, 4]]),
+        (None, None, None, None, []),
+        (7, 0, [], 5, [["draft_extend", 6, None]]),
+        (1, 2, [4, 3], 10**15, [["prefill", 10**14, 10**15]]),
+    ],
+)
+def test_the_fast_cycle_line_is_the_records_json(rank, batch_size, counts, end_ns, phases):
+    cycle = Cycle(3, 100, batch_size)
+    cycle.end_ns = end_ns
+    cycle.counts = counts
+    cycle.phases = [list(p) + [None, cycle] for p in phases]
+    line = cycle.json_line(pid=42, rank=rank)
+    assert json.loads(line) == cycle.record(pid=42, rank=rank)
+    assert " " not in line
+
+
+def test_the_fast_range_line_is_the_records_json():
+    from tracer.sidecar import _dumps
+
+    for cycle in (None, 0, 12):
+        record = {"type": "range", "name": "accept", "start_ns": 10, "end_ns": 20, "cycle": cycle}
+        assert json.loads(_dumps(record)) == record

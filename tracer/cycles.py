@@ -16,6 +16,7 @@ later: in SGLang's overlap mode one iteration later, from the scheduler's result
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from typing import Callable
@@ -39,6 +40,21 @@ class Cycle:
     def awaits_counts(self) -> bool:
         return self.verified and self.batch_size != 0
 
+    def json_line(self, pid: int, rank: int | None) -> str:
+        """`json.dumps(self.record(pid, rank))` without spaces, formatted directly (the flusher's hot path)."""
+        counts = self.counts
+        if counts is None:
+            accept = "null"
+        else:
+            mean = repr(sum(counts) / len(counts) + 1.0) if counts else "null"
+            accept = f'{{"correct_drafts":[{",".join(map(str, counts))}],"accept_len_mean":{mean}}}'
+        phases = ",".join(f"[{json_name(f[0])},{f[1]},{json_int(f[2])}]" for f in self.phases)
+        return (
+            f'{{"type":"cycle","index":{self.index},"pid":{pid},"rank":{json_int(rank)},'
+            f'"start_ns":{self.start_ns},"end_ns":{json_int(self.end_ns)},"phases":[{phases}],'
+            f'"batch_size":{json_int(self.batch_size)},"accept":{accept}}}'
+        )
+
     def record(self, pid: int, rank: int | None) -> dict:
         counts = self.counts
         if counts is None:
@@ -61,6 +77,21 @@ class Cycle:
         }
 
 
+def json_int(value: "int | None") -> str:
+    return "null" if value is None else str(int(value))
+
+
+_NAMES: dict[str, str] = {}
+
+
+def json_name(name: str) -> str:
+    """A phase name as a JSON string (cached: there are a handful)."""
+    text = _NAMES.get(name)
+    if text is None:
+        text = _NAMES[name] = json.dumps(name)
+    return text
+
+
 class AcceptMatcher:
     """Holds closed cycles until their counts arrive; hands each finished cycle to `emit` exactly once."""
 
@@ -76,10 +107,11 @@ class AcceptMatcher:
             self._emit(cycle)
             return
         with self._lock:
-            self._pending.append(cycle)
-            overflow = [self._pending.popleft() for _ in range(len(self._pending) - self._max_pending)]
-        for old in overflow:
-            self._emit(old)
+            pending = self._pending
+            pending.append(cycle)
+            overflow = pending.popleft() if len(pending) > self._max_pending else None
+        if overflow is not None:
+            self._emit(overflow)
 
     def counts_arrived(self, counts: list[int], open_cycle: Cycle | None) -> None:
         if open_cycle is not None and open_cycle.verified and open_cycle.counts is None:

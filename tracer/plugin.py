@@ -38,10 +38,11 @@ def load() -> None:
     install()
 
 
-def install(preset: str | None = None, out_dir: str | None = None, *, import_modules: bool = False, **options):
+def install(preset=None, out_dir: str | None = None, *, import_modules: bool = False, **options):
     """Starts tracing in this process (once; later calls return the same session). Never raises.
 
-    `preset` defaults to $SPECPROF_PRESET or "sglang"; `out_dir` to $SPECPROF_OUT_DIR or the working directory
+    `preset` is a name ($SPECPROF_PRESET or "sglang" by default) or a tracer.presets.Preset; `out_dir`
+    defaults to $SPECPROF_OUT_DIR or the working directory
     when the sidecar opens. `import_modules=True` imports the target modules now instead of waiting for them.
     `options` go to TracingSession (tests: perf_counter_ns, max_queue, nvtx_factory, ...).
     Returns the TracingSession, or None when it could not start (the reason is logged).
@@ -55,8 +56,9 @@ def install(preset: str | None = None, out_dir: str | None = None, *, import_mod
         from tracer import presets
         from tracer.session import TracingSession
 
-        name = preset or os.environ.get(ENV_PRESET) or presets.DEFAULT
-        session = TracingSession(presets.get(name), out_dir or os.environ.get(ENV_OUT_DIR) or None, **options)
+        if not isinstance(preset, presets.Preset):
+            preset = presets.get(preset or os.environ.get(ENV_PRESET) or presets.DEFAULT)
+        session = TracingSession(preset, out_dir or os.environ.get(ENV_OUT_DIR) or None, **options)
         _session = session
         _register_fork_hook()
         session.activate(import_modules=import_modules)

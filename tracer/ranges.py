@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from tracer import DOMAIN
+from tracer import DOMAIN, PHASES
 from tracer.cycles import AcceptMatcher, Cycle
 from tracer.targets import COUNTS, MARKER, RANGE
 
@@ -49,7 +49,7 @@ class NvtxRanges:
         import nvtx  # imported when the tracer starts, never at module import
 
         self._domain = nvtx.get_domain(domain)
-        self._attributes: dict[str, Any] = {}
+        self._attributes = {phase: self._domain.get_event_attributes(message=phase) for phase in PHASES}
         self._push = self._domain.push_range
         self.pop = self._domain.pop_range
 
@@ -63,26 +63,6 @@ class NvtxRanges:
         self._domain.mark(message=message)
 
 
-class TorchProfilerRanges:
-    """`record_function(phase)` while torch.profiler is active; never imports torch."""
-
-    def __init__(self):
-        self._profiler_module = None
-
-    def open(self, phase: str):
-        module = self._profiler_module
-        if module is None:
-            module = sys.modules.get("torch.autograd.profiler")
-            if module is None:
-                return None
-            self._profiler_module = module
-        if not module._is_profiler_enabled:
-            return None
-        scope = module.record_function(phase)
-        scope.__enter__()
-        return scope
-
-
 class _ThreadState(threading.local):
     def __init__(self):
         self.stack: list[list] = []  # open frames on this thread, innermost last
@@ -93,6 +73,8 @@ class Recorder:
     """Per-process phase state: open frames per thread, cycles, and where finished ones go.
 
     `on_start(owner)` runs once, at the first traced call (owner = that call's `self`); it may replace `nvtx`.
+    `torch.autograd.profiler` is looked up in sys.modules (never imported): while its `_is_profiler_enabled` is
+    set, each range is also a `record_function` range.
     `emit_range(record)` receives range records; cycles go through `matcher` (accept counts) to its `emit`.
     `clock_sync()` runs between cycles at most every `sync_every_ns`.
     """
@@ -109,7 +91,7 @@ class Recorder:
         perf_counter_ns: Callable[[], int] = time.perf_counter_ns,
     ):
         self.nvtx: Any = NoNvtx()
-        self.profiler = TorchProfilerRanges()
+        self._profiler_module = None  # torch.autograd.profiler, once torch is imported by someone else
         self.matcher = matcher
         self._emit_range = emit_range
         self._batch_size = batch_size
@@ -136,43 +118,29 @@ class Recorder:
         self._last_sync_ns = self._clock()  # on_start writes the first clock reading
         self._on_start(args[0] if args else None)
 
-    def enter(self, phase: str, args: tuple, kwargs: dict) -> list | None:
-        if not self.started:
-            self._start(args)
-        state = self._local
-        stack = state.stack
-        if stack and stack[-1][_PHASE] == phase:
-            return None  # the same phase again inside itself (an override calling super()): one range
-        frame = [phase, 0, None, None, None]
-        cycle = None
-        if phase == CYCLE:
-            batch = args[1] if len(args) > 1 else kwargs.get("batch")
-            try:
-                size = self._batch_size(batch)
-            except Exception:
-                size = None
-            cycle = Cycle(next(self._indices), 0, size)
+    # The four methods below run on every traced call: few lookups, no logging, nothing that blocks.
+    def _open(self, phase: str, state: _ThreadState, frame: list) -> None:
+        """Pushes the NVTX range, stamps the start, opens record_function; the NVTX range is popped again if
+        anything after the push fails."""
         self.nvtx.push(phase)
         try:
-            start = frame[_START] = self._clock()
-            try:
-                frame[_RF] = self.profiler.open(phase)
-            except Exception:
-                frame[_RF] = None
-            if cycle is not None:
-                cycle.start_ns = start
-                state.cycle = cycle
-                self.last_cycle_index = cycle.index
-            elif state.cycle is not None:
-                frame[_CYCLE] = state.cycle
-                state.cycle.phases.append(frame)
-            stack.append(frame)
+            frame[_START] = self._clock()
+            module = self._profiler_module
+            if module is None:
+                module = self._profiler_module = sys.modules.get("torch.autograd.profiler")
+            if module is not None and module._is_profiler_enabled:
+                try:
+                    scope = module.record_function(phase)
+                    scope.__enter__()
+                    frame[_RF] = scope
+                except Exception:
+                    pass
+            state.stack.append(frame)
         except BaseException:
             self.nvtx.pop()
             raise
-        return frame
 
-    def exit(self, frame: list) -> None:
+    def _close(self, frame: list, state: _ThreadState) -> int:
         end = self._clock()
         scope = frame[_RF]
         if scope is not None:
@@ -183,36 +151,77 @@ class Recorder:
                 pass
         self.nvtx.pop()
         frame[_END] = end
-        state = self._local
         stack = state.stack
         if stack and stack[-1] is frame:
             stack.pop()
         else:  # left out of order (a generator, a leaked frame): drop it by identity
             state.stack = [f for f in stack if f is not frame]
-        phase = frame[_PHASE]
-        if phase == CYCLE:
-            cycle = state.cycle
-            state.cycle = None
-            if cycle is not None:
-                cycle.end_ns = end
-                self.matcher.cycle_closed(cycle)
-            last = self._last_sync_ns
-            if last is None or end - last >= self._sync_every_ns:
-                self._last_sync_ns = end
-                self._clock_sync()
-        elif frame[_CYCLE] is not None:
-            if phase == VERIFY:
-                frame[_CYCLE].verified = True
+        return end
+
+    def enter(self, phase: str, args: tuple, kwargs: dict) -> list | None:
+        """A phase (not `cycle`): inside this thread's open cycle, or a range of its own."""
+        if not self.started:
+            self._start(args)
+        state = self._local
+        stack = state.stack
+        if stack and stack[-1][_PHASE] == phase:
+            return None  # the same phase again inside itself (an override calling super()): one range
+        cycle = state.cycle
+        frame = [phase, 0, None, None, cycle]
+        self._open(phase, state, frame)
+        if cycle is not None:
+            cycle.phases.append(frame)
+        return frame
+
+    def exit(self, frame: list) -> None:
+        state = self._local
+        end = self._close(frame, state)
+        cycle = frame[_CYCLE]
+        if cycle is not None:
+            if frame[_PHASE] == VERIFY:
+                cycle.verified = True
         else:
             self._emit_range(
                 {
                     "type": "range",
-                    "name": phase,
+                    "name": frame[_PHASE],
                     "start_ns": frame[_START],
                     "end_ns": end,
                     "cycle": self.last_cycle_index,
                 }
             )
+
+    def enter_cycle(self, phase: str, args: tuple, kwargs: dict) -> list | None:
+        if not self.started:
+            self._start(args)
+        state = self._local
+        if state.cycle is not None:
+            return None  # a cycle inside a cycle (an override calling super()): one cycle
+        batch = args[1] if len(args) > 1 else kwargs.get("batch")
+        try:
+            size = self._batch_size(batch)
+        except Exception:
+            size = None
+        cycle = Cycle(next(self._indices), 0, size)
+        frame = [phase, 0, None, None, cycle]
+        self._open(phase, state, frame)
+        cycle.start_ns = frame[_START]
+        state.cycle = cycle
+        self.last_cycle_index = cycle.index
+        return frame
+
+    def exit_cycle(self, frame: list) -> None:
+        state = self._local
+        end = self._close(frame, state)
+        cycle = frame[_CYCLE]
+        if state.cycle is cycle:
+            state.cycle = None
+        cycle.end_ns = end
+        self.matcher.cycle_closed(cycle)
+        last = self._last_sync_ns
+        if last is None or end - last >= self._sync_every_ns:
+            self._last_sync_ns = end
+            self._clock_sync()
 
     def counts(self, counts: list[int]) -> None:
         self.matcher.counts_arrived(counts, self._local.cycle)
@@ -220,8 +229,7 @@ class Recorder:
 
 def range_wrapper(recorder: Recorder, phase: str) -> Callable[[Callable], Callable]:
     """A `make_wrapper` for targets.patch_method: the method runs inside a `phase` range."""
-    enter = recorder.enter
-    leave = recorder.exit
+    enter, leave = (recorder.enter_cycle, recorder.exit_cycle) if phase == CYCLE else (recorder.enter, recorder.exit)
 
     def make(method: Callable) -> Callable:
         @functools.wraps(method)

@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-from tracer.cycles import Cycle
+from tracer.cycles import Cycle, json_int, json_name
 
 SCHEMA = "specprof.sidecar/1"
 PREFIX = "specprof-sidecar."
@@ -38,12 +38,22 @@ def file_name(host: str, pid: int, session: int = 1) -> str:
     return f"{PREFIX}{host}.{pid}{tail}{SUFFIX}"
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
 def _dumps(record: dict) -> str:
-    return json.dumps(record, separators=(",", ":"), default=str)
+    if record.get("type") == "range":  # the frequent one, formatted directly
+        return (
+            f'{{"type":"range","name":{json_name(record["name"])},"start_ns":{record["start_ns"]},'
+            f'"end_ns":{record["end_ns"]},"cycle":{json_int(record["cycle"])}}}'
+        )
+    return _ENCODER.encode(record)
 
 
 class Sidecar:
     """A bounded queue of records and the thread that writes them. `rank` is set by whoever opens it."""
+
+    CHUNK = 256
 
     def __init__(
         self,
@@ -174,34 +184,36 @@ class Sidecar:
         return True
 
     def _drain(self) -> None:
+        """Writes the queue out in chunks of at most CHUNK records (one write each): memory stays small."""
         queue = self._queue
-        lines: list[str] = []
-        cycles = 0
-        while queue:
+        while queue and self._state is not _OFF:
+            lines: list[str] = []
+            cycles = 0
+            while queue and len(lines) < self.CHUNK:
+                try:
+                    item = queue.popleft()
+                except IndexError:
+                    break
+                try:
+                    if isinstance(item, Cycle):
+                        lines.append(item.json_line(self.pid, self.rank))
+                        cycles += 1
+                    else:
+                        lines.append(_dumps(item))
+                except Exception:
+                    self.dropped += 1
+            if not lines:
+                return
+            if self._fd is None:
+                self.dropped += len(lines)
+                return
             try:
-                item = queue.popleft()
-            except IndexError:
-                break
-            try:
-                if isinstance(item, Cycle):
-                    lines.append(_dumps(item.record(self.pid, self.rank)))
-                    cycles += 1
-                else:
-                    lines.append(_dumps(item))
-            except Exception:
-                self.dropped += 1
-        if not lines:
-            return
-        if self._fd is None:
-            self.dropped += len(lines)
-            return
-        try:
-            self._write_bytes(("\n".join(lines) + "\n").encode())
-        except OSError as exc:
-            self.dropped += len(lines)
-            self._turn_off(f"sidecar write failed: {exc}")
-            return
-        self.cycles += cycles
+                self._write_bytes(("\n".join(lines) + "\n").encode())
+            except OSError as exc:
+                self.dropped += len(lines)
+                self._turn_off(f"sidecar write failed: {exc}")
+                return
+            self.cycles += cycles
 
     def _write_bytes(self, data: bytes) -> None:
         view = memoryview(data)

@@ -42,9 +42,12 @@ def get(name: str) -> Preset:
 
 def host_int_list(value: Any) -> "list[int] | None":
     """`value` as a list of ints if it is a host list/tuple of ints (never a tensor: that would synchronise)."""
-    if isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
+    if isinstance(value, (list, tuple)) and set(map(type, value)) <= _INT:
         return list(value)
     return None
+
+
+_INT = {int}
 
 
 def int_attribute(owner: Any, name: str) -> "int | None":
