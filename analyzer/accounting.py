@@ -25,8 +25,8 @@ SEGMENT_SCHEMA = {
     "stream": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
-    "phase": pl.Utf8,
-    "category": pl.Utf8,
+    "phase": pl.Categorical,
+    "category": pl.Categorical,
     "cycle": pl.Int64,
     "op_id": pl.Int64,  # the op the segment belongs to (busy) or precedes (idle kinds)
 }
@@ -102,7 +102,7 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
     pieces = pieces.join(info, on="state", how="left")
     own = pl.col("s_name").is_null() | pl.col("s_name").is_in(grouping)
     pieces = pieces.with_columns(
-        phase=pl.when(own).then(pl.col("op_phase")).otherwise(pl.col("s_name")),
+        phase=pl.when(own).then(pl.col("op_phase").cast(pl.Utf8)).otherwise(pl.col("s_name")),
         # The cycle open at that instant: the grouping range itself, the cycle around the open
         # range (none when that range is outside every cycle), or, with nothing open, the next op's.
         cycle=pl.when(pl.col("s_name").is_in(grouping)).then(pl.col("state"))

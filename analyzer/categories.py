@@ -70,10 +70,10 @@ def load_rules(path: str | None = None) -> list[Rule]:
 def categorize(ops: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
     """Add a `category` column. Matching runs once per distinct name, not per op."""
     names = ops.select("kind", "name").unique()
-    expr = pl.when(pl.col("kind") == "memcpy").then(pl.lit(MEMCPY)).when(
-        pl.col("kind") == "memset").then(pl.lit(MEMSET))
+    text = pl.col("name").cast(pl.Utf8).fill_null("")
+    kind = pl.col("kind").cast(pl.Utf8)
+    expr = pl.when(kind == "memcpy").then(pl.lit(MEMCPY)).when(kind == "memset").then(pl.lit(MEMSET))
     for rule in rules:
-        expr = expr.when(pl.col("name").fill_null("").str.contains("(?i)" + rule.pattern)).then(
-            pl.lit(rule.category))
-    names = names.with_columns(category=expr.otherwise(pl.lit(OTHER)))
+        expr = expr.when(text.str.contains("(?i)" + rule.pattern)).then(pl.lit(rule.category))
+    names = names.with_columns(category=expr.otherwise(pl.lit(OTHER)).cast(pl.Categorical))
     return ops.join(names, on=["kind", "name"], how="left", nulls_equal=True)

@@ -143,16 +143,20 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
                    launch_tid="tid", launch_name="name", range_id="range_id"),
         on=["pid", "correlation"], how="left",
     )
-    names = ranges.select("range_id", range_name="phase", cycle="cycle")
+    # The phase an op gets from its innermost range: the range's phase, or "(cycle)" for a grouping
+    # range. Computed once per range and dictionary-encoded, not once per op.
+    names = ranges.select(
+        "range_id", "cycle",
+        op_phase=pl.when(pl.col("name").is_in(grouping)).then(pl.lit(IN_CYCLE)).otherwise(pl.col("phase"))
+        .cast(pl.Categorical),
+    )
     ops = ops.join(names, on="range_id", how="left")
+    reason = (pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record"))
+              .when(pl.col("range_id").is_null()).then(pl.lit("no_enclosing_range")).otherwise(None))
     ops = ops.with_columns(
-        unattributed=pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record"))
-        .when(pl.col("range_id").is_null()).then(pl.lit("no_enclosing_range"))
-        .otherwise(None),
-        phase=pl.when(pl.col("range_id").is_null()).then(pl.lit(UNATTRIBUTED))
-        .when(pl.col("range_name").is_in(grouping)).then(pl.lit(IN_CYCLE))
-        .otherwise(pl.col("range_name")),
-    ).drop("range_name").sort("op_id")
+        unattributed=reason.cast(pl.Categorical),
+        phase=pl.col("op_phase").fill_null(UNATTRIBUTED),
+    ).drop("op_phase").sort("op_id")
     return {"ops": ops, "ranges": ranges, "timeline": tl}
 
 

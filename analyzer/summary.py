@@ -11,6 +11,13 @@ import polars as pl
 from analyzer.accounting import IDLE_CATEGORIES, union_length
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED
 
+TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
+
+
+def _text(df: pl.DataFrame) -> pl.DataFrame:
+    """Small result tables carry plain strings (the big ones are dictionary-encoded)."""
+    return df.with_columns([pl.col(c).cast(pl.Utf8) for c in TEXT_KEYS if c in df.columns])
+
 
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
                 segs: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
@@ -24,15 +31,15 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     )
     # Busy: per innermost range instance, the union of its own ops' intervals.
     own = ops.filter(pl.col("range_id").is_not_null())
-    busy_inst = union_length(own, ["phase", "range_id"]).group_by("phase").agg(gpu_busy=pl.col("busy").sum())
-    loose = ops.filter(pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED]))
+    busy_inst = _text(union_length(own, ["phase", "range_id"]).group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
+    loose = ops.filter(pl.col("phase").cast(pl.Utf8).is_in([IN_CYCLE, UNATTRIBUTED]))
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
     # (and per stream, so that concurrent streams do not hide each other).
-    loose_busy = union_length(loose, ["phase", "device", "stream"]).group_by("phase").agg(
-        gpu_busy=pl.col("busy").sum())
+    loose_busy = _text(union_length(loose, ["phase", "device", "stream"]).group_by("phase").agg(
+        gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
-    attributed = segs.group_by("phase").agg(attributed=(pl.col("end") - pl.col("start")).sum())
-    op_counts = ops.group_by("phase").agg(ops=pl.len().cast(pl.Int64))
+    attributed = _text(segs.group_by("phase").agg(attributed=(pl.col("end") - pl.col("start")).sum()))
+    op_counts = _text(ops.group_by("phase").agg(ops=pl.len().cast(pl.Int64)))
     names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
     out = (
         names.join(inst, on="phase", how="left")
@@ -52,7 +59,7 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
 
 def category_table(segs: pl.DataFrame) -> pl.DataFrame:
     """Attributed ns per (phase, category)."""
-    return segs.group_by("phase", "category").agg(ns=(pl.col("end") - pl.col("start")).sum()).sort(
+    return _text(segs.group_by("phase", "category").agg(ns=(pl.col("end") - pl.col("start")).sum())).sort(
         "phase", "ns", descending=[False, True])
 
 
@@ -66,10 +73,10 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, segs: pl.DataFrame,
         empty = pl.DataFrame(schema={"cycle": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64,
                                      "gpu_busy": pl.Int64, "cpu": pl.Int64})
         return cycles, empty
-    att = segs.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
-        attributed=(pl.col("end") - pl.col("start")).sum())
-    busy = union_length(ops.filter(pl.col("cycle").is_not_null()), ["cycle", "phase"]).rename(
-        {"busy": "gpu_busy"})
+    att = _text(segs.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
+        attributed=(pl.col("end") - pl.col("start")).sum()))
+    busy = _text(union_length(ops.filter(pl.col("cycle").is_not_null()), ["cycle", "phase"]).rename(
+        {"busy": "gpu_busy"}))
     cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
         "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum())
     keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
@@ -109,7 +116,7 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         idle_latency=(pl.col("start") - pl.max_horizontal("launch_start", pl.col("prev_end").fill_null(
             pl.col("launch_start")))).clip(lower_bound=0),
     )
-    return launches.group_by("phase").agg(
+    return _text(launches.group_by("phase").agg(
         launches=pl.len().cast(pl.Int64),
         api_ns=pl.col("api_ns").sum(),
         queued=pl.col("queued").sum().cast(pl.Int64),
@@ -118,7 +125,7 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         latency_max=pl.col("latency").max(),
         idle_latency_p50=pl.col("idle_latency").quantile(0.5, "nearest"),
         idle_latency_p90=pl.col("idle_latency").quantile(0.9, "nearest"),
-    ).sort("api_ns", descending=True)
+    )).sort("api_ns", descending=True)
 
 
 def stream_table(ops: pl.DataFrame, segs: pl.DataFrame) -> pl.DataFrame:
@@ -126,7 +133,8 @@ def stream_table(ops: pl.DataFrame, segs: pl.DataFrame) -> pl.DataFrame:
     walls = ops.group_by("device", "stream").agg(
         first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64))
     kinds = segs.with_columns(
-        kind=pl.when(pl.col("category").is_in(IDLE_CATEGORIES)).then(pl.col("category")).otherwise(pl.lit("busy"))
+        kind=pl.when(pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).then(pl.col("category").cast(pl.Utf8))
+        .otherwise(pl.lit("busy"))
     ).group_by("device", "stream").agg(
         *[((pl.col("end") - pl.col("start")) * (pl.col("kind") == k)).sum().alias(k)
           for k in ("busy", *IDLE_CATEGORIES)]
@@ -146,12 +154,12 @@ def device_table(ops: pl.DataFrame) -> pl.DataFrame:
 
 def top_kernels(ops: pl.DataFrame, per_phase: int = 5) -> pl.DataFrame:
     """The kernels with the most GPU time, per phase."""
-    k = ops.group_by("phase", "short_name", "category").agg(
-        count=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())
+    k = _text(ops.group_by("phase", "short_name", "category").agg(
+        count=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()))
     return k.sort("phase", "ns", descending=[False, True]).group_by("phase", maintain_order=True).head(per_phase)
 
 
 def unattributed_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Ops no range claims, by reason: ops and their GPU time."""
-    return ops.filter(pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
-        ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()).sort("reason")
+    return _text(ops.filter(pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
+        ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())).sort("reason")

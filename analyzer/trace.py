@@ -15,15 +15,16 @@ import polars as pl
 # correlation id of the cudaGraphLaunch that replayed them.
 OPS_SCHEMA = {
     "op_id": pl.Int64,
-    "kind": pl.Utf8,  # kernel | memcpy | memset | graph
+    "kind": pl.Categorical,  # kernel | memcpy | memset | graph
     "start": pl.Int64,
     "end": pl.Int64,
     "device": pl.Int64,
     "stream": pl.Int64,
     "pid": pl.Int64,  # process that launched it (nsys globalPid, Kineto pid)
     "correlation": pl.Int64,
-    "name": pl.Utf8,  # full (demangled) name
-    "short_name": pl.Utf8,
+    # Names repeat millions of times: dictionary-encoded (4 bytes per op).
+    "name": pl.Categorical,  # full (demangled) name
+    "short_name": pl.Categorical,
     "graph_node": pl.Int64,  # null unless the op is a CUDA-graph node
 }
 
@@ -33,7 +34,7 @@ API_SCHEMA = {
     "tid": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
-    "name": pl.Utf8,
+    "name": pl.Categorical,
     "correlation": pl.Int64,
 }
 

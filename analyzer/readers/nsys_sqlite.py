@@ -82,26 +82,40 @@ class _Export:
 
     def frame(self, sql: str, schema: dict) -> pl.DataFrame:
         """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow."""
-        try:
-            import adbc_driver_sqlite.dbapi as adbc
-        except ImportError:  # pragma: no cover - adbc is a declared dependency
-            rows = self.rows(sql)
-            return pl.DataFrame(rows, schema=schema, orient="row")
+        parts = list(self.frames(sql, schema))
+        return pl.concat(parts) if parts else empty(schema)
+
+    def frames(self, sql: str, schema: dict, batch_rows: int = 1 << 20):
+        """Run `sql` and yield its rows in frames of up to `batch_rows`, cast to `schema`.
+
+        Lets a caller filter a large table batch by batch, so that it never holds all of it.
+        """
+        import adbc_driver_sqlite
+        import adbc_driver_sqlite.dbapi as adbc
+
         try:
             if self._adbc is None:
                 self._adbc = adbc.connect(_uri(self.path))
             cur = self._adbc.cursor()
-            try:
-                cur.execute(sql)
-                table = cur.fetch_arrow_table()
-            finally:
-                cur.close()
+            cur.adbc_statement.set_options(
+                **{adbc_driver_sqlite.StatementOptions.BATCH_ROWS.value: str(batch_rows)})
+            cur.execute(sql)
+            reader = cur.fetch_record_batch()
         except Exception as exc:  # adbc raises its own DatabaseError hierarchy
             raise self._corrupt(exc) from None
-        df = pl.from_arrow(table)
-        if not isinstance(df, pl.DataFrame) or df.width == 0:
-            return empty(schema)
-        return df.rename(dict(zip(df.columns, schema))).cast(schema)
+        try:
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except Exception as exc:
+                    raise self._corrupt(exc) from None
+                df = pl.from_arrow(batch)
+                if df.width and df.height:
+                    yield df.rename(dict(zip(df.columns, schema))).cast(schema)
+        finally:
+            cur.close()
 
     def _corrupt(self, exc: Exception) -> SpecprofError:
         return SpecprofError(
@@ -187,9 +201,11 @@ def _read_meta(ex: _Export) -> TraceMeta:
 
 
 def _read_strings(ex: _Export) -> pl.DataFrame:
+    """StringIds, with `value` dictionary-encoded: joining it onto millions of rows stays cheap."""
+    schema = {"id": pl.Int64, "value": pl.Utf8}
     if "StringIds" not in ex.tables:
-        return pl.DataFrame(schema={"id": pl.Int64, "value": pl.Utf8})
-    return ex.frame("SELECT id, value FROM StringIds", {"id": pl.Int64, "value": pl.Utf8})
+        return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
+    return ex.frame("SELECT id, value FROM StringIds", schema).with_columns(pl.col("value").cast(pl.Categorical))
 
 
 def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
@@ -233,7 +249,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
         )
         kinds = pl.DataFrame({"copy_kind": list(MEMCPY_KINDS), "k": list(MEMCPY_KINDS.values())})
         df = df.join(kinds, on="copy_kind", how="left").with_columns(
-            name=pl.lit("[CUDA memcpy ") + pl.col("k").fill_null("Unknown") + pl.lit("]")
+            name=(pl.lit("[CUDA memcpy ") + pl.col("k").fill_null("Unknown") + pl.lit("]")).cast(pl.Categorical)
         ).drop("copy_kind", "k")
         parts.append(df.with_columns(short_name=pl.col("name"), kind=pl.lit("memcpy")))
     s = "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -246,8 +262,8 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_node": pl.Int64},
         )
-        parts.append(df.with_columns(name=pl.lit("[CUDA memset]"), short_name=pl.lit("[CUDA memset]"),
-                                     kind=pl.lit("memset")))
+        memset = pl.lit("[CUDA memset]").cast(pl.Categorical)
+        parts.append(df.with_columns(name=memset, short_name=memset, kind=pl.lit("memset")))
     g = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
     cols = ex.columns(g)
     if cols:
@@ -260,13 +276,15 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
              "pid": pl.Int64, "correlation": pl.Int64, "graph_id": pl.Int64},
         )
         df = df.with_columns(
-            name=pl.lit("[CUDA graph ") + pl.col("graph_id").cast(pl.Utf8).fill_null("?") + pl.lit("]"),
+            name=(pl.lit("[CUDA graph ") + pl.col("graph_id").cast(pl.Utf8).fill_null("?") + pl.lit("]"))
+            .cast(pl.Categorical),
             graph_node=pl.lit(None, dtype=pl.Int64),
         ).drop("graph_id")
         parts.append(df.with_columns(short_name=pl.col("name"), kind=pl.lit("graph")))
     if not parts:
         return empty(OPS_SCHEMA)
-    ops = pl.concat([p.select([c for c in OPS_SCHEMA if c != "op_id" and c in p.columns])
+    ops = pl.concat([p.with_columns(pl.col("kind").cast(pl.Categorical))
+                     .select([c for c in OPS_SCHEMA if c != "op_id" and c in p.columns])
                      for p in parts], how="diagonal_relaxed")
     ops = ops.sort("start", "end").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
     return ops
@@ -276,26 +294,33 @@ _SUFFIX = re.compile(r"_v\d+$")
 
 
 def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation)."""
+    """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation).
+
+    The table also holds every other CUDA call (syncs, queries, allocations): it is read in
+    batches and each batch keeps only calls whose correlation id an op carries.
+    """
     r = "CUPTI_ACTIVITY_KIND_RUNTIME"
     cols = ex.columns(r)
     if not cols or ops.is_empty():
         return empty(API_SCHEMA)
-    df = ex.frame(
-        f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
-        "WHERE correlationId IS NOT NULL",
-        {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64,
-         "name_id": pl.Int64},
-    )
-    df = df.with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
     launched = ops.select("pid", "correlation").unique()
-    df = df.join(launched, on=["pid", "correlation"], how="semi")
+    wanted = launched["correlation"].unique()
+    schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
+    parts = []
+    for batch in ex.frames(f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
+                           "WHERE correlationId IS NOT NULL", schema):
+        batch = batch.filter(pl.col("correlation").is_in(wanted.implode()))
+        if batch.height:
+            parts.append(batch.with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
+                         .join(launched, on=["pid", "correlation"], how="semi"))
+    if not parts:
+        return empty(API_SCHEMA)
+    df = pl.concat(parts)
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
-    names = names.with_columns(pl.col("value").str.replace(r"_v\d+$", ""))
+    names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").cast(pl.Categorical))
     df = _name_of(df, names, "name_id", "name")
     # A runtime call and the driver call it makes can share a correlation id: keep the outer one.
-    return df.sort("start", descending=False).unique(["pid", "correlation"], keep="first",
-                                                      maintain_order=True)
+    return df.sort("start").unique(["pid", "correlation"], keep="first", maintain_order=True)
 
 
 def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
@@ -314,7 +339,8 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
         {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
          "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64},
     )
-    df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left")
+    df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
+        pl.col("registered").cast(pl.Utf8))
     df = df.with_columns(
         name=pl.coalesce("text", "registered"),
         pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64),
