@@ -136,12 +136,7 @@ class Sidecar:
         record = {"type": "footer", "dropped": self.dropped, "cycles": self.cycles}
         record.update(footer or {})
         self._locked(lambda: self._write_bytes((_dumps(record) + "\n").encode()))
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._close_fd()
 
     def flush(self) -> None:
         """Writes everything queued now, from the calling thread (signal handlers)."""
@@ -226,6 +221,9 @@ class Sidecar:
             logger.warning("specprof: %s; tracing goes on without a sidecar", why)
         self._state = _OFF
         self._queue.clear()
+        self._close_fd()
+
+    def _close_fd(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
             try:
