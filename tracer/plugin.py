@@ -118,7 +118,9 @@ def _specprof_load():
             import tracer.plugin
         tracer.plugin.load()
     except Exception as exc:
-        sys.stderr.write("specprof: tracer not loaded: %s\\n" % (exc,))
+        import logging
+
+        logging.getLogger("specprof.tracer").warning("specprof: tracer not loaded: %s", exc)
 
 
 def _run_shadowed_sitecustomize():
