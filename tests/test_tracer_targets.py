@@ -222,3 +222,20 @@ def test_unresolved_targets_are_logged_once_with_the_engine_version(traced, capl
     header = session.header()
     assert {"phase": "verify", "kind": "range", "target": "fake_engine.ReferenceWorker.verify_v9",
             "resolved": False, "detail": "no method verify_v9"} in header["targets"]
+
+
+def test_eager_activation_reports_at_once(caplog, tmp_path):
+    from tracer.session import TracingSession
+
+    preset = fake_engine.preset_for("fake_engine")
+    broken = Preset(name="reference", targets=(Target("draft", (("specprof_no_such_module", "W", "draft"),)),),
+                    counts=(), batch_size=preset.batch_size, rank=preset.rank, engine="pytest")
+    session = TracingSession(broken, str(tmp_path), handle_signals=False)
+    with caplog.at_level(logging.WARNING, logger="specprof.tracer"):
+        session.activate(import_modules=True)
+    try:
+        lines = [r.getMessage() for r in caplog.records if r.name == "specprof.tracer"]
+        assert len(lines) == 1 and "phase 'draft': no target resolved" in lines[0]
+        assert "module not importable (ModuleNotFoundError" in lines[0]
+    finally:
+        session.deactivate()

@@ -3,7 +3,8 @@
 - `activate()` patches every target whose module is already imported and hooks the import of the others
   (tracer/posthook.py), so a worker module is patched right after it is imported, before anyone calls it.
 - The first traced call starts the session: the sidecar opens (header, a paired clock reading), exit and signal
-  handlers are installed, and targets that did not resolve are logged once, with the engine's version.
+  handlers are installed, and targets that did not resolve are logged once, with the engine's version (at
+  once instead, when `activate(import_modules=True)` imported every target module).
 - `close()` writes the cycles still waiting for accept counts, a last clock reading and the footer.
 - `deactivate()` also restores every patched class and removes the import hook.
 """
@@ -98,6 +99,8 @@ class TracingSession:
         if waiting:
             self._hook = PostImportHook(waiting, self.patch_module)
             self._hook.install()
+        if import_modules:
+            self._report()  # every target module had its chance: say now what did not resolve
 
     def patch_module(self, module: str, import_module: bool = False) -> None:
         """Wraps every candidate of `module`: phase ranges first, so a counts wrapper on the same method (v1's
