@@ -47,6 +47,20 @@ def resolve(path: str) -> str:
     raise SpecprofError(f"{path}: a directory with several exports ({', '.join(exports)}); give one", path)
 
 
+def manifest(path: str) -> dict | None:
+    """What `specprof capture` recorded about the run (`manifest.json`, specprof.run/1) for a run
+    directory, or for an export inside one; None when there is none or it cannot be read."""
+    import json
+
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    try:
+        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def load(path: str) -> Trace:
     """Read a trace file (or a run directory's export), choosing the reader by content."""
     path = resolve(path)

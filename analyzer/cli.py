@@ -33,6 +33,8 @@ def main():
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR.")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False),
               help="Write every table as Parquet into DIR.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False),
+              help="Also write the HTML report (docs/report.md) to FILE.")
 @click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
               help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
 @click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
@@ -43,7 +45,7 @@ def main():
               help="How many cycles the per-cycle table shows.")
 @click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
               help="How many phases the terminal tables show (the JSON has all).")
-def analyze(trace, as_json, csv_dir, parquet_dir, categories_file, grouping, domains, cycle_limit,
+def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, cycle_limit,
             phase_limit):
     """Attribute the GPU time of TRACE to phases and categories.
 
@@ -60,10 +62,38 @@ def analyze(trace, as_json, csv_dir, parquet_dir, categories_file, grouping, dom
         tables.write(result, csv_dir, "csv")
     if parquet_dir:
         tables.write(result, parquet_dir, "parquet")
+    if html_file:
+        from analyzer.render import html
+
+        html.write(result, html_file, manifest=analysis.manifest(trace))
     if as_json:
         click.echo(json_render.render(result))
     else:
         click.echo(terminal.render(result, cycle_limit=cycle_limit, phase_limit=phase_limit))
+
+
+@main.command()
+@click.argument("run")
+@click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="The HTML file to write.")
+@click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
+              help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
+@click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
+              help="Range name that groups one cycle (not a phase). Repeatable.")
+@click.option("--domain", "domains", multiple=True,
+              help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
+def report(run, output, categories_file, grouping, domains):
+    """Write the HTML report of RUN: one self-contained file (docs/report.md).
+
+    RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
+    """
+    from analyzer import analysis, categories
+    from analyzer.render import html
+
+    rules = categories.load_rules(categories_file)
+    result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
+    html.write(result, output, manifest=analysis.manifest(run))
+    click.echo(f"specprof: report written to {output}", err=True)
 
 
 def _register_tracer_commands():

@@ -1,0 +1,588 @@
+/* specprof HTML report: draws the view model in #specprof-data (analyzer/render/html.py; docs/report.md).
+ * Every name in the data came from someone else's program: it reaches the page only through textContent,
+ * or entity-escaped (esc) where plotly renders it as a label. No markup is ever built from data. */
+(function () {
+  "use strict";
+  var T0 = performance.now();
+  var D = JSON.parse(document.getElementById("specprof-data").textContent);
+  var TL = D.timeline, S = TL.strings, PH = D.phases, CA = D.categories;
+  var plots = [];
+  var WEBGL = (function () {
+    try { var c = document.createElement("canvas"); return !!(c.getContext("webgl") || c.getContext("experimental-webgl")); }
+    catch (e) { return false; }
+  })();
+  // WebGL pays off only for long series (its start-up costs more than drawing a few thousand SVG points)
+  var GL_POINTS = 2000;
+  var FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif", size: 12, color: "#1d2433" };
+  var CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+
+  // ---------------------------------------------------------------------------------------------- helpers
+  function esc(s) { return String(s == null ? "" : s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = String(text);
+    return e;
+  }
+  function add(parent) { for (var i = 1; i < arguments.length; i++) if (arguments[i]) parent.appendChild(arguments[i]); return parent; }
+  function num(x, d) { return (x == null || isNaN(x)) ? "-" : Number(x).toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }); }
+  function ms(x, d) { return num(x, d == null ? 3 : d) + " ms"; }
+  function dur(ns) { return ns < 1e6 ? num(ns / 1e3, 1) + " µs" : num(ns / 1e6, 3) + " ms"; }
+  function pct(x, d) { return (x == null || isNaN(x)) ? "-" : (100 * x).toFixed(d == null ? 1 : d) + "%"; }
+  function undelta(a) { var out = new Float64Array(a.length), acc = 0; for (var i = 0; i < a.length; i++) { acc += a[i]; out[i] = acc; } return out; }
+  function cummaxEnd(s, d) { var out = new Float64Array(s.length), m = -Infinity; for (var i = 0; i < s.length; i++) { m = Math.max(m, s[i] + d[i]); out[i] = m; } return out; }
+  function lowerBound(arr, x) { var lo = 0, hi = arr.length; while (lo < hi) { var mid = (lo + hi) >> 1; if (arr[mid] < x) lo = mid + 1; else hi = mid; } return lo; }
+  function upperBound(arr, x) { var lo = 0, hi = arr.length; while (lo < hi) { var mid = (lo + hi) >> 1; if (arr[mid] <= x) lo = mid + 1; else hi = mid; } return lo; }
+  function phaseName(i) { return i >= 0 && i < PH.length ? PH[i].name : "(grouping)"; }
+  function phaseColor(i) { return i >= 0 && i < PH.length ? PH[i].color : "#d0d5dd"; }
+  function catName(i) { return i >= 0 && i < CA.length ? CA[i].name : "?"; }
+  function catColor(i) { return i >= 0 && i < CA.length ? CA[i].color : "#999"; }
+  function plot(id, data, layout, config) {
+    var p = Plotly.newPlot(id, data, layout, Object.assign({}, CONFIG, config || {}));
+    plots.push(p);
+    return p;
+  }
+  function baseLayout(extra) {
+    return Object.assign({ font: FONT, paper_bgcolor: "#fff", plot_bgcolor: "#fff", margin: { l: 60, r: 16, t: 10, b: 40 },
+      hoverlabel: { font: { family: FONT.family, size: 12 }, align: "left" } }, extra || {});
+  }
+  function emptyNote(parent, text) { parent.appendChild(el("p", "muted", text)); }
+
+  // ---------------------------------------------------------------------------------------------- header
+  function header() {
+    var f = D.facts, c = D.cycles;
+    var base = String(f.source || "").split("/").pop();
+    document.getElementById("title").textContent = "specprof · " + (base || "trace");
+    document.getElementById("subtitle").textContent = (f.source || "") + "  ·  " + (f.format || "") +
+      (f.tool_version ? " " + f.tool_version : "") + "  ·  generated " + f.generated;
+    var tiles = document.getElementById("tiles");
+    function tile(v, k, title) { var t = add(el("div", "tile"), el("div", "v", v), el("div", "k", k)); if (title) t.title = title; tiles.appendChild(t); }
+    var gpus = (f.gpus || []).map(function (g) { return g.name || ("GPU " + g.device); });
+    var uniq = {}; gpus.forEach(function (g) { uniq[g] = (uniq[g] || 0) + 1; });
+    tile(Object.keys(uniq).map(function (g) { return (uniq[g] > 1 ? uniq[g] + "× " : "") + g; }).join(", ") || "no GPU listed", "GPUs");
+    tile(num(f.cycles, 0), "cycles");
+    if (c.n) tile(ms(c.stats.total.p50, 2), "cycle p50 (gpu)", "median GPU time attributed to one cycle; p90 " + ms(c.stats.total.p90, 2));
+    tile(num(f.ops, 0), "GPU ops");
+    tile(f.device_wall_ms ? pct(f.device_busy_ms / f.device_wall_ms) : "-", "GPU busy", "union of ops over the devices' wall time");
+    var top = PH.filter(function (p) { return !p.pseudo; })[0];
+    if (top) tile(top.name + " " + pct(top.attributed_ms / (f.attributed_ms || 1)), "largest phase");
+    tile(pct(f.unattributed_share, 2), "unattributed", num(f.unattributed_ops, 0) + " ops no range claims");
+    tile(f.nsys_version || f.tool_version || "-", f.format === "nsys-sqlite" ? "nsys" : "tool");
+  }
+
+  function runFacts() {
+    var f = D.facts, box = document.getElementById("run-facts");
+    var dl = el("dl", "facts");
+    function row(k, v, code) {
+      if (v == null || v === "") return;
+      dl.appendChild(el("dt", null, k));
+      var dd = el("dd");
+      if (code) dd.appendChild(el("code", "block", v)); else dd.textContent = String(v);
+      dl.appendChild(dd);
+    }
+    row("trace", f.source);
+    row("format", f.format + (f.tool_version ? " (" + f.tool_version + ")" : ""));
+    row("nsys", f.nsys_banner);
+    (f.gpus || []).forEach(function (g) {
+      row("GPU " + g.device, [g.name, g.memory, g.driver ? "driver " + g.driver : null].filter(Boolean).join(" · "));
+    });
+    row("command", f.command, true);
+    row("nsys flags", f.nsys_flags, true);
+    row("preset", f.preset);
+    var v = f.versions || {};
+    row("versions", Object.keys(v).map(function (k) { return k + " " + v[k]; }).join(", "));
+    row("host", f.host);
+    row("captured", f.start ? f.start + (f.end ? " → " + f.end : "") : null);
+    row("contents", num(f.ops, 0) + " GPU ops on " + f.streams + " stream(s), " + num(f.ranges, 0) + " ranges, " +
+        num(f.cycles, 0) + " cycles");
+    row("GPU time", ms(f.attributed_ms, 1) + " attributed over all streams; devices busy " + ms(f.device_busy_ms, 1) +
+        " of " + ms(f.device_wall_ms, 1));
+    row("unattributed", pct(f.unattributed_share, 2) + " of attributed time (" + ms(f.unattributed_ms) + ", " +
+        num(f.unattributed_ops, 0) + " ops)");
+    box.appendChild(dl);
+    if (D.streams.length) {
+      var t = el("table", "grid"), h = el("tr");
+      ["device", "stream", "ops", "wall ms", "busy", "cpu_wait", "launch", "idle"].forEach(function (x, i) { h.appendChild(el("th", i > 1 ? "num" : null, x)); });
+      t.appendChild(h);
+      D.streams.forEach(function (s) {
+        var r = el("tr");
+        [s.device, s.stream, num(s.ops, 0), num(s.wall_ms, 1), pct(s.busy_ms / s.wall_ms), pct(s.cpu_wait_ms / s.wall_ms),
+         pct(s.launch_ms / s.wall_ms), pct(s.idle_ms / s.wall_ms)].forEach(function (x, i) { r.appendChild(el("td", i > 1 ? "num" : null, x)); });
+        t.appendChild(r);
+      });
+      box.appendChild(el("div", null, "\u00a0"));
+      box.appendChild(t);
+    }
+    if (D.notes && D.notes.length) {
+      var ul = el("ul", "notes");
+      D.notes.forEach(function (n) { ul.appendChild(el("li", null, n)); });
+      box.appendChild(ul);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------- phases
+  function phaseBars() {
+    var names = PH.map(function (p) { return esc(p.name); });
+    var perInst = PH.map(function (p) { return p.instances || null; });
+    var traces = CA.map(function (c) {
+      var tot = PH.map(function (p) { return c.by_phase[p.name] || 0; });
+      var share = PH.map(function (p, i) { return p.attributed_ms ? tot[i] / p.attributed_ms : 0; });
+      return {
+        type: "bar", name: esc(c.name), x: names, y: tot, marker: { color: c.color,
+          line: { color: c.idle ? "#98a2b3" : c.color, width: c.idle ? 0.6 : 0 },
+          pattern: c.idle ? { shape: "/", fgcolor: "#98a2b3", size: 6, solidity: 0.25 } : undefined },
+        customdata: share.map(function (s, i) { return [pct(s), perInst[i] ? ms(tot[i] / perInst[i]) : "-"]; }),
+        hovertemplate: "<b>%{x}</b><br>" + esc(c.name) + ": %{y:,.3f} ms (%{customdata[0]} of the phase)<br>per instance %{customdata[1]}<extra></extra>",
+      };
+    });
+    var totals = PH.map(function (p) { return p.attributed_ms; });
+    traces.push({ type: "scatter", mode: "text", x: names, y: totals, text: totals.map(function (t) { return num(t, 1); }),
+      textposition: "top center", showlegend: false, hoverinfo: "skip", textfont: { size: 11, color: "#475467" } });
+    var perI = traces.slice(0, CA.length).map(function (t) { return t.y.map(function (v, i) { return perInst[i] ? v / perInst[i] : 0; }); });
+    var perIT = totals.map(function (t, i) { return perInst[i] ? t / perInst[i] : 0; });
+    var maxT = Math.max.apply(null, totals.concat([0]));
+    plot("phase-bars", traces, baseLayout({
+      barmode: "stack", height: 380, margin: { l: 64, r: 10, t: 34, b: 60 },
+      yaxis: { title: { text: "attributed ms (total)" }, gridcolor: "#eef0f3", range: [0, maxT * 1.12 || 1] },
+      legend: { orientation: "h", y: -0.2, font: { size: 11 } },
+      updatemenus: [{ type: "buttons", direction: "right", x: 1, xanchor: "right", y: 1.13, yanchor: "top", showactive: true,
+        font: { size: 11 }, pad: { r: 2, t: 0 },
+        buttons: [
+          { label: "total", method: "update", args: [{ y: traces.slice(0, CA.length).map(function (t) { return t.y; }).concat([totals]),
+            text: [totals.map(function (t) { return num(t, 1); })] }, { "yaxis.title.text": "attributed ms (total)", "yaxis.range": [0, maxT * 1.12 || 1] }] },
+          { label: "per instance", method: "update", args: [{ y: perI.concat([perIT]), text: [perIT.map(function (t) { return num(t, 3); })] },
+            { "yaxis.title.text": "attributed ms per instance", "yaxis.range": [0, Math.max.apply(null, perIT.concat([0])) * 1.12 || 1] }] }] }],
+    }));
+  }
+
+  function kernels() {
+    var box = document.getElementById("kernels");
+    if (!D.kernels.length) { emptyNote(box, "No kernels."); return; }
+    var busy = {}; PH.forEach(function (p) { busy[p.name] = p.busy_ms; });
+    var color = {}; CA.forEach(function (c) { color[c.name] = c.color; });
+    var pcolor = {}; PH.forEach(function (p) { pcolor[p.name] = p.color; });
+    var t = el("table", "grid"), h = el("tr");
+    [["kernel", null], ["category", null], ["count", "num"], ["gpu ms", "num"], ["share", null]].forEach(function (x) { h.appendChild(el("th", x[1], x[0])); });
+    t.appendChild(h);
+    var last = null;
+    D.kernels.forEach(function (k) {
+      if (k.phase !== last) {
+        var g = el("tr", "group"), td = el("td");
+        td.colSpan = 5;
+        var sw = el("span", "swatch"); sw.style.background = pcolor[k.phase] || "#999";
+        add(td, sw, document.createTextNode(k.phase + "  "), el("span", "muted", "busy " + ms(busy[k.phase], 2)));
+        g.appendChild(td); t.appendChild(g); last = k.phase;
+      }
+      var r = el("tr");
+      r.appendChild(el("td", "kname mono", k.name));
+      var ct = el("td"), cs = el("span", "swatch"); cs.style.background = color[k.category] || "#999";
+      add(ct, cs, document.createTextNode(k.category));
+      r.appendChild(ct);
+      r.appendChild(el("td", "num", num(k.count, 0)));
+      r.appendChild(el("td", "num", num(k.ms, 3)));
+      var share = busy[k.phase] ? k.ms / busy[k.phase] : 0;
+      var bt = el("td"), bar = el("div", "bar");
+      bar.style.width = Math.max(1, Math.round(90 * share)) + "px"; bar.style.background = color[k.category] || "#999";
+      bt.title = pct(share) + " of the phase's busy time";
+      add(bt, bar); r.appendChild(bt);
+      t.appendChild(r);
+    });
+    box.appendChild(t);
+  }
+
+  // ---------------------------------------------------------------------------------------------- cycles
+  function cycleWindow(i) {
+    var kinds = TL.windows.kind, n = -1;
+    for (var w = 0; w < kinds.length; w++) { if (kinds[w] === "cycle") { n++; if (n === i) return w; } }
+    return 0;
+  }
+
+  function cycleSeries() {
+    var c = D.cycles, box = document.getElementById("cycle-series");
+    if (!c.n) { emptyNote(box, "No cycles: the trace has no `" + TL.grouping.join("`/`") + "` ranges."); return; }
+    var pids = []; c.pid.forEach(function (p) { if (pids.indexOf(p) < 0) pids.push(p); });
+    var traces = [], many = c.n / pids.length > GL_POINTS;
+    var type = many && WEBGL ? "scattergl" : "scatter", mode = many ? "lines" : "lines+markers";
+    pids.forEach(function (pid, pi) {
+      var idx = []; c.pid.forEach(function (p, i) { if (p === pid) idx.push(i); });
+      var x = idx.map(function (i) { return c.index[i]; });
+      var suffix = pids.length > 1 ? " · process " + (pi + 1) : "";
+      function series(name, ys, color, extra) {
+        traces.push(Object.assign({ type: type, mode: mode, name: esc(name + suffix), x: x, y: idx.map(function (i) { return ys[i]; }),
+          line: { color: color, width: 1.3 }, marker: { color: color, size: 4 }, legendgroup: esc(name),
+          hovertemplate: "cycle %{x}<br>" + esc(name) + ": %{y:.3f} ms<extra></extra>" }, extra || {}));
+      }
+      series("total (gpu)", c.total_ms, "#1d2433", { line: { color: "#1d2433", width: 1.6 } });
+      PH.forEach(function (p) { if (c.phases[p.name]) series(p.name, c.phases[p.name], p.color); });
+      series("cpu range", c.cpu_ms, "#98a2b3", { visible: "legendonly", line: { color: "#98a2b3", width: 1, dash: "dot" } });
+    });
+    var p50 = c.stats.total.p50;
+    plot("cycle-series", traces, baseLayout({
+      height: 320, margin: { l: 56, r: 10, t: 10, b: 40 }, hovermode: "closest",
+      xaxis: { title: { text: "cycle" }, gridcolor: "#f1f2f5", zeroline: false },
+      yaxis: { title: { text: "attributed ms" }, gridcolor: "#eef0f3", rangemode: "tozero" },
+      legend: { orientation: "h", y: 1.1, font: { size: 11 } },
+      shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: p50, y1: p50, line: { color: "#1d2433", width: 1, dash: "dash" }, opacity: 0.35 }],
+      annotations: [{ xref: "paper", x: 1, y: p50, yanchor: "bottom", xanchor: "right", showarrow: false,
+        text: "p50 " + num(p50, 2) + " ms", font: { size: 10, color: "#475467" } }],
+    })).then(function (gd) {
+      gd.on("plotly_click", function (ev) {
+        if (!ev || !ev.points || !ev.points.length) return;
+        var i = ev.points[0].x;
+        timeline.show(cycleWindow(i));
+        document.getElementById("panel-timeline").scrollIntoView({ behavior: "smooth", block: "start" });
+      });
+    });
+  }
+
+  function cycleHist() {
+    var c = D.cycles, box = document.getElementById("cycle-hist");
+    if (!c.n) { emptyNote(box, "No cycles in this trace."); return; }
+    var st = c.stats.total;
+    var shapes = [], ann = [];
+    [["p50", st.p50], ["p90", st.p90]].forEach(function (q) {
+      shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: q[1], x1: q[1], line: { color: "#1d2433", width: 1, dash: "dash" } });
+      ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "bottom", showarrow: false, text: q[0] + " " + num(q[1], 2), font: { size: 10 } });
+    });
+    plot("cycle-hist", [
+      { type: "histogram", x: c.total_ms, name: "gpu attributed", marker: { color: "#4C78A8" }, opacity: 0.75, nbinsx: 50,
+        hovertemplate: "%{x} ms: %{y} cycles<extra>gpu</extra>" },
+      { type: "histogram", x: c.cpu_ms, name: "cpu range", marker: { color: "#F58518" }, opacity: 0.5, nbinsx: 50,
+        hovertemplate: "%{x} ms: %{y} cycles<extra>cpu</extra>" },
+    ], baseLayout({
+      barmode: "overlay", height: 300, margin: { l: 50, r: 10, t: 22, b: 40 }, shapes: shapes, annotations: ann,
+      xaxis: { title: { text: "cycle time, ms" }, gridcolor: "#f1f2f5" }, yaxis: { title: { text: "cycles" }, gridcolor: "#eef0f3" },
+      legend: { orientation: "h", x: 1, xanchor: "right", y: 1.16, font: { size: 11 } },
+    }));
+  }
+
+  // ---------------------------------------------------------------------------------------------- timeline
+  var timeline = (function () {
+    var W = TL.windows, NW = W.start.length;
+    var ops = TL.ops, idle = TL.idle, blk = TL.blocks, rg = TL.ranges;
+    ops.S = undelta(ops.s); ops.K = undelta(ops.k); ops.E = cummaxEnd(ops.S, ops.d);
+    idle.S = undelta(idle.s); idle.E = cummaxEnd(idle.S, idle.d);
+    blk.S = undelta(blk.s); blk.E = cummaxEnd(blk.S, blk.d);
+    rg.S = undelta(rg.s); rg.E = cummaxEnd(rg.S, rg.d);
+    var MAX_OPS = 60000;  // ops drawn one by one in a window; beyond, neighbours merge (display only)
+    var CAT_DY = 0.8;     // the category lane, below a stream's phase lane
+
+    // Lane layout: y grows downwards; a CPU row has one lane per range depth, a GPU row two lanes.
+    var laneY = [], ticks = [], tickText = [], lanes = [], y = 0;
+    TL.rows.forEach(function (r, i) {
+      laneY[i] = y;
+      if (r.kind === "cpu") {
+        ticks.push(y); tickText.push(esc(r.label));
+        for (var l = 0; l < r.lanes; l++) lanes.push({ y: y + l, row: i, kind: "cpu", lane: l });
+        y += r.lanes;
+      } else {
+        ticks.push(y, y + CAT_DY); tickText.push("<b>" + esc(r.label) + "</b>", "<i>categories</i>");
+        lanes.push({ y: y, row: i, kind: "gpu" }, { y: y + CAT_DY, row: i, kind: "cat" });
+        y += 1 + CAT_DY;
+      }
+      y += 0.45;
+    });
+    var yMax = y;
+
+    // Per-row (and per-lane) index lists, for hit testing under the mouse.
+    function byRow(set, lane) {
+      var out = {};
+      for (var i = 0; i < set.S.length; i++) { var k = lane ? set.r[i] + ":" + set.l[i] : set.r[i]; (out[k] = out[k] || []).push(i); }
+      return out;
+    }
+    var opsRow = byRow(ops), idleRow = byRow(idle), blkRow = byRow(blk), rgLane = byRow(rg, true);
+
+    function inWindow(set, a, b) {
+      var i0 = upperBound(set.E, a), i1 = lowerBound(set.S, b);
+      return [i0, Math.max(i0, i1)];
+    }
+
+    // One filled SVG path per colour: a rectangle per item, separated by gaps (fast for any count).
+    function rects(name, color, extra) {
+      return Object.assign({ type: "scatter", mode: "lines", name: name, x: [], y: [], fill: "toself", fillcolor: color,
+        line: { width: 0, color: color, simplify: false }, hoverinfo: "skip", connectgaps: false }, extra || {});
+    }
+    var minW = 0;
+    function rect(t, s, e, yc, h) {
+      if (e - s < minW) { var m = (s + e) / 2; s = m - minW / 2; e = m + minW / 2; }
+      var x0 = s / 1e6, x1 = e / 1e6, y0 = yc - h / 2, y1 = yc + h / 2;
+      t.x.push(x0, x1, x1, x0, x0, null); t.y.push(y0, y0, y1, y1, y0, null);
+    }
+
+    function build(a, b) {
+      var byPhase = {}, byCat = {}, idlePh = {}, blkPh = {}, rgPh = {}, n;
+      minW = Math.max(1, (b - a) / 2500);
+      PH.forEach(function (p, i) {
+        var g = "p" + i;
+        byPhase[i] = rects(esc(p.name), p.color, { legendgroup: g, legend: "legend" });
+        idlePh[i] = rects(esc(p.name) + " (idle)", p.color, { legendgroup: g, legend: "legend", showlegend: false, opacity: 0.4 });
+        blkPh[i] = rects(esc(p.name) + " (blocks)", p.color, { legendgroup: g, legend: "legend", showlegend: false, opacity: 0.55 });
+        rgPh[i] = rects(esc(p.name) + " (ranges)", p.color, { legendgroup: g, legend: "legend", showlegend: false,
+          line: { width: 0.6, color: "#ffffff", simplify: false } });
+      });
+      rgPh[-1] = rects(esc(TL.grouping.join("/")) + " ranges", "#eef0f4", { legendgroup: "grp", legend: "legend",
+        line: { width: 1, color: "#98a2b3", simplify: false } });
+      CA.forEach(function (c, i) {
+        byCat[i] = rects(esc(c.name), c.color, { legendgroup: "c" + i, legend: "legend2" });
+      });
+
+      // ops: neighbours of one lane and colour merge only past MAX_OPS in the window
+      var r = inWindow(ops, a, b), i;
+      n = r[1] - r[0];
+      var tol = n > MAX_OPS ? (b - a) / 3000 : -1, openP = {}, openC = {};
+      function emit(open, traces, key, s, e, yc, h) {
+        var o = open[key];
+        if (tol < 0) { rect(traces, s, e, yc, h); return; }
+        if (o && s - o.e <= tol) { o.e = Math.max(o.e, e); return; }
+        if (o) rect(o.t, o.s, o.e, o.y, o.h);
+        open[key] = { t: traces, s: s, e: e, y: yc, h: h };
+      }
+      for (i = r[0]; i < r[1]; i++) {
+        var s = ops.S[i], e = s + ops.d[i]; if (e <= a) continue;
+        var yy = laneY[ops.r[i]], p = ops.p[i], c = ops.c[i];
+        if (byPhase[p]) emit(openP, byPhase[p], ops.r[i] + ":" + p, s, e, yy, 0.8);
+        if (byCat[c]) emit(openC, byCat[c], ops.r[i] + ":" + c, s, e, yy + CAT_DY, 0.5);
+      }
+      [openP, openC].forEach(function (open) { Object.keys(open).forEach(function (k) { var o = open[k]; rect(o.t, o.s, o.e, o.y, o.h); }); });
+
+      // idle segments: thin in the phase lane (charged to that phase), full in the category lane
+      r = inWindow(idle, a, b);
+      for (i = r[0]; i < r[1]; i++) {
+        var is = idle.S[i], ie = is + idle.d[i], yv = laneY[idle.r[i]];
+        if (ie <= a || idle.d[i] < minW / 4) continue;
+        if (idlePh[idle.p[i]]) rect(idlePh[idle.p[i]], is, ie, yv, 0.28);
+        if (byCat[idle.c[i]]) rect(byCat[idle.c[i]], is, ie, yv + CAT_DY, 0.5);
+      }
+
+      // aggregated blocks outside the windows with op detail
+      r = inWindow(blk, a, b);
+      for (i = r[0]; i < r[1]; i++) if (blkPh[blk.p[i]]) rect(blkPh[blk.p[i]], blk.S[i], blk.S[i] + blk.d[i], laneY[blk.r[i]] + CAT_DY / 2, 1.5);
+
+      // CPU ranges
+      r = inWindow(rg, a, b);
+      for (i = r[0]; i < r[1]; i++) {
+        var rs = rg.S[i]; if (rs + rg.d[i] <= a) continue;
+        rect(rgPh[rg.p[i]] || rgPh[-1], rs, rs + rg.d[i], laneY[rg.r[i]] + rg.l[i], 0.78);
+      }
+
+      var traces = [rgPh[-1]];
+      [rgPh, blkPh, idlePh, byPhase].forEach(function (set) { PH.forEach(function (p, k) { traces.push(set[k]); }); });
+      CA.forEach(function (c, k) { traces.push(byCat[k]); });
+      traces = traces.filter(function (t) { return t.x.length || t.showlegend !== false; });
+      return { traces: traces, merged: tol >= 0, ops: n };
+    }
+
+    // ------------------------------------------------------------------ hit testing and the tooltip
+    function nearest(list, set, x, tol) {
+      // the item of `list` (indices into set, sorted by start) that covers x, or is within tol of it
+      if (!list) return -1;
+      var lo = 0, hi = list.length;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (set.S[list[mid]] <= x) lo = mid + 1; else hi = mid; }
+      var best = -1, bestD = tol;
+      for (var k = Math.max(0, lo - 3); k < Math.min(list.length, lo + 2); k++) {
+        var j = list[k], s = set.S[j], e = s + set.d[j], dd = x < s ? s - x : (x > e ? x - e : 0);
+        if (dd <= bestD) { best = j; bestD = dd; }
+      }
+      // a long item that began well before x (a range enclosing many others)
+      if (best < 0 && set === rg) for (k = lo - 1; k >= 0 && k >= lo - 200; k--) { j = list[k]; if (set.S[j] + set.d[j] >= x) { best = j; break; } }
+      return best;
+    }
+    function hit(gd, px, py) {
+      var fl = gd._fullLayout, xa = fl.xaxis, ya = fl.yaxis, sz = fl._size;
+      var xp = px - sz.l, yp = py - sz.t;
+      if (xp < 0 || yp < 0 || xp > sz.w || yp > sz.h) return null;
+      var x = xa.p2c(xp) * 1e6, yv = ya.p2c(yp), tol = Math.abs(xa.p2c(xp + 3) - xa.p2c(xp)) * 1e6;
+      var lane = null, dBest = 0.45;
+      lanes.forEach(function (L) { var dd = Math.abs(L.y - yv); if (dd < dBest) { dBest = dd; lane = L; } });
+      if (!lane) return null;
+      var j;
+      if (lane.kind === "cpu") { j = nearest(rgLane[lane.row + ":" + lane.lane], rg, x, tol); return j < 0 ? null : { set: "range", i: j }; }
+      j = nearest(opsRow[lane.row], ops, x, tol);
+      if (j >= 0) return { set: "op", i: j };
+      j = nearest(idleRow[lane.row], idle, x, 0);
+      if (j >= 0) return { set: "idle", i: j };
+      j = nearest(blkRow[lane.row], blk, x, 0);
+      if (j >= 0) return { set: "block", i: j };
+      return null;
+    }
+    function describe(h) {
+      // [title, lines...] as plain text
+      var i = h.i, row;
+      if (h.set === "op") {
+        row = TL.rows[ops.r[i]];
+        var out = [S[ops.n[i]]];
+        if (S[ops.f[i]]) out.push(S[ops.f[i]]);
+        out.push("phase " + phaseName(ops.p[i]) + "  ·  category " + catName(ops.c[i]));
+        out.push("duration " + dur(ops.d[i]) + "  ·  start " + num(ops.S[i] / 1e6, 6) + " ms");
+        out.push("correlation " + ops.K[i] + "  ·  " + (row ? row.label : ""));
+        return out;
+      }
+      if (h.set === "idle") {
+        return [catName(idle.c[i]) + ": the stream sat idle", "charged to phase " + phaseName(idle.p[i]),
+          "duration " + dur(idle.d[i]) + "  ·  start " + num(idle.S[i] / 1e6, 6) + " ms",
+          catName(idle.c[i]) === "cpu_wait" ? "the next op's launch call had not begun: the GPU waited for the CPU" :
+            (catName(idle.c[i]) === "launch" ? "after the next op's launch call began: launch latency" : "")];
+      }
+      if (h.set === "block") {
+        return [phaseName(blk.p[i]) + (blk.m[i] ? " (mostly)" : "") + ": aggregated", num(blk.o[i], 0) + " ops, busy " + dur(blk.b[i]) +
+          " of " + dur(blk.d[i]), "no op detail is embedded for this stretch; the windows with detail are listed under \"jump to\""];
+      }
+      row = TL.rows[rg.r[i]];
+      return [S[rg.n[i]], "range" + (S[rg.dm[i]] ? " in domain " + S[rg.dm[i]] : "") + "  ·  phase " + phaseName(rg.p[i]) + "  ·  depth " + rg.l[i],
+        "cpu " + dur(rg.d[i]) + "  ·  start " + num(rg.S[i] / 1e6, 6) + " ms", row ? row.label : ""];
+    }
+    var tip = el("div", "tip"); tip.style.display = "none"; document.body.appendChild(tip);
+    var info = document.getElementById("op-info");
+    function fill(box, lines) {
+      box.textContent = "";
+      lines.forEach(function (t, k) { if (t) box.appendChild(el(k ? "div" : "b", k === 1 && lines.length > 4 ? "mono" : null, t)); });
+    }
+
+    var state = { w: 0, width: 1 };
+    var slider = document.getElementById("win-slider"), label = document.getElementById("win-label"), badge = document.getElementById("win-detail");
+    var widthSel = document.getElementById("win-width"), jump = document.getElementById("win-jump");
+    slider.max = String(Math.max(0, NW - 1));
+    [1, 2, 3, 5, 10, 20, 50, 100].forEach(function (k) {
+      if (k > 1 && k > NW) return;
+      var o = el("option", null, k + (k === 1 ? " window" : " windows")); o.value = String(k); widthSel.appendChild(o);
+    });
+    function windowOption(text, w) { var o = el("option", null, text); o.value = String(w); jump.appendChild(o); }
+    windowOption("…", -1);
+    var cyc = []; for (var w = 0; w < NW; w++) if (W.kind[w] === "cycle") cyc.push(w);
+    if (cyc.length) {
+      var byDur = cyc.slice().sort(function (p, q) { return (W.end[p] - W.start[p]) - (W.end[q] - W.start[q]); });
+      var pick = function (f) { return byDur[Math.min(byDur.length - 1, Math.floor(f * (byDur.length - 1)))]; };
+      windowOption("slowest cycle (" + W.label[pick(1)] + ")", pick(1));
+      windowOption("p90 cycle (" + W.label[pick(0.9)] + ")", pick(0.9));
+      windowOption("median cycle (" + W.label[pick(0.5)] + ")", pick(0.5));
+      windowOption("fastest cycle (" + W.label[pick(0)] + ")", pick(0));
+      windowOption("first cycle", cyc[0]);
+      windowOption("last cycle", cyc[cyc.length - 1]);
+    }
+    if (W.kind[0] === "before") windowOption("before the first cycle", 0);
+    var first = cyc.length ? cyc[0] : 0, initialWidth = cyc.length ? Math.min(3, cyc.length) : 1;
+    state.w = first; state.width = initialWidth; widthSel.value = String(initialWidth);
+
+    var gdReady = null;
+    function show(w, width) {
+      if (width != null) state.width = width;
+      state.w = Math.max(0, Math.min(NW - 1, w | 0));
+      slider.value = String(state.w);
+      var last = Math.min(NW - 1, state.w + state.width - 1);
+      var a = W.start[state.w], b = W.end[last];
+      var tb = performance.now();
+      var built = build(a, b);
+      state.build_ms = performance.now() - tb;
+      var allDetail = true, anyDetail = false;
+      for (var k = state.w; k <= last; k++) { allDetail = allDetail && W.detail[k]; anyDetail = anyDetail || W.detail[k]; }
+      label.textContent = (state.width > 1 ? W.label[state.w] + " … " + W.label[last] : W.label[state.w]) + "  ·  " + ms((b - a) / 1e6, 2) +
+        "  ·  " + num(built.ops, 0) + " ops";
+      badge.textContent = allDetail ? (built.merged ? "neighbouring ops merged (show fewer windows to see each)" : "every op") :
+        (anyDetail ? "partly aggregated: some of these windows have no op detail" : "aggregated: no op detail embedded here");
+      badge.className = "badge" + (allDetail && !built.merged ? " good" : " warn");
+      var pad = (b - a) * 0.01;
+      var layout = baseLayout({
+        height: Math.max(240, 110 + yMax * 34), hovermode: false, dragmode: "zoom",
+        margin: { l: 190, r: 12, t: 6, b: 44 }, showlegend: true,
+        legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+        legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -0.36, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+        xaxis: { title: { text: "ms since the capture's first event", standoff: 4 }, range: [(a - pad) / 1e6, (b + pad) / 1e6],
+          gridcolor: "#f1f2f5", zeroline: false },
+        yaxis: { autorange: false, range: [yMax - 0.25, -0.7], tickvals: ticks, ticktext: tickText, fixedrange: true, showgrid: false,
+          zeroline: false, tickfont: { size: 11 } },
+        uirevision: "w" + state.w + ":" + state.width,
+      });
+      layout.margin.b = 130;
+      var p = Plotly.react("timeline", built.traces, layout, Object.assign({}, CONFIG, { scrollZoom: true }));
+      if (!gdReady) {
+        gdReady = p.then(function (gd) {
+          function at(ev) { var bb = gd.getBoundingClientRect(); return hit(gd, ev.clientX - bb.left, ev.clientY - bb.top); }
+          gd.addEventListener("mousemove", function (ev) {
+            var h = at(ev);
+            if (!h) { tip.style.display = "none"; gd.style.cursor = ""; return; }
+            fill(tip, describe(h));
+            tip.style.display = "block";
+            var tx = ev.clientX + 14, ty = ev.clientY + 14;
+            if (tx + tip.offsetWidth > window.innerWidth - 8) tx = ev.clientX - tip.offsetWidth - 14;
+            if (ty + tip.offsetHeight > window.innerHeight - 8) ty = ev.clientY - tip.offsetHeight - 14;
+            tip.style.left = tx + "px"; tip.style.top = ty + "px";
+          });
+          gd.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+          gd.addEventListener("click", function (ev) { var h = at(ev); if (h) fill(info, describe(h)); });
+          return gd;
+        });
+        plots.push(gdReady);
+      }
+      return p;
+    }
+    slider.addEventListener("input", function () { show(+slider.value); });
+    widthSel.addEventListener("change", function () { show(state.w, +widthSel.value); });
+    jump.addEventListener("change", function () { var w = +jump.value; if (w >= 0) show(w); jump.value = "-1"; });
+    document.getElementById("win-prev").addEventListener("click", function () { show(state.w - 1); });
+    document.getElementById("win-next").addEventListener("click", function () { show(state.w + 1); });
+    return { show: show, state: state, windows: NW, hit: hit, describe: describe };
+  })();
+
+  // ---------------------------------------------------------------------------------------------- cross-check, economics
+  function tableOf(rows, box) {
+    if (!rows || !rows.length || typeof rows[0] !== "object") return false;
+    var keys = []; rows.forEach(function (r) { Object.keys(r).forEach(function (k) { if (keys.indexOf(k) < 0 && typeof r[k] !== "object") keys.push(k); }); });
+    var t = el("table", "grid"), h = el("tr");
+    keys.forEach(function (k) { h.appendChild(el("th", null, k)); }); t.appendChild(h);
+    rows.forEach(function (r) {
+      var tr = el("tr");
+      keys.forEach(function (k) { var v = r[k]; tr.appendChild(el("td", typeof v === "number" ? "num" : null, typeof v === "number" ? num(v, Math.abs(v) >= 100 ? 1 : 3) : (v == null ? "-" : v))); });
+      t.appendChild(tr);
+    });
+    box.appendChild(t);
+    return true;
+  }
+  function genericPanel(obj, box) {
+    if (Array.isArray(obj)) { if (!tableOf(obj, box)) box.appendChild(el("code", "block", JSON.stringify(obj, null, 1))); return; }
+    var dl = el("dl", "facts"), any = false;
+    Object.keys(obj).forEach(function (k) {
+      var v = obj[k];
+      if (v == null || typeof v !== "object") { dl.appendChild(el("dt", null, k)); dl.appendChild(el("dd", null, v == null ? "-" : (typeof v === "number" ? num(v, 3) : v))); any = true; }
+    });
+    if (any) box.appendChild(dl);
+    Object.keys(obj).forEach(function (k) {
+      var v = obj[k];
+      if (v && typeof v === "object") { box.appendChild(el("h3", "muted", k)); genericPanel(v, box); }
+    });
+  }
+
+  function crosscheck() {
+    var box = document.getElementById("crosscheck"), x = D.crosscheck;
+    if (x == null) { emptyNote(box, "Not available for this input: analyse a run directory made by `specprof capture` (it holds the tracer's sidecar) to compare nsys with the wall clock."); return; }
+    renderCrosscheck(x, box);
+  }
+  function economics() {
+    var box = document.getElementById("economics"), x = D.economics;
+    if (x == null) { emptyNote(box, "Not available for this input: needs the tracer's sidecar (accept lengths) and a baseline decode step time."); return; }
+    renderEconomics(x, box);
+  }
+  // Filled in for the structures of analyzer/crosscheck.py and analyzer/economics.py; anything else is shown as a table.
+  function renderCrosscheck(x, box) { genericPanel(x, box); }
+  function renderEconomics(x, box) { genericPanel(x, box); }
+
+  // ---------------------------------------------------------------------------------------------- go
+  var T = { start_ms: T0 };
+  var steps = [header, runFacts, phaseBars, kernels, cycleSeries, cycleHist, crosscheck, economics];
+  steps.forEach(function (f) {
+    var t = performance.now();
+    try { f(); }
+    catch (e) { console.error("specprof report: " + f.name + ": " + (e && e.message)); }
+    T[f.name + "_ms"] = performance.now() - t;
+  });
+  var t1 = performance.now();
+  plots.push(timeline.show(timeline.state.w, timeline.state.width));
+  T.timeline_ms = performance.now() - t1;
+  Promise.all(plots).then(function () {
+    T.ready_ms = performance.now();
+    T.timeline_build_ms = timeline.state.build_ms;
+    window.specprofTimings = T;
+    window.specprofReady = true;
+    document.body.setAttribute("data-ready", "1");
+  });
+  window.specprof = { data: D, timeline: timeline, webgl: WEBGL };
+})();
