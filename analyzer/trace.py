@@ -50,6 +50,22 @@ RANGES_SCHEMA = {
     "domain": pl.Utf8,
 }
 
+# Optional: NCCL kernels' collective arguments, one row per op that has them (Kineto traces of
+# torch >= 2.3 carry them on the kernel event; nsys exports do not). Joins to ops by op_id.
+COLLECTIVES_SCHEMA = {
+    "op_id": pl.Int64,
+    "collective": pl.Utf8,  # allreduce, allgather, send, ...
+    "in_nelems": pl.Int64,
+    "out_nelems": pl.Int64,
+    "group_size": pl.Int64,
+    "dtype": pl.Utf8,
+    "in_split_size": pl.Utf8,
+    "out_split_size": pl.Utf8,
+    "pg_name": pl.Utf8,
+    "pg_desc": pl.Utf8,
+    "pg_ranks": pl.Utf8,
+}
+
 # Instant markers (NVTX marks): the tracer's clock-sync marks live here.
 MARKS_SCHEMA = {
     "pid": pl.Int64,
@@ -87,6 +103,8 @@ class TraceMeta:
     # Counts of rows the reader could not use, by reason (never dropped silently).
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    rank: int | None = None  # distributed rank, when the trace says (Kineto distributedInfo.rank)
+    extra: dict = field(default_factory=dict)  # format-specific facts (Kineto: base_time_ns, world_size)
 
 
 @dataclass
@@ -96,9 +114,12 @@ class Trace:
     ranges: pl.DataFrame
     marks: pl.DataFrame
     meta: TraceMeta
+    collectives: pl.DataFrame | None = None  # optional, COLLECTIVES_SCHEMA
 
     def __post_init__(self):
         self.ops = conform(self.ops, OPS_SCHEMA)
         self.api = conform(self.api, API_SCHEMA)
         self.ranges = conform(self.ranges, RANGES_SCHEMA)
         self.marks = conform(self.marks, MARKS_SCHEMA)
+        if self.collectives is not None:
+            self.collectives = conform(self.collectives, COLLECTIVES_SCHEMA)
