@@ -28,7 +28,7 @@ def main():
 
 
 @main.command()
-@click.argument("trace")
+@click.argument("trace", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (docs/json.md) to stdout.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR.")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False),
@@ -49,13 +49,23 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
             phase_limit):
     """Attribute the GPU time of TRACE to phases and categories.
 
-    TRACE is an nsys SQLite export, or a run directory made by `specprof capture`.
+    TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
+    `specprof capture`. Several traces, or a directory of Kineto traces (one per rank), give one
+    result per rank (docs/kineto.md).
     """
     from analyzer import analysis, categories
     from analyzer.render import json as json_render
     from analyzer.render import tables, terminal
 
     rules = categories.load_rules(categories_file)
+    from analyzer import ranks
+
+    traces = ranks.expand(trace)  # several traces (one per rank, or a folder of them): per-rank results
+    if len(traces) > 1:
+        click.echo(ranks.run(traces, as_json, csv_dir, parquet_dir, html_file, tuple(grouping), rules,
+                             tuple(domains), cycle_limit, phase_limit))
+        return
+    trace = traces[0]
     result = analysis.analyze(analysis.load(trace), grouping=tuple(grouping), rules=rules,
                               domains=tuple(domains))
     if csv_dir:
