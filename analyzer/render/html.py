@@ -513,9 +513,15 @@ def _blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> 
 # analyzer/economics.py); converted to plain JSON here without interpretation.
 
 
+PANEL_SKIP = ("pairs",)  # per-instance tables: too long to embed, and the panels draw the per-phase ones
+PANEL_ROWS = 500
+
+
 def _optional(obj):
     if obj is None:
         return None
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name not in PANEL_SKIP}
     return _plain(obj)
 
 
@@ -527,13 +533,13 @@ def _plain(obj, depth: int = 0):
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, pl.DataFrame):
-        return [_plain(r, depth + 1) for r in obj.head(10_000).iter_rows(named=True)]
+        return [_plain(r, depth + 1) for r in obj.head(PANEL_ROWS).iter_rows(named=True)]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _plain(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v, depth + 1) for v in obj[:10_000]]
+        return [_plain(v, depth + 1) for v in obj[:PANEL_ROWS]]
     if hasattr(obj, "to_dict") and callable(obj.to_dict):
         try:
             return _plain(obj.to_dict(), depth + 1)

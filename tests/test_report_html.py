@@ -1,0 +1,228 @@
+"""The HTML report (analyzer/render/html.py, report.js): rendered from real captures and run in headless Chromium.
+
+Checks: the page is one self-contained file that asks for nothing over the network; every panel is drawn with
+no console error; the cycle selector moves the timeline's window; hovering an op shows its name, phase,
+category and correlation id; names planted in a real capture that try to be markup (closing the script
+element, an <img onerror>, an <svg onload>, a template placeholder, U+2028) come out as text and open no dialog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer import analysis
+from analyzer.cli import main
+from analyzer.render import html
+from browser import Page, chromium
+from conftest import FIXTURES
+
+K4 = FIXTURES / "reference-k4"
+PANELS = ("timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics")
+PLOTS = ("timeline", "phase-bars", "cycle-series", "cycle-hist")
+
+HOSTILE_KERNEL = "</script><script>alert(1)</script><img src=x onerror=alert(2)>{{DATA}}\u2028<!--k"
+HOSTILE_RANGE = "<img src=x onerror=alert(3)>draft_extend"
+HOSTILE_DOMAIN = "<svg onload=alert(4)>"
+
+
+@pytest.fixture(scope="module")
+def k4_analysis():
+    return analysis.analyze(analysis.load(str(K4)))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+def data_of(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="specprof-data">(.*?)</script>', page, re.S)
+    assert m, "no data block"
+    return json.loads(m.group(1))
+
+
+def test_page_is_self_contained(k4_analysis, tmp_path):
+    out = html.write(k4_analysis, str(tmp_path / "r.html"), manifest=analysis.manifest(str(K4)))
+    page = Path(out).read_text(encoding="utf-8")
+    # plotly.js is inlined; nothing is loaded from anywhere
+    assert "Plotly" in page and not re.search(r'<script[^>]+src=|<link[^>]+href=', page)
+    assert "default-src 'none'" in page
+    vm = data_of(page)
+    assert vm["schema"] == html.SCHEMA
+    assert vm["facts"]["command"].startswith("python3 -m analyzer reference --steps 4")
+    assert "--cuda-graph-trace=node" in vm["facts"]["nsys_flags"]
+    assert vm["facts"]["gpus"][0]["name"] == "NVIDIA H200" and vm["facts"]["gpus"][0]["driver"] == "580.159.04"
+    assert vm["cycles"]["n"] == 100 and len(vm["cycles"]["total_ms"]) == 100
+    tl = vm["timeline"]
+    # a small capture is embedded op by op, every window in detail, no aggregated blocks
+    assert len(tl["ops"]["s"]) == k4_analysis.ops.height and all(tl["windows"]["detail"])
+    assert not tl["blocks"]["s"]
+    assert [w for w, k in zip(tl["windows"]["label"], tl["windows"]["kind"]) if k == "cycle"][:2] == ["cycle 0", "cycle 1"]
+    # the per-phase bars add up to the phase's attributed time
+    for p in vm["phases"]:
+        total = sum(c["by_phase"].get(p["name"], 0.0) for c in vm["categories"])
+        assert total == pytest.approx(p["attributed_ms"], abs=1e-3)
+
+
+def test_embedded_json_cannot_end_the_script():
+    text = html.embed_json({"a": "</script><!--\u2028\u2029&<>", "b": [1.5, None]})
+    assert not re.search(r"[<>&\u2028\u2029]", text)
+    assert json.loads(text) == {"a": "</script><!--\u2028\u2029&<>", "b": [1.5, None]}
+
+
+def test_report_in_chromium(k4_analysis, browser, tmp_path):
+    out = html.write(k4_analysis, str(tmp_path / "report.html"), manifest=analysis.manifest(str(K4)))
+    p = Page(browser, Path(out))
+    page = p.page
+    assert p.console_errors() == [] and p.dialogs == []
+    assert all(u.startswith(("file:", "data:", "blob:")) for u in p.requests), p.requests
+    for panel in PANELS:
+        assert page.locator(f'section[data-panel="{panel}"]').count() == 1, panel
+        assert page.locator(f'section[data-panel="{panel}"]').inner_text().strip(), panel
+    for plot in PLOTS:
+        assert page.locator(f"#{plot} .main-svg").count() >= 1, plot
+    assert page.locator("#kernels tr").count() > 10
+    assert "NVIDIA H200" in page.inner_text("#tiles") and "100" in page.inner_text("#tiles")
+    assert "--steps 4" in page.inner_text("#run-facts")
+
+    # the cycle selector moves the window: slider, next button, width, jump
+    def window():
+        return page.inner_text("#win-label"), page.evaluate("document.getElementById('timeline')._fullLayout.xaxis.range.slice()")
+
+    label0, range0 = window()
+    assert label0.startswith("cycle 0 … cycle 2")
+    page.evaluate("(() => { const s = document.getElementById('win-slider'); s.value = '51'; s.dispatchEvent(new Event('input')); })()")
+    label1, range1 = window()
+    assert label1.startswith("cycle 50") and range1[0] > range0[1]
+    page.click("#win-next")
+    label2, range2 = window()
+    assert label2.startswith("cycle 51") and range2[0] > range1[0]
+    page.select_option("#win-width", "1")
+    label3, range3 = window()
+    assert label3.startswith("cycle 51 ") and "…" not in label3 and range3[1] < range2[1]
+    page.select_option("#win-jump", index=1)  # the slowest cycle
+    slow = page.inner_text("#win-label")
+    durations = [e - s for s, e, k in zip(*(page.evaluate(f"specprof.data.timeline.windows.{c}") for c in ("start", "end", "kind")))
+                 if k == "cycle"]
+    assert slow.startswith(f"cycle {durations.index(max(durations))} ")
+    assert page.inner_text("#win-detail") == "every op"
+
+    # hover an op: its name, phase, category and correlation id appear in the tooltip
+    i = page.evaluate("specprof.timeline.find('nvjet_sm90_tst_256x8_64x6_2x1_v_bz_NNT')")
+    assert i >= 0
+    page.evaluate(f"specprof.timeline.show(specprof.timeline.windowAt(specprof.timeline.start({i})), 1)")
+    pt = page.evaluate(f"specprof.timeline.point({i})")
+    page.mouse.move(pt["x"], pt["y"])
+    tip = page.inner_text(".tip")
+    assert "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_NNT" in tip and "phase draft" in tip and "category gemm" in tip
+    assert re.search(r"correlation \d+", tip) and "duration" in tip
+    page.mouse.click(pt["x"], pt["y"])
+    assert "nvjet_sm90_tst_256x8_64x6_2x1_v_bz_NNT" in page.inner_text("#op-info")
+
+    # a per-cycle point clicked shows that cycle in the timeline
+    page.evaluate("""(() => { const gd = document.getElementById('cycle-series');
+        gd.emit('plotly_click', {points: [{x: 7}]}); })()""")
+    assert page.inner_text("#win-label").startswith("cycle 7 ")
+
+    shot = tmp_path / "report.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 50_000
+    if os.environ.get("SPECPROF_REPORT_SCREENSHOT"):
+        shutil.copy(shot, os.environ["SPECPROF_REPORT_SCREENSHOT"])
+    assert p.console_errors() == [] and p.dialogs == []
+
+
+def hostile_capture(tmp_path) -> Path:
+    """reference-k4's run directory, with its busiest kernel, the draft_extend ranges and the NVTX domain renamed."""
+    run = tmp_path / "hostile"
+    run.mkdir()
+    db = run / "run.sqlite"
+    shutil.copy(K4 / "run.sqlite", db)
+    shutil.copy(K4 / "manifest.json", run / "manifest.json")
+    con = sqlite3.connect(db)
+    with con:
+        (kernel_id,) = con.execute(
+            "SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName ORDER BY sum(end - start) DESC LIMIT 1"
+        ).fetchone()
+        con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (HOSTILE_KERNEL, kernel_id))
+        con.execute("UPDATE StringIds SET value = ? WHERE id IN (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                    "WHERE shortName = ? AND demangledName != shortName)", (HOSTILE_KERNEL + " (demangled)", kernel_id))
+        con.execute("UPDATE StringIds SET value = ? WHERE value = 'draft_extend'", (HOSTILE_RANGE,))
+        con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE eventType = 75", (HOSTILE_DOMAIN,))
+    con.close()
+    return run
+
+
+def test_hostile_names_render_as_text(browser, tmp_path):
+    run = hostile_capture(tmp_path)
+    out = tmp_path / "hostile.html"
+    result = CliRunner().invoke(main, ["report", str(run), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page_text = out.read_text(encoding="utf-8")
+    for raw in ("</script><script>alert(1)", "<img src=x", "<svg onload", "\u2028", "<!--k"):
+        assert raw not in page_text, raw
+    assert page_text.count("</script>") == 3  # the data block, plotly.js and the app: nothing more
+    vm = data_of(page_text)
+    assert HOSTILE_KERNEL in vm["timeline"]["strings"]
+    assert HOSTILE_RANGE in [p["name"] for p in vm["phases"]]
+    assert HOSTILE_DOMAIN in vm["timeline"]["strings"]
+
+    p = Page(browser, out)
+    page = p.page
+    assert p.dialogs == [] and p.console_errors() == []
+    assert page.evaluate("document.scripts.length") == 3
+    # shown as text: in the kernel table, the phase bars' labels, the legend, the tooltip, the details box
+    assert HOSTILE_KERNEL in page.text_content("#kernels")
+    assert HOSTILE_RANGE in page.text_content("#kernels")
+    assert HOSTILE_RANGE in page.text_content("#phase-bars")
+    assert HOSTILE_RANGE in page.text_content("#cycle-series")
+    i = page.evaluate(f"specprof.timeline.find({json.dumps(HOSTILE_KERNEL)})")
+    assert i >= 0
+    page.evaluate(f"specprof.timeline.show(specprof.timeline.windowAt(specprof.timeline.start({i})), 1)")
+    pt = page.evaluate(f"specprof.timeline.point({i})")
+    page.mouse.move(pt["x"], pt["y"])
+    assert HOSTILE_KERNEL in page.text_content(".tip")
+    assert page.evaluate("document.querySelector('.tip').querySelectorAll('img, svg, script').length") == 0
+    page.mouse.click(pt["x"], pt["y"])
+    assert HOSTILE_KERNEL in page.text_content("#op-info")
+    # a range of the renamed phase, with its renamed domain
+    j = page.evaluate(f"""(() => {{ const rg = specprof.data.timeline.ranges, S = specprof.data.timeline.strings;
+        for (let k = 0; k < rg.n.length; k++) if (S[rg.n[k]] === {json.dumps(HOSTILE_RANGE)}) return k; return -1; }})()""")
+    assert j >= 0
+    assert HOSTILE_DOMAIN in " ".join(page.evaluate(f"specprof.timeline.describe({{set: 'range', i: {j}}})"))
+    assert p.dialogs == [] and p.console_errors() == []
+    assert page.evaluate("document.querySelectorAll('img, [onerror], [onload]').length") == 0
+
+
+def test_report_and_analyze_html_commands(tmp_path):
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(K4), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert data_of(out.read_text(encoding="utf-8"))["facts"]["preset"] == "reference"
+    out2 = tmp_path / "a.html"
+    result = CliRunner().invoke(main, ["analyze", str(K4 / "run.sqlite"), "--html", str(out2), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["schema"] == "specprof.analysis/1"
+    assert data_of(out2.read_text(encoding="utf-8"))["facts"]["ops"] == 21126
+
+
+def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
+    """A third-party capture with no cycle ranges: windows are time slices, and every panel still draws."""
+    src = shared_dir / "nsys_sqlite" / "nsysai_h100_2gpu_1s.sqlite"
+    a = analysis.analyze(analysis.load(str(src)))
+    out = html.write(a, str(tmp_path / "r.html"))
+    vm = data_of(Path(out).read_text(encoding="utf-8"))
+    assert vm["cycles"]["n"] == 0 and set(vm["timeline"]["windows"]["kind"]) == {"slice"}
+    p = Page(browser, Path(out))
+    assert p.console_errors() == [] and p.dialogs == []
+    assert "No cycles" in p.page.inner_text("#cycle-series")
+    assert p.page.locator("#timeline .main-svg").count() >= 1
