@@ -1,0 +1,73 @@
+"""SGLang server logs -> the scheduler's `accept len` lines as a polars table.
+
+SGLang's scheduler logs one `Decode batch.` line every `--decode-log-interval` decode iterations (default
+40). With speculative decoding on, the line carries `accept len: x.xx, accept rate: y.yy, ` (0.5.23:
+`metrics_reporter.py`; older versions print `accept len` alone):
+
+    [2026-11-29 15:32:30 TP0] Decode batch. #running-req: 8, #token: 9000, token usage: 0.01, accept len: 2.63,
+    accept rate: 0.41, cuda graph: True, gen throughput (token/s): 3880.12, #queue-req: 0,
+
+(one line in the log). `accept len` = (correct drafts + batch size) / request-rounds over the interval, so it
+counts the bonus token; `accept rate` = correct drafts / (request-rounds x (draft tokens - 1)).
+
+Table: line (1-based), time (the bracketed timestamp as written, local time, or null), tp (rank, or null),
+running (`#running-req`, or null), accept_len, accept_rate (or null), gen_throughput (or null).
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from analyzer.errors import SpecprofError
+
+LOG_SCHEMA = {"line": pl.Int64, "time": pl.Utf8, "tp": pl.Int64, "running": pl.Int64,
+              "accept_len": pl.Float64, "accept_rate": pl.Float64, "gen_throughput": pl.Float64}
+
+_NUM = r"([0-9]+(?:\.[0-9]+)?)"
+_ACCEPT = re.compile(r"accept len: " + _NUM)
+_RATE = re.compile(r"accept rate: " + _NUM)
+_RUNNING = re.compile(r"#running-req: ([0-9]+)")
+_THROUGHPUT = re.compile(r"gen throughput \(token/s\): " + _NUM)
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)([^\]]*)\]")
+_TP = re.compile(r"\bTP(\d+)\b")
+
+
+def parse(lines) -> pl.DataFrame:
+    """The `accept len` lines among `lines` (an iterable of str)."""
+    rows = []
+    for number, text in enumerate(lines, start=1):
+        m = _ACCEPT.search(text)
+        if m is None:
+            continue
+        prefix = _PREFIX.match(text)
+        tp = _TP.search(prefix.group(2)) if prefix else None
+        rate, running, thr = _RATE.search(text), _RUNNING.search(text), _THROUGHPUT.search(text)
+        rows.append((
+            number,
+            prefix.group(1) if prefix else None,
+            int(tp.group(1)) if tp else None,
+            int(running.group(1)) if running else None,
+            float(m.group(1)),
+            float(rate.group(1)) if rate else None,
+            float(thr.group(1)) if thr else None,
+        ))
+    return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
+
+
+def read_server_log(path: str) -> pl.DataFrame:
+    """Read a server log file; SpecprofError when it cannot be read or has no `accept len` line."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            table = parse(fh)
+    except FileNotFoundError:
+        raise SpecprofError(f"{path}: no such file", path) from None
+    except IsADirectoryError:
+        raise SpecprofError(f"{path}: a directory, not a server log", path) from None
+    except OSError as exc:
+        raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
+    if table.is_empty():
+        raise SpecprofError(f"{path}: no `accept len:` line in this log: SGLang prints one every "
+                            "--decode-log-interval decode iterations when speculative decoding is on", path)
+    return table

@@ -1,0 +1,269 @@
+"""Sidecar files (`specprof.sidecar/1`, written by tracer/sidecar.py) -> polars tables.
+
+A sidecar is one JSONL file per traced process: a header, then `clock`, `cycle` and `range` records, then a
+footer (absent when the process was killed). Times are `time.perf_counter_ns()` of that process: integer
+nanoseconds on an unsynchronised clock that only the `clock` records (and the NVTX marks they pair with) tie
+to anything else.
+
+The file is untrusted input: every field the analysis uses is type-checked, and the first bad line stops the
+read with a `SpecprofError` naming the file and the line. Two things are tolerated, each with a note: record
+types this reader does not know (a newer tracer may add some), and a cut last line without a newline (a
+process killed in the middle of a write).
+
+Tables (integer ns; `file` is the position of the file in the list read):
+- `files`:   file, path, pid, rank, host, preset, argv (JSON text), dropped, unmatched_accepts, footer_reason,
+             complete (a footer was found)
+- `cycles`:  file, pid, rank, index, start, end, batch_size, requests (accept counts received, null when none
+             arrived), correct (their sum), accept_len (correct / requests + 1: per request-round, the bonus
+             token included), verify (the cycle ran a `verify` phase: a speculative decode cycle; SGLang's v2
+             worker also runs prefill batches as cycles, without one)
+- `phases`:  file, pid, cycle, name, start, end, in_cycle. Phases inside a cycle (in_cycle true, `cycle` is
+             its index) and ranges of their own such as `accept` or `prefill` (in_cycle false, `cycle` is the
+             index of the last cycle opened before them, as the tracer wrote it)
+- `accepts`: file, pid, cycle, request (position in the batch), correct (correct draft tokens of that request
+             in that cycle; the bonus token is not counted here)
+- `clocks`:  file, pid, perf_counter_ns, monotonic_raw_ns, time_ns
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from analyzer.errors import SpecprofError
+
+SCHEMA = "specprof.sidecar/1"
+GLOB = "specprof-sidecar.*.jsonl"
+
+FILES_SCHEMA = {
+    "file": pl.Int64, "path": pl.Utf8, "pid": pl.Int64, "rank": pl.Int64, "host": pl.Utf8,
+    "preset": pl.Utf8, "argv": pl.Utf8, "dropped": pl.Int64, "unmatched_accepts": pl.Int64,
+    "footer_reason": pl.Utf8, "complete": pl.Boolean,
+}
+CYCLES_SCHEMA = {
+    "file": pl.Int64, "pid": pl.Int64, "rank": pl.Int64, "index": pl.Int64, "start": pl.Int64,
+    "end": pl.Int64, "batch_size": pl.Int64, "requests": pl.Int64, "correct": pl.Int64,
+    "accept_len": pl.Float64, "verify": pl.Boolean,
+}
+PHASES_SCHEMA = {
+    "file": pl.Int64, "pid": pl.Int64, "cycle": pl.Int64, "name": pl.Utf8, "start": pl.Int64,
+    "end": pl.Int64, "in_cycle": pl.Boolean,
+}
+ACCEPTS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "cycle": pl.Int64, "request": pl.Int64,
+                  "correct": pl.Int64}
+CLOCKS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "perf_counter_ns": pl.Int64,
+                 "monotonic_raw_ns": pl.Int64, "time_ns": pl.Int64}
+
+# Bound what one untrusted line may make us hold (a real record is a few hundred bytes).
+MAX_LINE_BYTES = 16 << 20
+
+
+@dataclass
+class Sidecars:
+    """The tables of one or more sidecar files (see the module docstring)."""
+
+    files: pl.DataFrame
+    cycles: pl.DataFrame
+    phases: pl.DataFrame
+    accepts: pl.DataFrame
+    clocks: pl.DataFrame
+    headers: list[dict] = field(default_factory=list)  # the header records as written, one per file
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[str]:
+        return self.files["path"].to_list()
+
+
+def find(directory: str) -> list[str]:
+    """The sidecar files in a run directory, sorted."""
+    return sorted(glob.glob(os.path.join(glob.escape(directory), GLOB)))
+
+
+class _Line:
+    """Type checks for one record; errors name the file and line."""
+
+    def __init__(self, path: str, number, record: dict):
+        self.path, self.number, self.record = path, number, record
+
+    def fail(self, what: str) -> SpecprofError:
+        return SpecprofError(f"{self.path}:{self.number}: not a specprof sidecar record: {what}", self.path)
+
+    def int(self, key: str, nullable: bool = False, minimum: int | None = None):
+        value = self.record.get(key)
+        return self.check_int(value, key, nullable, minimum)
+
+    def check_int(self, value, what: str, nullable: bool = False, minimum: int | None = None):
+        if value is None and nullable:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(f"`{what}` must be an integer, not {_show(value)}")
+        if minimum is not None and value < minimum:
+            raise self.fail(f"`{what}` must be at least {minimum}, not {value}")
+        if abs(value) >= 1 << 63:
+            raise self.fail(f"`{what}` does not fit in 64 bits")
+        return value
+
+    def str(self, key: str, nullable: bool = False):
+        value = self.record.get(key)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f"`{key}` must be a string, not {_show(value)}")
+        return value
+
+    def interval(self, what: str, start, end):
+        start = self.check_int(start, f"{what} start")
+        end = self.check_int(end, f"{what} end", nullable=True)
+        if end is not None and end < start:
+            raise self.fail(f"{what} ends before it starts ({end} < {start})")
+        return start, end
+
+
+def _show(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _lines(path: str):
+    """(number, text, has_newline) for each line; a clear error when the file cannot be read."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise SpecprofError(f"{path}: no such file", path) from None
+    except IsADirectoryError:
+        raise SpecprofError(f"{path}: a directory, not a sidecar file", path) from None
+    except OSError as exc:
+        raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
+    with fh:
+        number = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise SpecprofError(f"{path}:{number}: a line longer than {MAX_LINE_BYTES >> 20} MiB: "
+                                    "not a specprof sidecar", path)
+            yield number, raw, raw.endswith(b"\n")
+
+
+def read_sidecars(paths: list[str]) -> Sidecars:
+    """Read sidecar files into one set of tables. Raises SpecprofError on anything that is not a sidecar."""
+    if not paths:
+        raise SpecprofError("no sidecar files given")
+    files, cycles, phases, accepts, clocks, headers, notes = [], [], [], [], [], [], []
+    for file_no, path in enumerate(paths):
+        _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, notes)
+    return Sidecars(
+        files=pl.DataFrame(files, schema=FILES_SCHEMA, orient="row"),
+        cycles=pl.DataFrame(cycles, schema=CYCLES_SCHEMA, orient="row"),
+        phases=pl.DataFrame(phases, schema=PHASES_SCHEMA, orient="row"),
+        accepts=pl.DataFrame(accepts, schema=ACCEPTS_SCHEMA, orient="row"),
+        clocks=pl.DataFrame(clocks, schema=CLOCKS_SCHEMA, orient="row"),
+        headers=headers,
+        notes=notes,
+    )
+
+
+def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, notes) -> None:
+    header = footer = None
+    pid = rank = None
+    unknown: dict[str, int] = {}
+    seen_index: set[int] = set()
+    for number, raw, complete_line in _lines(path):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            if not complete_line and header is not None:
+                notes.append(f"{path}: the last line is cut off (the process was killed while writing); "
+                             "it was left out")
+                break
+            if header is None and number == 1:
+                raise SpecprofError(f"{path}: not a specprof sidecar (the first line is not JSON)", path) from None
+            raise SpecprofError(f"{path}:{number}: not valid JSON: the sidecar is damaged", path) from None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise SpecprofError(f"{path}:{number}: not a specprof sidecar record (no `type`)", path)
+        line = _Line(path, number, record)
+        kind = record["type"]
+        if header is None:
+            if kind != "header":
+                raise SpecprofError(f"{path}: not a specprof sidecar (the first record is not a header)", path)
+            schema = record.get("schema")
+            if schema != SCHEMA:
+                raise SpecprofError(f"{path}: sidecar schema {_show(schema)}, this version reads {SCHEMA}; "
+                                    "update specprof", path)
+            header = record
+            pid = line.int("pid", minimum=0)
+            rank = line.int("rank", nullable=True, minimum=0)
+            headers.append(record)
+            continue
+        if footer is not None:
+            raise line.fail("a record after the footer")
+        if kind == "cycle":
+            index = line.int("index", minimum=0)
+            if index in seen_index:
+                raise line.fail(f"cycle {index} appears twice")
+            seen_index.add(index)
+            start, end = line.interval("cycle", record.get("start_ns"), record.get("end_ns"))
+            batch = line.int("batch_size", nullable=True, minimum=0)
+            accept = record.get("accept")
+            requests = correct = accept_len = None
+            if accept is not None:
+                counts = accept.get("correct_drafts") if isinstance(accept, dict) else None
+                if not isinstance(counts, list):
+                    raise line.fail("`accept.correct_drafts` must be a list")
+                for i, n in enumerate(counts):
+                    accepts.append((file_no, pid, index, i, line.check_int(n, "correct_drafts entry", minimum=0)))
+                requests, correct = len(counts), sum(counts)
+                accept_len = correct / requests + 1.0 if requests else None
+            frames = record.get("phases")
+            if not isinstance(frames, list):
+                raise line.fail("`phases` must be a list")
+            verify = False
+            for frame in frames:
+                if not isinstance(frame, list) or len(frame) != 3 or not isinstance(frame[0], str):
+                    raise line.fail("a phase must be [name, start_ns, end_ns]")
+                p_start, p_end = line.interval(f"phase {frame[0]!r}", frame[1], frame[2])
+                phases.append((file_no, pid, index, frame[0], p_start, p_end, True))
+                verify = verify or frame[0] == "verify"
+            cycles.append((file_no, pid, rank, index, start, end, batch, requests, correct, accept_len, verify))
+        elif kind == "range":
+            name = line.str("name")
+            start, end = line.interval(f"range {name!r}", record.get("start_ns"), record.get("end_ns"))
+            phases.append((file_no, pid, line.int("cycle", nullable=True, minimum=0), name, start, end, False))
+        elif kind == "clock":
+            clocks.append((file_no, pid, line.int("perf_counter_ns"),
+                           line.int("monotonic_raw_ns", nullable=True), line.int("time_ns", nullable=True)))
+        elif kind == "footer":
+            footer = record
+        elif kind == "header":
+            raise line.fail("a second header")
+        else:
+            unknown[kind] = unknown.get(kind, 0) + 1
+    if header is None:
+        raise SpecprofError(f"{path}: empty: not a specprof sidecar", path)
+    if unknown:
+        kinds = ", ".join(f"{n} {k!r}" for k, n in sorted(unknown.items()))
+        notes.append(f"{path}: records of types this version does not read were skipped ({kinds})")
+    if footer is None:
+        notes.append(f"{path}: no footer (the process did not exit normally); the last interval's records "
+                     "may be missing")
+    foot = _Line(path, "footer", footer or {})
+    files.append((
+        file_no, path, pid, rank, header.get("host") if isinstance(header.get("host"), str) else None,
+        header.get("preset") if isinstance(header.get("preset"), str) else None,
+        json.dumps(header.get("argv")) if isinstance(header.get("argv"), list) else None,
+        foot.int("dropped", nullable=True, minimum=0) if footer else None,
+        foot.int("unmatched_accepts", nullable=True, minimum=0) if footer else None,
+        footer.get("reason") if footer and isinstance(footer.get("reason"), str) else None,
+        footer is not None,
+    ))
+    if footer and (footer.get("dropped") or 0) > 0:
+        notes.append(f"{path}: the tracer dropped {footer['dropped']} records (its queue was full)")
