@@ -1,0 +1,269 @@
+"""Runs on disk -> the inputs of the cross-check, the economics and the sweep.
+
+A run directory made by `specprof capture` holds the nsys export (`*.sqlite`), the tracer's sidecars
+(`specprof-sidecar.*.jsonl`) and `manifest.json`. When it also holds `no-nsys/` (the same workload run
+without nsys, tracer on: `specprof reference --trace --out RUN/no-nsys`, or any run of yours copied there),
+that folder's sidecars are the baseline of the cross-check's inflation table, found automatically and named
+in the output; `--baseline-sidecar` overrides it. A reference-engine `ground_truth.json` in both adds GPU-time
+inflation. A trace file given directly gets sidecars only from `--sidecar`.
+
+This module reads files and calls the pure analyses (crosscheck, economics, sweep); it prints nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, field, replace
+
+import polars as pl
+
+from analyzer import crosscheck as cc
+from analyzer import economics as econ
+from analyzer import sweep as sw
+from analyzer.analysis import Analysis, analyze, load, resolve
+from analyzer.errors import SpecprofError
+from analyzer.readers import ground_truth as gt
+from analyzer.readers import sidecar as sc
+from analyzer.readers.sglang_log import read_server_log
+
+BASELINE_DIR = "no-nsys"
+
+
+@dataclass
+class RunFiles:
+    path: str  # as given
+    trace: str | None
+    sidecars: list[str] = field(default_factory=list)
+    baseline: list[str] = field(default_factory=list)
+    baseline_auto: bool = False  # found in RUN/no-nsys, not given
+    ground_truth: str | None = None
+    baseline_ground_truth: str | None = None
+
+
+def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> RunFiles:
+    """The files of a run: a run directory, or a trace file plus the sidecars given."""
+    if not os.path.exists(path):
+        raise SpecprofError(f"{path}: no such file or directory", path)
+    is_dir = os.path.isdir(path)
+    files = RunFiles(path=path, trace=resolve(path) if trace else None)
+    files.sidecars = list(sidecars) or (sc.find(path) if is_dir else [])
+    if baseline_sidecars:
+        files.baseline = list(baseline_sidecars)
+    elif is_dir and os.path.isdir(os.path.join(path, BASELINE_DIR)):
+        files.baseline = sc.find(os.path.join(path, BASELINE_DIR))
+        files.baseline_auto = bool(files.baseline)
+    if is_dir:
+        files.ground_truth = gt.find(path)
+        if files.baseline:
+            files.baseline_ground_truth = gt.find(os.path.dirname(os.path.abspath(files.baseline[0])))
+    return files
+
+
+def _sidecars(paths: list[str]) -> sc.Sidecars | None:
+    return sc.read_sidecars(paths) if paths else None
+
+
+def _window(sidecars: sc.Sidecars, check: cc.CrossCheck | None) -> pl.DataFrame:
+    """The sidecar cycles the capture holds (all of them when the clocks could not be aligned)."""
+    if check is not None:
+        m = check.alignment.filter(pl.col("matched_cycles") > 0)
+        if m.height:
+            return sidecars.cycles.filter(pl.col("index").is_between(m["first_index"].min(), m["last_index"].max()))
+    return sidecars.cycles
+
+
+def baseline_step(path: str) -> tuple[int, str, list[str]]:
+    """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes).
+
+    A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
+    sidecars; then its trace's `cycle` ranges). A step is one traced cycle (for the reference engine at
+    `--steps 0`, one plain decode step), measured start to start."""
+    notes: list[str] = []
+    if path.endswith(".jsonl") and os.path.isfile(path):
+        paths, where = [path], "sidecar"
+    elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
+        paths, where = sc.find(os.path.join(path, BASELINE_DIR)), "sidecar without nsys"
+    elif os.path.isdir(path) and sc.find(path):
+        paths, where = sc.find(path), "sidecar under nsys"
+    else:
+        trace = load(path)
+        cyc = trace.ranges.filter(pl.col("name") == cc.CYCLE).sort("pid", "start").with_columns(
+            index=pl.int_range(pl.len()).over("pid"))
+        mean, n, _ = econ.mean_period(cyc)
+        if mean is None:
+            raise SpecprofError(f"{path}: no two consecutive `cycle` ranges: no step time to take as baseline",
+                                path)
+        return mean, f"{path}: trace cycle ranges under nsys, {n} steps", notes
+    sides = sc.read_sidecars(paths)
+    mean, n, _ = econ.mean_period(sides.cycles, key="file")
+    if mean is None:
+        raise SpecprofError(f"{path}: no two consecutive cycles in the sidecar: no step time to take as baseline",
+                            path)
+    accept, _, _ = econ.accept_stats(sides.cycles)
+    if accept is not None and accept > 1.0:
+        notes.append(f"the baseline run {path} accepted draft tokens (accept length {accept:.3f}): it is "
+                     "speculative, not a plain decode; its cycle is not a plain-decode step")
+    return mean, f"{path}: {where}, {n} steps", notes
+
+
+def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
+                  check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
+                  notes: list[str]) -> econ.Economics | None:
+    """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or the trace's cycles."""
+    rows = []
+    if sidecars is not None:
+        window = _window(sidecars, check)
+        first, last = window["index"].min(), window["index"].max()
+        if baseline is not None:
+            base = baseline.cycles.filter(pl.col("index").is_between(first, last))
+            period, n, _ = econ.mean_period(baseline.cycles, "file", first, last)
+            accept, batch, _ = econ.accept_stats(base)
+            rows.append(econ.estimate("sidecar without nsys", False, n, period, accept, batch, baseline_ns))
+        period, n, _ = econ.mean_period(sidecars.cycles, "file", first, last)
+        accept, batch, _ = econ.accept_stats(window)
+        rows.append(econ.estimate("sidecar under nsys", True, n, period, accept, batch, baseline_ns))
+    elif a.cycles.height:
+        period, n, _ = econ.mean_period(a.cycles)
+        rows.append(econ.estimate("trace cycle ranges under nsys", True, n, period, None, None, baseline_ns))
+        notes.append("no sidecar: the accept length is unknown (the sidecar carries the accept counts)")
+    if not rows:
+        return None
+    return econ.economics(rows, baseline_ns, baseline_source, notes)
+
+
+def enrich(a: Analysis, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
+           baseline_ms: float | None = None, log_interval: int = cc.DEFAULT_LOG_INTERVAL) -> Analysis:
+    """The analysis with `crosscheck` and `economics` filled in where the data for them is present."""
+    sidecars = _sidecars(files.sidecars)
+    baseline = _sidecars(files.baseline)
+    log = read_server_log(server_log) if server_log else None
+    check = None
+    if sidecars is not None:
+        check = cc.crosscheck(
+            a.trace, sidecars, baseline,
+            gt.read_ground_truth(files.ground_truth) if files.ground_truth and baseline else None,
+            gt.read_ground_truth(files.baseline_ground_truth) if files.baseline_ground_truth else None,
+            log, log_interval)
+        if files.baseline_auto:
+            check.notes.insert(0, f"baseline (without nsys) found in {os.path.join(files.path, BASELINE_DIR)}")
+    elif log is not None:
+        raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
+                            "sidecar too (--sidecar FILE, or a run directory)", server_log)
+    econ_notes: list[str] = []
+    baseline_ns = baseline_source = None
+    if baseline_ms is not None:
+        if not baseline_ms > 0:
+            raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
+        baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "--baseline-ms (given)"
+    elif baseline_run is not None:
+        baseline_ns, baseline_source, more = baseline_step(baseline_run)
+        econ_notes.extend(more)
+    economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes)
+    return replace(a, crosscheck=check, economics=economics)
+
+
+# -- sweep --------------------------------------------------------------------------------------------------------
+
+_STEP_FLAGS = ("--steps", "-k", "--speculative-num-steps", "--speculative_num_steps")
+_TOKEN_FLAGS = ("--speculative-num-draft-tokens", "--speculative_num_draft_tokens")
+
+
+def _flag(argv: list[str], names: tuple[str, ...]) -> int | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            value = None
+            if arg == name and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg[len(name) + 1:]
+            if value is not None:
+                try:
+                    return int(value)
+                except ValueError:
+                    return None
+    return None
+
+
+def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None, int | None]:
+    """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
+    manifest.json. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
+    argvs = [h.get("argv") for h in (sidecars.headers if sidecars else [])]
+    manifest = os.path.join(files.path, "manifest.json") if os.path.isdir(files.path) else None
+    if manifest and os.path.isfile(manifest):
+        try:
+            with open(manifest, encoding="utf-8") as fh:
+                argvs.append(json.load(fh).get("command"))
+        except (OSError, ValueError, AttributeError):
+            pass
+    for argv in argvs:
+        if isinstance(argv, str):
+            argv = shlex.split(argv)
+        if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+            continue
+        steps = _flag(argv, _STEP_FLAGS)
+        if steps is not None:
+            tokens = _flag(argv, _TOKEN_FLAGS)
+            return steps, tokens if tokens is not None else steps + 1
+    return None, None
+
+
+def load_sweep(paths: list[str], steps: list[int] = (), max_steps: int | None = None) -> sw.Sweep:
+    """Analyse each run and fit the cost model (analyzer/sweep.py)."""
+    if len(paths) < 2:
+        raise SpecprofError("specprof sweep needs at least two runs (with different numbers of draft steps)")
+    if steps and len(steps) != len(paths):
+        raise SpecprofError(f"--steps was given {len(steps)} times for {len(paths)} runs: give it once per run, "
+                            "in the order of the runs")
+    run_rows, cycle_rows, count_rows, period_rows, notes = [], [], [], [], []
+    for run, path in enumerate(paths):
+        files = locate(path)
+        if not files.sidecars:
+            raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept counts; "
+                                "give a run directory made by `specprof capture`", path)
+        a = analyze(load(files.trace))
+        sidecars = sc.read_sidecars(files.sidecars)
+        baseline = _sidecars(files.baseline)
+        check = cc.crosscheck(a.trace, sidecars)
+        k, tokens = (steps[run], steps[run] + 1) if steps else steps_of(files, sidecars)
+        if k is None:
+            raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "
+                                "give --steps K once per run", path)
+        window = _window(sidecars, check)
+        seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+        if seen.height and int(seen["correct"].max()) > k:
+            raise SpecprofError(f"{path}: a request accepted {int(seen['correct'].max())} draft tokens in one cycle, "
+                                f"more than the {k} draft steps given for this run", path)
+        accept, batch, _ = econ.accept_stats(window)
+        wide = a.cycle_phases.group_by("cycle").agg(
+            draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
+            verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
+            total_ns=pl.col("attributed").sum())
+        if wide.is_empty():
+            raise SpecprofError(f"{files.trace}: no `cycle` ranges in the trace: nothing to fit", files.trace)
+        cycle_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns", "total_ns"))
+        count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
+                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "correct"))
+        period = None
+        if baseline is not None:
+            first, last = window["index"].min(), window["index"].max()
+            p = econ.cycle_periods(baseline.cycles, key="file").filter(
+                pl.col("index").is_between(first, last) & ~pl.col("idle"))
+            period_rows.append(p.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
+            period = int(round(p["period"].mean())) if p.height else None
+        means = wide.mean()
+        run_rows.append({"run": run, "path": path, "steps": k, "tokens": tokens, "cycles": wide.height,
+                         "accept_len": accept, "batch": batch, "draft_ns": int(means["draft_ns"][0]),
+                         "verify_ns": int(means["verify_ns"][0]), "rest_ns": int(means["total_ns"][0]
+                                                                                  - means["draft_ns"][0]
+                                                                                  - means["verify_ns"][0]),
+                         "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": period})
+    runs = pl.DataFrame(run_rows, schema={
+        "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
+        "accept_len": pl.Float64, "batch": pl.Float64, "draft_ns": pl.Int64, "verify_ns": pl.Int64,
+        "rest_ns": pl.Int64, "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
+    result = sw.sweep(runs, pl.concat(cycle_rows), pl.concat(count_rows),
+                      pl.concat(period_rows) if period_rows else None, max_steps)
+    result.notes = notes + result.notes
+    return result

@@ -1,0 +1,302 @@
+"""Verify cost model over runs with different numbers of draft steps (docs/economics.md, "Sweep").
+
+From runs at K = K1, K2, ... draft steps (verify of K+1 tokens for a chain draft), per cycle:
+
+    verify time = fixed + per_token x tokens        draft time = fixed + per_step x steps
+    rest        = fixed + per_step x steps           (everything else in the cycle: draft re-extend, accept, gaps)
+
+fitted by ordinary least squares on per-cycle observations (numpy only). Two 95% intervals are given:
+`ci95` from the per-cycle scatter (t with n - 2 degrees of freedom), and `ci95_runs` from a fit of the run
+means (t with runs - 2 degrees of freedom; null with fewer than three runs). Cycles of one run share that run's
+conditions (clocks, placement), so the first interval understates the run-to-run uncertainty whenever the
+run means stray from the line; `lack_of_fit_ns` says by how much they do.
+
+Throughput for other K comes from the measured acceptance per draft position: p_i = P(draft i accepted |
+drafts 1..i-1 accepted), pooled over the runs that drafted position i; then
+E[accept length](K) = 1 + sum_{i<=K} prod_{j<=i} p_j (the 1 is the bonus token). Positions no run drafted are
+assumed to accept at the pooled rate of the measured ones (said in the output). The cycle time for K comes
+from the cycle fit: the cycle period measured without nsys when every run has a baseline sidecar, else the
+per-cycle attributed GPU time under nsys. The recommendation is the K with the most tokens/s.
+
+`Sweep` holds integer ns; only renderers turn them into ms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from analyzer.errors import SpecprofError
+
+# t quantiles at 0.975 for 1..30 degrees of freedom; beyond, a Cornish-Fisher expansion (error < 1e-4).
+_T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+_Z975 = 1.959963984540054
+
+FIT_SCHEMA = {
+    "name": pl.Utf8, "x": pl.Utf8, "source": pl.Utf8, "fixed_ns": pl.Float64, "per_unit_ns": pl.Float64,
+    "fixed_lo_ns": pl.Float64, "fixed_hi_ns": pl.Float64, "per_unit_lo_ns": pl.Float64,
+    "per_unit_hi_ns": pl.Float64, "fixed_runs_lo_ns": pl.Float64, "fixed_runs_hi_ns": pl.Float64,
+    "per_unit_runs_lo_ns": pl.Float64, "per_unit_runs_hi_ns": pl.Float64, "n": pl.Int64, "runs": pl.Int64,
+    "lack_of_fit_ns": pl.Float64,
+}
+
+
+def t975(dof: int) -> float:
+    """The 0.975 quantile of Student's t with `dof` degrees of freedom."""
+    if dof < 1:
+        return math.inf
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z, v = _Z975, float(dof)
+    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3))
+
+
+@dataclass
+class Line:
+    """y = intercept + slope x, with 95% half-widths (inf when there are too few points)."""
+
+    intercept: float
+    slope: float
+    intercept_hw: float
+    slope_hw: float
+    n: int
+
+    def at(self, x: float) -> float:
+        return self.intercept + self.slope * x
+
+
+def fit_line(x, y) -> Line:
+    """Ordinary least squares with 95% intervals (t, n - 2 degrees of freedom). Needs two distinct x values."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if len(x) != len(y) or len(np.unique(x)) < 2:
+        raise SpecprofError("a straight-line fit needs at least two different x values (runs with different "
+                            "numbers of draft steps)")
+    xm = x.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    slope = float(((x - xm) * (y - y.mean())).sum() / sxx)
+    intercept = float(y.mean() - slope * xm)
+    dof = len(x) - 2
+    if dof < 1:
+        return Line(intercept, slope, math.inf, math.inf, len(x))
+    resid = y - (intercept + slope * x)
+    s2 = float((resid**2).sum() / dof)
+    t = t975(dof)
+    return Line(intercept, slope, t * math.sqrt(s2 * (1 / len(x) + xm**2 / sxx)), t * math.sqrt(s2 / sxx), len(x))
+
+
+def fit_row(name: str, xname: str, source: str, x, y, run) -> dict:
+    """A row of `Sweep.fits`: per-cycle fit, run-means fit and lack of fit (x, y per cycle; run ids)."""
+    per = fit_line(x, y)
+    df = pl.DataFrame({"x": np.asarray(x, dtype=float), "y": np.asarray(y, dtype=float), "run": run})
+    means = df.group_by("run").agg(pl.col("x").first(), pl.col("y").mean()).sort("x")
+    runs = means.height
+    lof = float(np.abs(means["y"].to_numpy() - per.at(means["x"].to_numpy())).max())
+    by_runs = fit_line(means["x"], means["y"]) if runs >= 3 else None
+    row = {"name": name, "x": xname, "source": source, "fixed_ns": per.intercept, "per_unit_ns": per.slope,
+           "fixed_lo_ns": per.intercept - per.intercept_hw, "fixed_hi_ns": per.intercept + per.intercept_hw,
+           "per_unit_lo_ns": per.slope - per.slope_hw, "per_unit_hi_ns": per.slope + per.slope_hw,
+           "fixed_runs_lo_ns": None, "fixed_runs_hi_ns": None, "per_unit_runs_lo_ns": None,
+           "per_unit_runs_hi_ns": None, "n": per.n, "runs": runs, "lack_of_fit_ns": lof}
+    if by_runs is not None:
+        row.update(fixed_runs_lo_ns=by_runs.intercept - by_runs.intercept_hw,
+                   fixed_runs_hi_ns=by_runs.intercept + by_runs.intercept_hw,
+                   per_unit_runs_lo_ns=by_runs.slope - by_runs.slope_hw,
+                   per_unit_runs_hi_ns=by_runs.slope + by_runs.slope_hw)
+    return row
+
+
+def acceptance(counts: pl.DataFrame) -> pl.DataFrame:
+    """Per draft position i (1..K): request-rounds that reached it (drafts 1..i-1 all accepted, and the run
+    drafted i), how many accepted it, and the rate. `counts`: steps (K of the run), correct (per request-round).
+    """
+    kmax = int(counts["steps"].max()) if counts.height else 0
+    rows = []
+    for i in range(1, kmax + 1):
+        drafted = counts.filter(pl.col("steps") >= i)
+        reached = drafted.filter(pl.col("correct") >= i - 1).height
+        accepted = drafted.filter(pl.col("correct") >= i).height
+        rows.append((i, reached, accepted, accepted / reached if reached else None))
+    return pl.DataFrame(rows, schema={"position": pl.Int64, "reached": pl.Int64, "accepted": pl.Int64,
+                                      "rate": pl.Float64}, orient="row")
+
+
+def position_rates(acc: pl.DataFrame, kmax: int) -> tuple[list[float], float]:
+    """Rates for positions 1..kmax: measured where reached, else the pooled rate of the measured positions."""
+    measured = acc.filter(pl.col("reached") > 0)
+    pooled = float(measured["accepted"].sum() / measured["reached"].sum()) if measured.height else 0.0
+    known = {r["position"]: r["rate"] for r in measured.iter_rows(named=True)}
+    return [known.get(i, pooled) for i in range(1, kmax + 1)], pooled
+
+
+def expected_accept_len(rates: list[float], steps: int) -> float:
+    """1 + sum over i <= steps of prod_{j <= i} p_j: the bonus token plus the expected accepted drafts."""
+    total, survive = 1.0, 1.0
+    for p in rates[:steps]:
+        survive *= p
+        total += survive
+    return total
+
+
+@dataclass
+class Sweep:
+    """The cost model (see the module docstring). Tables:
+    - runs: path, steps, tokens (verify tokens), cycles, accept_len (measured), batch, draft_ns, verify_ns,
+      rest_ns, cycle_ns (means per cycle under nsys), period_unprofiled_ns (mean period without nsys, or null)
+    - fits: FIT_SCHEMA rows named verify (x = tokens), draft, rest, cycle, cycle_unprofiled (x = steps)
+    - acceptance: position, reached, accepted, rate
+    - predictions: steps, tokens, accept_len, cycle_ns, tokens_per_s, tokens_per_s_per_request, measured
+      (a run had this K), extrapolated (K outside the measured range)
+    """
+
+    runs: pl.DataFrame
+    fits: pl.DataFrame
+    acceptance: pl.DataFrame
+    predictions: pl.DataFrame
+    recommended_steps: int
+    basis: str  # which cycle fit the predictions use: "cycle_unprofiled" or "cycle"
+    fixed_share: float  # verify's fixed part over verify time at the recommended K
+    pooled_rate: float
+    reasoning: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def fit(self, name: str) -> dict:
+        return self.fits.filter(pl.col("name") == name).row(0, named=True)
+
+
+def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | None,
+          max_steps: int | None = None) -> Sweep:
+    """The cost model from per-run and per-cycle tables.
+
+    runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null)
+    cycles: run, draft_ns, verify_ns, total_ns (per-cycle attributed GPU time under nsys; total = the cycle)
+    counts: run, steps, correct (one row per request-round with accept counts)
+    periods: run, period_ns (cycle periods without nsys) or None
+    """
+    notes: list[str] = []
+    if runs["steps"].n_unique() < 2:
+        raise SpecprofError("specprof sweep needs runs with at least two different numbers of draft steps")
+    cyc = cycles.join(runs.select("run", "steps", "tokens"), on="run").with_columns(
+        rest_ns=pl.col("total_ns") - pl.col("draft_ns") - pl.col("verify_ns"))
+    src = "attributed GPU time per cycle under nsys"
+    fits = [
+        fit_row("verify", "tokens", src, cyc["tokens"], cyc["verify_ns"], cyc["run"]),
+        fit_row("draft", "steps", src, cyc["steps"], cyc["draft_ns"], cyc["run"]),
+        fit_row("rest", "steps", src, cyc["steps"], cyc["rest_ns"], cyc["run"]),
+        fit_row("cycle", "steps", src, cyc["steps"], cyc["total_ns"], cyc["run"]),
+    ]
+    basis = "cycle"
+    if periods is not None and periods.height and periods["run"].n_unique() == runs.height:
+        p = periods.join(runs.select("run", "steps"), on="run")
+        fits.append(fit_row("cycle_unprofiled", "steps", "cycle period without nsys (baseline sidecars)",
+                            p["steps"], p["period_ns"], p["run"]))
+        basis = "cycle_unprofiled"
+    elif periods is not None and periods.height:
+        notes.append("only some runs have a baseline sidecar (without nsys): predictions use the cycle time "
+                     "measured under nsys for all")
+    fit_table = pl.DataFrame(fits, schema=FIT_SCHEMA, orient="row")
+
+    acc = acceptance(counts)
+    kmax_measured = int(runs["steps"].max())
+    kmin_measured = int(runs["steps"].min())
+    top = max_steps or min(16, kmax_measured + 2)
+    rates, pooled = position_rates(acc, top)
+    if acc.height == 0 or acc["reached"].sum() == 0:
+        raise SpecprofError("no accept counts in the runs' sidecars: the sweep needs the measured acceptance "
+                            "per draft position")
+    cycle_fit = fit_table.filter(pl.col("name") == basis).row(0, named=True)
+    batch = runs["batch"].drop_nulls().mean()
+    measured_steps = set(runs["steps"].to_list())
+    rows = []
+    for k in range(1, top + 1):
+        L = expected_accept_len(rates, k)
+        c = cycle_fit["fixed_ns"] + cycle_fit["per_unit_ns"] * k
+        per_req = L / (c / 1e9) if c > 0 else None
+        tokens = _verify_tokens(runs, k)
+        rows.append((k, tokens, L, int(round(c)), per_req * batch if per_req and batch else None, per_req,
+                     k in measured_steps, not kmin_measured <= k <= kmax_measured))
+    pred = pl.DataFrame(rows, schema={"steps": pl.Int64, "tokens": pl.Int64, "accept_len": pl.Float64,
+                                      "cycle_ns": pl.Int64, "tokens_per_s": pl.Float64,
+                                      "tokens_per_s_per_request": pl.Float64, "measured": pl.Boolean,
+                                      "extrapolated": pl.Boolean}, orient="row")
+    best = pred.sort("tokens_per_s_per_request", descending=True, nulls_last=True).row(0, named=True)
+    verify = fit_table.filter(pl.col("name") == "verify").row(0, named=True)
+    v_at = verify["fixed_ns"] + verify["per_unit_ns"] * best["tokens"]
+    fixed_share = verify["fixed_ns"] / v_at if v_at > 0 else float("nan")
+    reasoning = _reasoning(fit_table, basis, pred, best, rates, pooled, kmax_measured, fixed_share, runs)
+    for r in fit_table.iter_rows(named=True):
+        half = (r["per_unit_hi_ns"] - r["per_unit_lo_ns"]) / 2
+        spread = float(runs["steps"].max() - runs["steps"].min())
+        if r["runs"] >= 3 and r["lack_of_fit_ns"] > max(half * spread, 0.01 * abs(r["fixed_ns"])):
+            notes.append(f"{r['name']}: the run means stray from the line by up to {r['lack_of_fit_ns'] / 1e6:.3f} "
+                         "ms, more than the per-cycle interval allows: the cost per unit is not constant over "
+                         "these runs, and the 'runs' interval is the honest one")
+    if kmax_measured < top:
+        notes.append(f"positions {kmax_measured + 1}..{top} were never drafted: their acceptance is assumed to be "
+                     f"the pooled rate of the measured positions ({pooled:.3f}); real acceptance usually falls "
+                     "with depth, so predictions beyond K=" f"{kmax_measured} are optimistic")
+    return Sweep(runs=runs, fits=fit_table, acceptance=acc, predictions=pred,
+                 recommended_steps=int(best["steps"]), basis=basis, fixed_share=fixed_share,
+                 pooled_rate=pooled, reasoning=reasoning, notes=notes)
+
+
+def _verify_tokens(runs: pl.DataFrame, k: int) -> int:
+    """Verify tokens for K steps: as the runs do it (tokens - steps is constant for a chain draft: 1)."""
+    extra = (runs["tokens"] - runs["steps"]).unique()
+    return k + (int(extra[0]) if extra.len() == 1 else 1)
+
+
+def _reasoning(fits, basis, pred, best, rates, pooled, kmax, fixed_share, runs) -> list[str]:
+    f = {r["name"]: r for r in fits.iter_rows(named=True)}
+    v, d, c = f["verify"], f["draft"], f[basis]
+    ms = 1e6
+    k = best["steps"]
+    lines = [
+        f"verify = {v['fixed_ns'] / ms:.3f} ms + {v['per_unit_ns'] / ms:.4f} ms per token "
+        f"(95% CI {v['per_unit_lo_ns'] / ms:.4f}..{v['per_unit_hi_ns'] / ms:.4f}): at K={k} "
+        f"({best['tokens']} tokens) {fixed_share:.1%} of verify does not depend on the number of tokens, so "
+        + ("verifying more tokens is nearly free" if fixed_share > 0.9 else "every verified token costs"),
+        f"draft = {d['fixed_ns'] / ms:.3f} ms + {d['per_unit_ns'] / ms:.3f} ms per step "
+        f"(95% CI {d['per_unit_lo_ns'] / ms:.3f}..{d['per_unit_hi_ns'] / ms:.3f}); measured under nsys",
+        f"cycle = {c['fixed_ns'] / ms:.3f} ms + {c['per_unit_ns'] / ms:.3f} ms per step ("
+        + ("period measured without nsys" if basis == "cycle_unprofiled" else
+           "attributed GPU time under nsys: inflated where nsys slows a launch-bound phase, see the cross-check")
+        + ")",
+        "acceptance per position: " + ", ".join(f"p{i + 1}={p:.3f}" for i, p in enumerate(rates[:kmax]))
+        + f" (pooled {pooled:.3f})",
+    ]
+    rows = {r["steps"]: r for r in pred.iter_rows(named=True)}
+    here = rows[k]
+    lines.append(f"tokens/s peaks at K={k}: accept length {here['accept_len']:.3f} per "
+                 f"{here['cycle_ns'] / ms:.3f} ms cycle = {here['tokens_per_s_per_request']:.1f} tokens/s per request")
+    for other in (k - 1, k + 1):
+        if other in rows:
+            o = rows[other]
+            lines.append(
+                f"K={other}: {o['accept_len'] - here['accept_len']:+.3f} tokens per cycle "
+                f"({(o['accept_len'] / here['accept_len'] - 1) * 100:+.1f}%) for "
+                f"{(o['cycle_ns'] - here['cycle_ns']) / ms:+.3f} ms ({(o['cycle_ns'] / here['cycle_ns'] - 1) * 100:+.1f}%)"
+                f" -> {(o['tokens_per_s_per_request'] / here['tokens_per_s_per_request'] - 1) * 100:+.1f}% tokens/s")
+    # Does the choice survive the per-step cost's uncertainty?
+    choices = set()
+    for slope in (c["per_unit_lo_ns"], c["per_unit_hi_ns"]):
+        best_k, best_v = None, -1.0
+        for r in pred.iter_rows(named=True):
+            cyc = c["fixed_ns"] + (c["per_unit_ns"] if slope is None else slope) * r["steps"]
+            val = r["accept_len"] / cyc if cyc > 0 else -1
+            if val > best_v:
+                best_k, best_v = r["steps"], val
+        choices.add(best_k)
+    if choices != {k}:
+        span = sorted(choices | {k})
+        lines.append(f"with the per-step cycle cost anywhere in its 95% interval the best K lies in "
+                     f"{span[0]}..{span[-1]}: measure those before settling")
+    else:
+        lines.append(f"K={k} stays the best with the per-step cycle cost anywhere in its 95% interval")
+    return lines
