@@ -32,6 +32,11 @@ class Analysis:
     kernels: pl.DataFrame
     unattributed: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    # Filled by analyzer.runs.enrich when sidecars are given (None otherwise): analyzer.crosscheck.CrossCheck
+    # and analyzer.economics.Economics; their fields are documented there and in docs/crosscheck.md and
+    # docs/economics.md.
+    crosscheck: object | None = None
+    economics: object | None = None
 
 
 def resolve(path: str) -> str:

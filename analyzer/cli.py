@@ -45,13 +45,29 @@ def main():
               help="How many cycles the per-cycle table shows.")
 @click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
               help="How many phases the terminal tables show (the JSON has all).")
+@click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
+              help="The tracer's sidecar of this run (specprof-sidecar.*.jsonl), for the cross-check and the "
+                   "economics [default: the run directory's]. Repeatable.")
+@click.option("--baseline-sidecar", "baseline_sidecars", multiple=True, type=click.Path(dir_okay=False),
+              help="Sidecar of the same workload run without nsys, to measure the profiler's inflation "
+                   "[default: RUN_DIR/no-nsys/ when present]. Repeatable.")
+@click.option("--server-log", type=click.Path(dir_okay=False),
+              help="SGLang server log: reconcile its `accept len` lines with the sidecar's accept counts.")
+@click.option("--log-interval", type=click.IntRange(1), default=40, show_default=True,
+              help="The server's --decode-log-interval (iterations per `accept len` line).")
+@click.option("--baseline", "baseline_run",
+              help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
+                   "of the economics.")
+@click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics.")
 def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, cycle_limit,
-            phase_limit):
+            phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run, baseline_ms):
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
     `specprof capture`. Several traces, or a directory of Kineto traces (one per rank), give one
-    result per rank (docs/kineto.md).
+    result per rank (docs/kineto.md). With the tracer's
+    sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics
+    (docs/crosscheck.md, docs/economics.md).
     """
     from analyzer import analysis, categories
     from analyzer.render import json as json_render
@@ -68,6 +84,10 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     trace = traces[0]
     result = analysis.analyze(analysis.load(trace), grouping=tuple(grouping), rules=rules,
                               domains=tuple(domains))
+    from analyzer import runs
+
+    result = runs.enrich(result, runs.locate(trace, sidecars, baseline_sidecars), server_log=server_log,
+                         baseline_run=baseline_run, baseline_ms=baseline_ms, log_interval=log_interval)
     if csv_dir:
         tables.write(result, csv_dir, "csv")
     if parquet_dir:
@@ -102,8 +122,66 @@ def report(run, output, categories_file, grouping, domains):
 
     rules = categories.load_rules(categories_file)
     result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
+    from analyzer import runs
+
+    result = runs.enrich(result, runs.locate(run))  # cross-check and economics when the run has a sidecar
     html.write(result, output, manifest=analysis.manifest(run))
     click.echo(f"specprof: report written to {output}", err=True)
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON (specprof.sweep/1) to stdout.")
+@click.option("--steps", "steps", multiple=True, type=click.IntRange(1),
+              help="Draft steps of each run, once per run in order [default: read from the traced command line].")
+@click.option("--max-steps", type=click.IntRange(1, 64),
+              help="Predict up to this many draft steps [default: the largest measured + 2].")
+def sweep(runs, as_json, steps, max_steps):
+    """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
+
+    Each RUN is a run directory made by `specprof capture` (the nsys export and the tracer's sidecar; a
+    `no-nsys/` folder with the same workload's sidecar without nsys is used when present). Prints the fits
+    with confidence intervals, the acceptance per draft position, predicted throughput per step count and a
+    recommended step count (docs/economics.md).
+    """
+    from analyzer import runs as run_files
+    from analyzer.render import checks_json, checks_terminal
+
+    result = run_files.load_sweep(list(runs), list(steps), max_steps)
+    click.echo(checks_json.dumps(checks_json.sweep(result)) if as_json else checks_terminal.sweep(result))
+
+
+@main.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (specprof.compare/1).")
+@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(0), metavar="PCT",
+              help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
+@click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
+              help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
+@click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
+              help="Range name that groups one cycle (not a phase). Repeatable.")
+@click.option("--domain", "domains", multiple=True,
+              help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
+def compare(a, b, as_json, fail_pct, categories_file, grouping, domains):
+    """Compare run B with run A per phase and category (attributed GPU ms per cycle).
+
+    A and B are nsys SQLite exports or run directories. With --fail-if-slower PCT the exit code is 1 when
+    B is slower than A by more than PCT percent (for CI pipelines).
+    """
+    from analyzer import analysis, categories
+    from analyzer import compare as comparing
+    from analyzer.render import checks_json, checks_terminal
+
+    rules = categories.load_rules(categories_file)
+    result = comparing.compare(
+        *(analysis.analyze(analysis.load(p), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
+          for p in (a, b)))
+    click.echo(checks_json.dumps(checks_json.compare(result)) if as_json else checks_terminal.compare(result))
+    if fail_pct is not None and result.slower_than(fail_pct):
+        click.echo(f"specprof: B is {result.change_pct:.1f}% slower than A per {result.unit} "
+                   f"(more than {fail_pct:g}%)", err=True)
+        sys.exit(1)
 
 
 def _register_tracer_commands():

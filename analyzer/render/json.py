@@ -83,7 +83,16 @@ def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
             for r in a.streams.iter_rows(named=True)
         ],
         "notes": a.notes,
+        # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
+        "crosscheck": _checks().crosscheck(a.crosscheck) if a.crosscheck is not None else None,
+        "economics": _checks().economics(a.economics) if a.economics is not None else None,
     }
+
+
+def _checks():
+    from analyzer.render import checks_json
+
+    return checks_json
 
 
 def _us(ns):

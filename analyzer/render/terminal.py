@@ -177,6 +177,13 @@ def unattributed(a: Analysis) -> str:
 def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
     parts = [header(a), phases(a, phase_limit), categories(a, phase_limit), cycles(a, cycle_limit),
              launch(a, phase_limit), streams(a), unattributed(a), kernels(a, phase_limit)]
+    if a.crosscheck is not None or a.economics is not None:
+        from analyzer.render import checks_terminal
+
+        if a.crosscheck is not None:
+            parts.append(checks_terminal.crosscheck(a.crosscheck))
+        if a.economics is not None:
+            parts.append(checks_terminal.economics(a.economics))
     if a.notes:
         parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in a.notes))
     return "\n\n".join(parts) + "\n"
