@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -73,7 +72,8 @@ def load(path: str) -> Trace:
         with open(path, "rb") as fh:
             head = fh.read(16)
         body = head.lstrip()
-        if head[:2] == b"\x1f\x8b" or body[:1] == b"{" or re.match(rb"\[\s*\{", body):
+        if (head[:2] == b"\x1f\x8b" or body[:1] in (b"{", b"[")
+                or path.endswith((".json", ".json.gz"))):
             try:
                 from analyzer.readers.kineto import read_kineto
             except ImportError:

@@ -356,7 +356,7 @@ class _Parser:
                         continue
                     args = ev.get("args") or {}
                     name = ev["name"]
-                    nid = names.get(name)
+                    nid = names.get(name) if type(name) is str else None
                     if nid is None:
                         nid = _intern(names, name)
                     pid = ev.get("pid")
@@ -380,7 +380,7 @@ class _Parser:
                     if corr is None:
                         continue
                     name = ev["name"]
-                    nid = names.get(name)
+                    nid = names.get(name) if type(name) is str else None
                     if nid is None:
                         nid = _intern(names, name)
                     a_ts.append(ev["ts"])
@@ -404,7 +404,7 @@ class _Parser:
                         if ev.get("ph") != "X":
                             continue
                         name = ev["name"]
-                        nid = names.get(name)
+                        nid = names.get(name) if type(name) is str else None
                         if nid is None:
                             nid = _intern(names, name)
                         r_ts.append(ev["ts"])
@@ -457,6 +457,10 @@ class _Parser:
 
     def build(self) -> Trace:
         meta = self._meta()
+        if self.array_format and self.skipped.get("malformed_events", 0) == self.events:
+            raise SpecprofError(
+                f"{self.path}: a JSON array but not a PyTorch-profiler trace (no trace events in it); "
+                "give the file torch.profiler's export_chrome_trace wrote", self.path)
         if not len(self.o_kind):
             found = ", ".join(f"{k} {v}" for k, v in sorted(self.ignored.items(), key=lambda kv: -kv[1])[:4])
             raise SpecprofError(

@@ -1,0 +1,313 @@
+"""The Kineto (PyTorch-profiler) reader on real traces of every generation, against a plain JSON
+parse of the same file; nsys and torch.profiler captures of the reference engine agree per phase;
+bad inputs give one clear error. Synthetic traces appear only for edge cases no capture shows,
+and each says so."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from analyzer import analysis
+from analyzer.cli import main
+from analyzer.errors import SpecprofError
+from analyzer.readers.kineto import read_kineto
+from conftest import FIXTURES, SHARED
+
+TORCH_K4 = FIXTURES / "torch-k4" / "trace.json.gz"
+NSYS_K4 = FIXTURES / "reference-k4" / "run.sqlite"
+KINETO = sorted((SHARED / "torch_kineto").glob("*.json.gz")) if SHARED else []
+ALL = KINETO + [TORCH_K4]
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
+API_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+
+
+def _load(path: Path) -> dict:
+    """The oracle: the whole file through the standard json module (fine for a test)."""
+    with gzip.open(path, "rb") as fh:
+        return json.load(fh)
+
+
+def _ns(ts: float, base: int) -> int:
+    """Exact nanoseconds of the double a microsecond value parses to (Decimal holds it exactly)."""
+    return int((Decimal(ts) * 1000).to_integral_value()) + base
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name[:60])
+def test_every_gpu_event_range_and_launch_is_read_exactly(path):
+    doc = _load(path)
+    events = doc["traceEvents"]
+    base = doc.get("baseTimeNanoseconds", 0)
+    trace = read_kineto(str(path))
+    gpu = [e for e in events if e.get("cat") in GPU_CATS and e.get("ph") == "X"]
+    assert trace.ops.height == len(gpu)
+    # Times: integer ns, exact for the value in the file, end = start + duration, never before it.
+    want = sorted((_ns(e["ts"], base), _ns(e["ts"], base) + round(Decimal(e["dur"]) * 1000),
+                   e["args"]["correlation"]) for e in gpu)
+    got = sorted(trace.ops.select("start", "end", "correlation").iter_rows())
+    assert got == want
+    assert trace.ops.schema["start"] == pl.Int64
+    assert trace.ops.filter(pl.col("end") < pl.col("start")).is_empty()
+    assert trace.ops["op_id"].to_list() == list(range(trace.ops.height))
+    # record_function ranges.
+    ua = [e for e in events if e.get("cat") == "user_annotation" and e.get("ph") == "X"]
+    assert trace.ranges.height == len(ua)
+    assert sorted(trace.ranges["name"].to_list()) == sorted(e["name"] for e in ua)
+    ids = trace.ranges.sort("tid", "start", pl.col("end"), descending=[False, False, True])["range_id"]
+    assert ids.to_list() == list(range(trace.ranges.height))
+    # Launch calls: every op whose correlation id has a runtime/driver row is joined to it, and the
+    # op's pid is that call's process (the GPU event's own pid is the device).
+    calls = {e["args"]["correlation"]: e["pid"] for e in events
+             if e.get("cat") in API_CATS and e.get("ph") == "X" and "correlation" in e.get("args", {})}
+    launched = trace.ops.join(trace.api, on=["pid", "correlation"], how="semi")
+    assert launched.height == sum(1 for e in gpu if e["args"]["correlation"] in calls)
+    assert all(calls[c] == p for c, p in launched.select("correlation", "pid").iter_rows())
+    assert trace.api.select(pl.struct("pid", "correlation").is_unique().all()).item()
+    assert trace.meta.format == "kineto-json" and trace.meta.tool_version.startswith("Kineto")
+    dist = doc.get("distributedInfo") or {}
+    assert trace.meta.rank == dist.get("rank")
+    assert trace.meta.extra.get("base_time_ns") == doc.get("baseTimeNanoseconds")
+    assert {g["device"] for g in trace.meta.gpus} == set(trace.ops["device"].unique())
+    assert not trace.meta.skipped
+
+
+def test_torch_k4_phases_graph_replays_and_gpu_names():
+    trace = read_kineto(str(TORCH_K4))
+    assert trace.meta.gpus == [{"device": 0, "name": "NVIDIA H200"}]
+    assert trace.meta.extra["base_time_ns"] == 1790857026000000000
+    # Relative timestamps with ns decimals on a base: absolute epoch nanoseconds, exact.
+    assert trace.ops["start"].min() > 1790857026000000000
+    names = trace.ranges.group_by("name").len()
+    assert dict(names.iter_rows()) == {"cycle": 35, "draft": 35, "verify": 35, "draft_extend": 35,
+                                       "accept": 35, "prefill": 1}
+    assert set(trace.ranges["domain"]) == {"user_annotation"}
+    a = analysis.analyze(trace)
+    verify = a.ops.filter(pl.col("phase") == "verify")
+    graph = verify.join(trace.api.filter(pl.col("name") == "cudaGraphLaunch"), on=["pid", "correlation"],
+                        how="semi")
+    # Each verify replays one CUDA graph: 109 kernels carry one cudaGraphLaunch's correlation id.
+    per_launch = graph.group_by("correlation").len()
+    assert per_launch.height == 35 and per_launch["len"].unique().to_list() == [109]
+    assert a.phases.filter(pl.col("phase") == "verify")["ops"].item() == 35 * 121
+
+
+def test_nsys_and_torch_profiler_agree_per_phase():
+    """The reference engine (K=4) captured once with nsys (100 cycles) and once with torch.profiler
+    (30 measured cycles plus warm-up): per-phase GPU busy time per instance within 5%."""
+    k = analysis.analyze(read_kineto(str(TORCH_K4))).phases
+    from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+
+    n = analysis.analyze(read_nsys_sqlite(str(NSYS_K4))).phases
+    per = pl.col("gpu_busy") / pl.col("instances")
+    both = k.filter(pl.col("instances") > 0).select("phase", k=per, k_ops=pl.col("ops") / pl.col("instances")).join(
+        n.filter(pl.col("instances") > 0).select("phase", n=per, n_ops=pl.col("ops") / pl.col("instances")),
+        on="phase")
+    assert set(both["phase"]) == {"draft", "verify", "draft_extend", "prefill", "accept"}
+    for phase, kb, k_ops, nb, n_ops in both.iter_rows():
+        assert k_ops == n_ops, phase  # the same kernels per instance
+        if nb == 0:
+            assert kb == 0, phase  # accept launches no GPU work
+            continue
+        assert abs(kb - nb) / nb < 0.05, (phase, kb, nb)
+
+
+def test_nccl_collectives_and_communication_category(shared_dir):
+    trace = read_kineto(str(shared_dir / "torch_kineto" / "hta_nccl_parser_config__nccl_data.json.gz"))
+    coll = trace.collectives
+    assert coll.height == 21
+    assert set(coll["collective"]) == {"allreduce", "broadcast"}
+    assert coll["group_size"].unique().to_list() == [2] and coll["pg_ranks"].unique().to_list() == ["[0, 1]"]
+    assert trace.meta.rank == 0 and trace.meta.extra["world_size"] == 2
+    a = analysis.analyze(trace)
+    nccl = a.ops.join(coll, on="op_id")
+    assert nccl.height == 21 and set(nccl["category"].cast(pl.Utf8)) == {"communication"}
+    assert nccl["name"].cast(pl.Utf8).str.starts_with("ncclKernel_").all()
+
+
+def test_2022_format_capitalised_categories(shared_dir):
+    trace = read_kineto(str(shared_dir / "torch_kineto" / "hta_trace_file_list__inference_rank_1.json.gz"))
+    assert trace.ops.height == 4 and trace.api.height == 4 and trace.meta.rank == 1
+    assert trace.meta.schema_version is None and "2022" in trace.meta.tool_version
+    assert trace.ops.join(trace.api, on=["pid", "correlation"], how="semi").height == 4
+
+
+def test_cpu_ops_are_ranges_only_when_asked(shared_dir):
+    path = shared_dir / "torch_kineto" / "hta_critical_path__simple_add__benchmark_result_493459_1694039959_trace.json.gz"
+    plain = read_kineto(str(path))
+    with_ops = read_kineto(str(path), cpu_ops=True)
+    assert plain.ranges.height == 8
+    assert with_ops.ranges.height == 8 + 359
+    assert set(with_ops.ranges["domain"]) == {"user_annotation", "cpu_op"}
+
+
+def test_the_file_is_streamed_never_loaded_whole(monkeypatch, shared_dir):
+    path = shared_dir / "torch_kineto" / "hta_trace_diff__control__control.json.gz"
+    real_loads = json.loads
+
+    def small_loads(s, *a, **k):
+        assert len(s) < 1 << 20, "json.loads of a large text"
+        return real_loads(s, *a, **k)
+
+    def no_load(*a, **k):
+        raise AssertionError("json.load of the whole file")
+
+    monkeypatch.setattr(json, "loads", small_loads)
+    monkeypatch.setattr(json, "load", no_load)
+    assert read_kineto(str(path)).ops.height == 9450
+
+
+# --- edge cases no capture shows (synthetic, derived from a real trace where possible) -----------
+
+def _write(path: Path, doc, compress=False) -> Path:
+    data = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if compress else data)
+    return path
+
+
+def _small_real(shared) -> dict:
+    return _load(shared / "torch_kineto" / "hta_trace_file_list__inference_rank_1.json.gz")
+
+
+def test_keys_after_trace_events_and_array_format(tmp_path, shared_dir):
+    # Synthetic: a real 2022 trace re-serialised with Kineto's modern tail keys after traceEvents,
+    # and once as a bare array (Chrome's array format).
+    doc = _small_real(shared_dir)
+    doc = {"schemaVersion": 1, "traceEvents": doc["traceEvents"], "distributedInfo": {"rank": 5},
+           "baseTimeNanoseconds": 1000, "traceName": "]}], \"x\": 1"}
+    t = read_kineto(str(_write(tmp_path / "tail.json", doc)))
+    assert t.meta.rank == 5 and t.meta.extra["base_time_ns"] == 1000 and t.meta.schema_version == "1"
+    arr = read_kineto(str(_write(tmp_path / "arr.json", doc["traceEvents"])))
+    assert arr.ops.height == 4 and any("array" in n for n in arr.meta.notes)
+    assert arr.ops["start"].to_list() == [s - 1000 for s in t.ops["start"].to_list()]
+
+
+def test_rounding_never_makes_an_op_end_before_it_starts(tmp_path, shared_dir):
+    # Synthetic: absolute-epoch float timestamps (0.25 us apart in float64) with sub-ns and zero
+    # durations, as the 2024 ns-resolution traces have them.
+    doc = _small_real(shared_dir)
+    for i, e in enumerate(e for e in doc["traceEvents"] if e.get("cat") == "Kernel"):
+        e["ts"] = 1712195495519695.8 + i * 0.3
+        e["dur"] = [0.0004, 0.0, 0.0015, 1e-9][i]
+    t = read_kineto(str(_write(tmp_path / "t.json.gz", doc, compress=True)))
+    assert t.ops.filter(pl.col("end") < pl.col("start")).is_empty()
+    assert sorted((t.ops["end"] - t.ops["start"]).to_list()) == [0, 0, 0, 2]
+
+
+def test_malformed_events_are_skipped_and_counted(tmp_path, shared_dir):
+    # Synthetic: events of the wrong shape among real ones.
+    doc = _small_real(shared_dir)
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "Kernel")
+    doc["traceEvents"] += [
+        42, "x", None, [1, 2],
+        {**kernel, "ts": "soon"}, {**kernel, "dur": None}, {**kernel, "args": {"correlation": "x"}},
+        {**kernel, "name": {"nested": ["name"]}},  # named by its JSON text
+        {"ph": "X", "cat": "user_annotation", "name": "r", "pid": "p", "tid": 1, "ts": 1, "dur": 1},
+    ]
+    t = read_kineto(str(_write(tmp_path / "m.json", doc)))
+    assert t.ops.height == 5 and t.meta.skipped == {"malformed_events": 8}
+    assert '{"nested": ["name"]}' in t.ops["name"].cast(pl.Utf8).to_list()
+
+
+def test_untrusted_names_stay_data(tmp_path, shared_dir):
+    # Synthetic: names crafted to break out of a terminal, a format string, a shell or the JSON.
+    doc = _small_real(shared_dir)
+    evil = ["\x1b[2J\x1b[31mred\x07", "line\nbreak\r", "{0.__class__}%s%n", "$(touch /tmp/pwned)`id`",
+            "\"}]}, \"traceEvents\": [", "x" * 100_000]
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "Kernel"]
+    for e, name in zip(kernels, evil):
+        e["name"] = name
+    doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": evil[0], "pid": 1010370,
+                               "tid": 1010370, "ts": 1665536373729000, "dur": 5000})
+    p = _write(tmp_path / "evil.json", doc)
+    result = CliRunner().invoke(main, ["analyze", str(p)])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\r" not in result.output
+    out = CliRunner().invoke(main, ["analyze", str(p), "--json"])
+    parsed = json.loads(out.output)
+    assert parsed["schema"] == "specprof.analysis/1"
+    assert not Path("/tmp/pwned").exists()
+
+
+# --- errors: one line naming the file, exit 2 ---------------------------------------------------
+
+def _assert_clean_error(path, words):
+    result = CliRunner().invoke(main, ["analyze", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("specprof: error:") and str(path) in lines[0]
+    assert any(w in lines[0] for w in words), lines[0]
+    with pytest.raises(SpecprofError):
+        read_kineto(str(path))
+
+
+def test_truncated_gzip(tmp_path):
+    data = TORCH_K4.read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    _assert_clean_error(p, ["truncated"])
+
+
+def test_truncated_json(tmp_path):
+    text = gzip.decompress(TORCH_K4.read_bytes())
+    p = tmp_path / "cut.json"
+    p.write_bytes(text[: len(text) // 3])
+    _assert_clean_error(p, ["truncated", "cut short"])
+
+
+def test_invalid_json(tmp_path):
+    text = gzip.decompress(TORCH_K4.read_bytes())
+    p = tmp_path / "bad.json"
+    p.write_bytes(text[:5000] + b"\x00garbage{{{" + text[5000:])
+    _assert_clean_error(p, ["not valid JSON"])
+
+
+@pytest.mark.parametrize("content", [b'{"a": 1, "b": [1, 2]}', b"[1, 2, 3]", b'"text"', b"",
+                                     b"\xff\xfe not json"])
+def test_json_that_is_not_a_kineto_trace(tmp_path, content):
+    p = tmp_path / "other.json"
+    p.write_bytes(content)
+    _assert_clean_error(p, ["not a PyTorch-profiler trace", "not valid"])
+
+
+def test_no_gpu_events(tmp_path):
+    # A real trace with its GPU events taken out (a CPU-only profile).
+    doc = _load(TORCH_K4)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in GPU_CATS]
+    _assert_clean_error(_write(tmp_path / "cpu.json.gz", doc, compress=True), ["no GPU events"])
+
+
+# --- several ranks -------------------------------------------------------------------------------
+
+def test_a_folder_of_rank_traces_gives_per_rank_results(tmp_path, shared_dir):
+    # Three real traces of three ranks (of different jobs: the mechanics, not one job's story).
+    src = shared_dir / "torch_kineto"
+    for name in ("hta_trace_diff__control__control.json.gz", "hta_trace_file_list__inference_rank_1.json.gz",
+                 "hta_trace_filter__sampled_rank-0.json.gz"):
+        shutil.copy(src / name, tmp_path / name)
+    (tmp_path / "manifest.json").write_text('{"schema": "not a trace"}')
+    result = CliRunner().invoke(main, ["analyze", str(tmp_path), "--json", "--csv", str(tmp_path / "csv")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["schema"] == "specprof.ranks/1"
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 3]
+    assert all(r["analysis"]["schema"] == "specprof.analysis/1" for r in doc["ranks"])
+    assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == ["rank0", "rank1", "rank3"]
+    text = CliRunner().invoke(main, ["analyze", str(tmp_path / "hta_trace_diff__control__control.json.gz"),
+                                     str(tmp_path / "hta_trace_filter__sampled_rank-0.json.gz")])
+    assert text.exit_code == 0, text.output
+    assert "2 traces, one per rank" in text.output and "rank 3: " in text.output
+
+
+def test_a_folder_with_no_trace(tmp_path):
+    (tmp_path / "notes.json").write_text("{}")
+    result = CliRunner().invoke(main, ["analyze", str(tmp_path)])
+    assert result.exit_code == 2 and "no nsys SQLite export" in result.output
