@@ -35,14 +35,17 @@ def test_sidecar_times_are_the_clock_readings_in_nanoseconds(traced, tmp_path):
     fake_engine.ReferenceScheduler(worker).run(Batch(2), cycles=1)
     session.close()
     records = read_sidecar(tmp_path)
-    # Readings: 1010 recorder start, 1020 clock record at open, then one per phase boundary.
+    # Readings: 1010 recorder start, 1020 and 1030 the clock record at open (before and after its NVTX mark),
+    # then one per phase boundary; after cycle 0, a clock record (1120, 1130).
     (cycle,) = of_type(records, "cycle")
-    assert cycle["start_ns"] == 1030 and cycle["end_ns"] == 1100
-    assert cycle["phases"] == [["draft", 1040, 1050], ["verify", 1060, 1070], ["draft_extend", 1080, 1090]]
+    assert cycle["start_ns"] == 1040 and cycle["end_ns"] == 1110
+    assert cycle["phases"] == [["draft", 1050, 1060], ["verify", 1070, 1080], ["draft_extend", 1090, 1100]]
     assert cycle["batch_size"] == 2
     assert cycle["accept"] == {"correct_drafts": [2, 1], "accept_len_mean": 2.5}
     (accept,) = of_type(records, "range")
-    assert accept == {"type": "range", "name": "accept", "start_ns": 1110, "end_ns": 1120, "cycle": 0}
+    assert accept == {"type": "range", "name": "accept", "start_ns": 1140, "end_ns": 1150, "cycle": 0}
+    assert [(c["perf_counter_ns"], c["mark_done_ns"]) for c in of_type(records, "clock")][:2] == [
+        (1020, 1030), (1120, 1130)]
     assert all(type(v) is int for r in records for k, v in r.items() if k.endswith("_ns"))
 
 

@@ -72,10 +72,25 @@ def test_every_clock_reading_is_an_nvtx_mark_with_the_same_value(traced, tmp_pat
     session.close()
     readings = of_type(read_sidecar(tmp_path), "clock")
     marks = [message for kind, message in nvtx.events if kind == "mark"]
-    assert len(readings) >= 4  # at open, between cycles at most every 1000 ns of the fake clock, at close
+    assert len(readings) == 6  # at open, after each of the 4 cycles (1000 ns of the fake clock), at close
     assert marks == [f"specprof.clock_sync perf_counter_ns={r['perf_counter_ns']}" for r in readings]
     assert marks[0] == clock.mark_message(readings[0]["perf_counter_ns"])
     assert all(type(r["time_ns"]) is int and type(r["monotonic_raw_ns"]) is int for r in readings)
+    assert all(r["perf_counter_ns"] < r["mark_done_ns"] for r in readings)
+
+
+def test_clock_readings_after_cycles_0_1_3_7_and_every_interval(traced, tmp_path):
+    session, _ = traced(perf_counter_ns=FakeClock(step=10), sync_every_ns=10**15)
+    worker = fake_engine.ReferenceWorker()
+    for _ in range(10):
+        worker.forward_batch_generation(Batch(1))
+    session.close()
+    records = read_sidecar(tmp_path)
+    # Which cycle each clock reading follows in time (None: the one at open).
+    ends = sorted((c["end_ns"], c["index"]) for c in of_type(records, "cycle"))
+    after = [max((i for end, i in ends if end < clock["perf_counter_ns"]), default=None)
+             for clock in of_type(records, "clock")]
+    assert after == [None, 0, 1, 3, 7, 9]  # the last one: at close
 
 
 def test_a_second_session_in_the_same_process_gets_its_own_file(traced, tmp_path):
@@ -209,10 +224,12 @@ def test_a_full_queue_drops_records_and_counts_them(traced, tmp_path):
     session.close()
     records = read_sidecar(tmp_path)
     kept = [(r["type"], r.get("index", r.get("cycle"))) for r in records[1:-1]]
-    # Written at open: the first clock reading. Queued: cycle 0, its accept range, cycle 1, ... up to 5 records.
-    assert kept == [("clock", None), ("cycle", 0), ("range", 0), ("cycle", 1), ("range", 1), ("cycle", 2)]
-    # Dropped: cycles 3-9, accept ranges 2-9, and the closing clock reading.
-    assert records[-1] == {"type": "footer", "dropped": 7 + 8 + 1, "cycles": 3, "unmatched_accepts": 0,
+    # Written at open: the first clock reading. Queued, up to 5 records: the clock reading after cycle 0,
+    # cycle 0 (when its counts arrive), its accept range, the clock reading after cycle 1, cycle 1.
+    assert kept == [("clock", None), ("clock", None), ("cycle", 0), ("range", 0), ("clock", None), ("cycle", 1)]
+    # Dropped: accept range 1, cycles 2-9 and their accept ranges, the clock readings after cycles 3 and 7,
+    # and the closing one.
+    assert records[-1] == {"type": "footer", "dropped": 1 + 16 + 2 + 1, "cycles": 2, "unmatched_accepts": 0,
                            "reason": "exit"}
 
 

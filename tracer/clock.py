@@ -21,13 +21,19 @@ def _monotonic_raw_ns() -> int | None:
 
 
 def read(mark=None, perf_counter_ns=time.perf_counter_ns) -> dict:
-    """One paired reading as a sidecar `clock` record; `mark(message)` emits the NVTX mark right after the read."""
+    """One paired reading as a sidecar `clock` record; `mark(message)` emits the NVTX mark right after the read.
+
+    `mark_done_ns` is perf_counter right after the mark call returned. The mark's nsys timestamp lies between
+    the two, near the end: the NVTX call first registers the message (a new string each time, which takes tens
+    of microseconds under nsys), then marks."""
     perf = perf_counter_ns()
     if mark is not None:
         mark(mark_message(perf))
+    done = perf_counter_ns()
     return {
         "type": "clock",
         "perf_counter_ns": perf,
+        "mark_done_ns": done,
         "monotonic_raw_ns": _monotonic_raw_ns(),
         "time_ns": time.time_ns(),
     }

@@ -76,7 +76,7 @@ class Recorder:
     `torch.autograd.profiler` is looked up in sys.modules (never imported): while its `_is_profiler_enabled` is
     set, each range is also a `record_function` range.
     `emit_range(record)` receives range records; cycles go through `matcher` (accept counts) to its `emit`.
-    `clock_sync()` runs between cycles at most every `sync_every_ns`.
+    `clock_sync()` runs between cycles: at least every `sync_every_ns`, and after cycles 2**n - 1.
     """
 
     def __init__(
@@ -218,8 +218,11 @@ class Recorder:
             state.cycle = None
         cycle.end_ns = end
         self.matcher.cycle_closed(cycle)
+        # A clock reading (and NVTX mark) at least every sync_every_ns, and after cycles 0, 1, 3, 7, 15, ...:
+        # a short capture range that starts after the first cycles still holds a few marks.
         last = self._last_sync_ns
-        if last is None or end - last >= self._sync_every_ns:
+        index = cycle.index
+        if last is None or end - last >= self._sync_every_ns or index & (index + 1) == 0:
             self._last_sync_ns = end
             self._clock_sync()
 
