@@ -112,7 +112,11 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
               help="Range name that groups one cycle (not a phase). Repeatable.")
 @click.option("--domain", "domains", multiple=True,
               help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
-def report(run, output, categories_file, grouping, domains):
+@click.option("--baseline", "baseline_run",
+              help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
+                   "panel's break-even line.")
+@click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics panel.")
+def report(run, output, categories_file, grouping, domains, baseline_run, baseline_ms):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
@@ -124,7 +128,8 @@ def report(run, output, categories_file, grouping, domains):
     result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
     from analyzer import runs
 
-    result = runs.enrich(result, runs.locate(run))  # cross-check and economics when the run has a sidecar
+    # cross-check and economics when the run has a sidecar
+    result = runs.enrich(result, runs.locate(run), baseline_run=baseline_run, baseline_ms=baseline_ms)
     html.write(result, output, manifest=analysis.manifest(run))
     click.echo(f"specprof: report written to {output}", err=True)
 

@@ -3,8 +3,9 @@
  * or entity-escaped (esc) where plotly renders it as a label. No markup is ever built from data. */
 (function () {
   "use strict";
-  var T0 = performance.now();
+  var T = { start_ms: performance.now() };
   var D = JSON.parse(document.getElementById("specprof-data").textContent);
+  T.parse_ms = performance.now() - T.start_ms;
   var TL = D.timeline, S = TL.strings, PH = D.phases, CA = D.categories;
   var plots = [];
   var WEBGL = (function () {
@@ -25,7 +26,12 @@
     return e;
   }
   function add(parent) { for (var i = 1; i < arguments.length; i++) if (arguments[i]) parent.appendChild(arguments[i]); return parent; }
-  function num(x, d) { return (x == null || isNaN(x)) ? "-" : Number(x).toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }); }
+  var FMT = {};
+  function num(x, d) {
+    if (x == null || isNaN(x)) return "-";
+    var f = FMT[d] || (FMT[d] = new Intl.NumberFormat("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }));
+    return f.format(x);
+  }
   function ms(x, d) { return num(x, d == null ? 3 : d) + " ms"; }
   function dur(ns) { return ns < 1e6 ? num(ns / 1e3, 1) + " µs" : num(ns / 1e6, 3) + " ms"; }
   function pct(x, d) { return (x == null || isNaN(x)) ? "-" : (100 * x).toFixed(d == null ? 1 : d) + "%"; }
@@ -264,7 +270,6 @@
     idle.S = undelta(idle.s); idle.E = cummaxEnd(idle.S, idle.d);
     blk.S = undelta(blk.s); blk.E = cummaxEnd(blk.S, blk.d);
     rg.S = undelta(rg.s); rg.E = cummaxEnd(rg.S, rg.d);
-    var MAX_OPS = 60000;  // ops drawn one by one in a window; beyond, neighbours merge (display only)
     var CAT_DY = 0.8;     // the category lane, below a stream's phase lane
 
     // Lane layout: y grows downwards; a CPU row has one lane per range depth, a GPU row two lanes.
@@ -309,9 +314,12 @@
       t.x.push(x0, x1, x1, x0, x0, null); t.y.push(y0, y0, y1, y1, y0, null);
     }
 
-    function build(a, b) {
+    // Draws [a, b) at the resolution of `px` pixels: neighbours of one lane and colour closer than a pixel are
+    // drawn as one rectangle (the data under the mouse stays op by op), and nothing is thinner than a pixel.
+    function build(a, b, px) {
       var byPhase = {}, byCat = {}, idlePh = {}, blkPh = {}, rgPh = {}, n;
-      minW = Math.max(1, (b - a) / 2500);
+      var tol = Math.max(1, (b - a) / Math.max(200, px || 1200));
+      minW = tol;
       PH.forEach(function (p, i) {
         var g = "p" + i;
         byPhase[i] = rects(esc(p.name), p.color, { legendgroup: g, legend: "legend" });
@@ -326,37 +334,35 @@
         byCat[i] = rects(esc(c.name), c.color, { legendgroup: "c" + i, legend: "legend2" });
       });
 
-      // ops: neighbours of one lane and colour merge only past MAX_OPS in the window
+      var open = {}, merged = 0;
+      function emit(t, key, s, e, yc, h) {
+        var o = open[key];
+        if (o && s - o.e <= tol) { if (e > o.e) o.e = e; merged++; return; }
+        if (o) rect(o.t, o.s, o.e, o.y, o.h);
+        open[key] = { t: t, s: s, e: e, y: yc, h: h };
+      }
       var r = inWindow(ops, a, b), i;
       n = r[1] - r[0];
-      var tol = n > MAX_OPS ? (b - a) / 3000 : -1, openP = {}, openC = {};
-      function emit(open, traces, key, s, e, yc, h) {
-        var o = open[key];
-        if (tol < 0) { rect(traces, s, e, yc, h); return; }
-        if (o && s - o.e <= tol) { o.e = Math.max(o.e, e); return; }
-        if (o) rect(o.t, o.s, o.e, o.y, o.h);
-        open[key] = { t: traces, s: s, e: e, y: yc, h: h };
-      }
       for (i = r[0]; i < r[1]; i++) {
         var s = ops.S[i], e = s + ops.d[i]; if (e <= a) continue;
         var yy = laneY[ops.r[i]], p = ops.p[i], c = ops.c[i];
-        if (byPhase[p]) emit(openP, byPhase[p], ops.r[i] + ":" + p, s, e, yy, 0.8);
-        if (byCat[c]) emit(openC, byCat[c], ops.r[i] + ":" + c, s, e, yy + CAT_DY, 0.5);
+        if (byPhase[p]) emit(byPhase[p], "p" + ops.r[i] + ":" + p, s, e, yy, 0.8);
+        if (byCat[c]) emit(byCat[c], "c" + ops.r[i] + ":" + c, s, e, yy + CAT_DY, 0.5);
       }
-      [openP, openC].forEach(function (open) { Object.keys(open).forEach(function (k) { var o = open[k]; rect(o.t, o.s, o.e, o.y, o.h); }); });
-
       // idle segments: thin in the phase lane (charged to that phase), full in the category lane
       r = inWindow(idle, a, b);
       for (i = r[0]; i < r[1]; i++) {
         var is = idle.S[i], ie = is + idle.d[i], yv = laneY[idle.r[i]];
-        if (ie <= a || idle.d[i] < minW / 4) continue;
-        if (idlePh[idle.p[i]]) rect(idlePh[idle.p[i]], is, ie, yv, 0.28);
-        if (byCat[idle.c[i]]) rect(byCat[idle.c[i]], is, ie, yv + CAT_DY, 0.5);
+        if (ie <= a) continue;
+        if (idlePh[idle.p[i]]) emit(idlePh[idle.p[i]], "i" + idle.r[i] + ":" + idle.p[i], is, ie, yv, 0.28);
+        if (byCat[idle.c[i]]) emit(byCat[idle.c[i]], "c" + idle.r[i] + ":" + idle.c[i], is, ie, yv + CAT_DY, 0.5);
       }
-
       // aggregated blocks outside the windows with op detail
       r = inWindow(blk, a, b);
-      for (i = r[0]; i < r[1]; i++) if (blkPh[blk.p[i]]) rect(blkPh[blk.p[i]], blk.S[i], blk.S[i] + blk.d[i], laneY[blk.r[i]] + CAT_DY / 2, 1.5);
+      for (i = r[0]; i < r[1]; i++) {
+        if (blkPh[blk.p[i]]) emit(blkPh[blk.p[i]], "b" + blk.r[i] + ":" + blk.p[i], blk.S[i], blk.S[i] + blk.d[i], laneY[blk.r[i]] + CAT_DY / 2, 1.5);
+      }
+      Object.keys(open).forEach(function (k) { var o = open[k]; rect(o.t, o.s, o.e, o.y, o.h); });
 
       // CPU ranges
       r = inWindow(rg, a, b);
@@ -369,7 +375,7 @@
       [rgPh, blkPh, idlePh, byPhase].forEach(function (set) { PH.forEach(function (p, k) { traces.push(set[k]); }); });
       CA.forEach(function (c, k) { traces.push(byCat[k]); });
       traces = traces.filter(function (t) { return t.x.length || t.showlegend !== false; });
-      return { traces: traces, merged: tol >= 0, ops: n };
+      return { traces: traces, merged: merged, ops: n };
     }
 
     // ------------------------------------------------------------------ hit testing and the tooltip
@@ -471,31 +477,44 @@
       var last = Math.min(NW - 1, state.w + state.width - 1);
       var a = W.start[state.w], b = W.end[last];
       var tb = performance.now();
-      var built = build(a, b);
+      var built = build(a, b, plotWidth());
       state.build_ms = performance.now() - tb;
+      state.a = a; state.b = b;
       var allDetail = true, anyDetail = false;
       for (var k = state.w; k <= last; k++) { allDetail = allDetail && W.detail[k]; anyDetail = anyDetail || W.detail[k]; }
       label.textContent = (state.width > 1 ? W.label[state.w] + " … " + W.label[last] : W.label[state.w]) + "  ·  " + ms((b - a) / 1e6, 2) +
         "  ·  " + num(built.ops, 0) + " ops";
-      badge.textContent = allDetail ? (built.merged ? "neighbouring ops merged (show fewer windows to see each)" : "every op") :
+      badge.textContent = allDetail ? "every op" :
         (anyDetail ? "partly aggregated: some of these windows have no op detail" : "aggregated: no op detail embedded here");
-      badge.className = "badge" + (allDetail && !built.merged ? " good" : " warn");
+      badge.className = "badge" + (allDetail ? " good" : " warn");
+      badge.title = allDetail ? "ops closer than a pixel are drawn as one bar until you zoom in; the tooltip is per op" : "";
       var pad = (b - a) * 0.01;
+      var plotH = Math.max(120, yMax * 30), bottom = 104, height = plotH + bottom + 6;
       var layout = baseLayout({
-        height: Math.max(240, 110 + yMax * 34), hovermode: false, dragmode: "zoom",
-        margin: { l: 190, r: 12, t: 6, b: 44 }, showlegend: true,
-        legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
-        legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -0.36, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+        height: height, hovermode: false, dragmode: "zoom",
+        margin: { l: 190, r: 12, t: 6, b: bottom }, showlegend: true,
+        legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -50 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+        legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -76 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
         xaxis: { title: { text: "ms since the capture's first event", standoff: 4 }, range: [(a - pad) / 1e6, (b + pad) / 1e6],
           gridcolor: "#f1f2f5", zeroline: false },
         yaxis: { autorange: false, range: [yMax - 0.25, -0.7], tickvals: ticks, ticktext: tickText, fixedrange: true, showgrid: false,
           zeroline: false, tickfont: { size: 11 } },
         uirevision: "w" + state.w + ":" + state.width,
       });
-      layout.margin.b = 130;
-      var p = Plotly.react("timeline", built.traces, layout, Object.assign({}, CONFIG, { scrollZoom: true }));
+      state.layout = layout;
+      var p = Plotly.react("timeline", built.traces, layout, Object.assign({}, CONFIG, { scrollZoom: true, doubleClick: "reset" }));
       if (!gdReady) {
         gdReady = p.then(function (gd) {
+          // zoom and pan: draw what is in view again at the new resolution
+          var pending = null;
+          gd.on("plotly_relayout", function (ev) {
+            if (redrawing || !ev) return;
+            var r0 = ev["xaxis.range[0]"], r1 = ev["xaxis.range[1]"];
+            if (ev["xaxis.range"]) { r0 = ev["xaxis.range"][0]; r1 = ev["xaxis.range"][1]; }
+            if (r0 == null || r1 == null) return;
+            if (pending) cancelAnimationFrame(pending);
+            pending = requestAnimationFrame(function () { pending = null; redraw(r0 * 1e6, r1 * 1e6); });
+          });
           function at(ev) { var bb = gd.getBoundingClientRect(); return hit(gd, ev.clientX - bb.left, ev.clientY - bb.top); }
           gd.addEventListener("mousemove", function (ev) {
             var h = at(ev);
@@ -513,6 +532,19 @@
         });
         plots.push(gdReady);
       }
+      return p;
+    }
+    var redrawing = false;
+    function plotWidth() {
+      var gd = document.getElementById("timeline");
+      return gd && gd._fullLayout && gd._fullLayout._size ? gd._fullLayout._size.w : Math.max(400, window.innerWidth - 260);
+    }
+    function redraw(a, b) {
+      var gd = document.getElementById("timeline");
+      redrawing = true;
+      var built = build(a, b, plotWidth());
+      var p = Plotly.react(gd, built.traces, gd.layout);
+      p.then(function () { redrawing = false; }, function () { redrawing = false; });
       return p;
     }
     slider.addEventListener("input", function () { show(+slider.value); });
@@ -680,18 +712,24 @@
   }
 
   // ---------------------------------------------------------------------------------------------- go
-  var T = { start_ms: T0 };
-  var steps = [header, runFacts, phaseBars, kernels, cycleSeries, cycleHist, crosscheck, economics];
-  steps.forEach(function (f) {
+  // What the first screen shows is drawn first; the page answers input from then on (`interactive_ms`), and the
+  // panels further down are drawn in a next task (`ready_ms`: every panel drawn).
+  function run(f) {
     var t = performance.now();
     try { f(); }
-    catch (e) { console.error("specprof report: " + f.name + ": " + (e && e.message)); }
-    T[f.name + "_ms"] = performance.now() - t;
-  });
-  var t1 = performance.now();
-  plots.push(timeline.show(timeline.state.w, timeline.state.width));
-  T.timeline_ms = performance.now() - t1;
+    catch (e) { console.error("specprof report: " + (f.name || "panel") + ": " + (e && e.message)); }
+    T[(f.name || "panel") + "_ms"] = performance.now() - t;
+  }
+  function drawTimeline() { plots.push(timeline.show(timeline.state.w, timeline.state.width)); }
+  [header, runFacts, drawTimeline, phaseBars, kernels].forEach(run);
   Promise.all(plots).then(function () {
+    T.interactive_ms = performance.now();
+    window.specprofInteractive = true;
+    return new Promise(function (resolve) { setTimeout(resolve, 0); });
+  }).then(function () {
+    [cycleSeries, cycleHist, crosscheck, economics].forEach(run);
+    return Promise.all(plots);
+  }).then(function () {
     T.ready_ms = performance.now();
     T.timeline_build_ms = timeline.state.build_ms;
     window.specprofTimings = T;
