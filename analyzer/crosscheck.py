@@ -17,11 +17,12 @@ Three comparisons (method and measured numbers: docs/crosscheck.md):
 
 `CrossCheck` (what `Analysis.crosscheck` holds; the HTML report reads it). All times integer ns:
 - `alignment`: one row per sidecar file: file, path, pid (OS pid in the sidecar), trace_pid, method
-  ("clock_sync marks" | "cycle sequence" | "none"), marks, offset_ns and drift_ppm (trace time = sidecar time
-  + offset_ns + drift_ppm / 1e6 x (sidecar time - the first matched cycle's start)), mark_offset_ns (the
-  smallest offset the marks alone give, null without marks), mark_lag_ns (median over marks of their offset
-  minus the fitted one: how much later nsys stamped the mark than the perf_counter reading it carries, plus
-  the NVTX push before a cycle's start stamp), sidecar_cycles, trace_cycles,
+  ("clock_sync marks" | "cycle sequence" | "none"), marks (the trace's clock-sync marks of this process whose
+  reading is in this sidecar), offset_ns and drift_ppm (trace time = sidecar time + offset_ns + drift_ppm / 1e6
+  x (sidecar time - the first matched cycle's start)), mark_offset_ns (the offset the marks alone give:
+  max(ts - mark_done_ns), or min(ts - perf_counter_ns) for older sidecars; null without marks), mark_lag_ns
+  (median over marks of their offset minus the fitted one: how far the marks' own estimate is from the cycle
+  starts, near 0 with mark_done_ns, the NVTX call's duration without it), sidecar_cycles, trace_cycles,
   matched_cycles, first_index and last_index (sidecar indices of the first and last matched cycle),
   residual_p50_ns and residual_max_ns (|trace start - sidecar start - offset| over matched cycles).
 - `pairs`: one row per matched instance: file, name, cycle (sidecar index), trace_start, nsys_ns (range
@@ -117,7 +118,8 @@ class CrossCheck:
 # -- clocks ----------------------------------------------------------------------------------------------------
 
 def clock_marks(marks: pl.DataFrame) -> pl.DataFrame:
-    """The tracer's clock-sync marks in a trace: pid, ts (trace clock), perf_counter_ns (sidecar clock)."""
+    """The tracer's clock-sync marks in a trace: pid, ts (trace clock), perf_counter_ns (sidecar clock, from the
+    mark's message)."""
     m = marks.with_columns(perf=pl.col("name").str.extract(MARK.pattern, 1)).filter(pl.col("perf").is_not_null())
     return m.select("pid", "ts", perf_counter_ns=pl.col("perf").cast(pl.Int64, strict=False)).filter(
         pl.col("perf_counter_ns").is_not_null())
@@ -213,7 +215,10 @@ def align(trace_cycles: pl.DataFrame, side_cycles: pl.DataFrame, marks: pl.DataF
     """Clock offset and cycle pairs for one process.
 
     trace_cycles: start, end (trace clock); side_cycles: index, start, end (sidecar clock); marks: ts,
-    perf_counter_ns of this process. With marks, each sidecar cycle is moved by the offset interpolated
+    perf_counter_ns, mark_done_ns (null when unknown) of this process. A mark's offset is ts - mark_done_ns
+    (nsys stamps the mark near the end of the NVTX call, docs/sidecar.md), or ts - perf_counter_ns for
+    sidecars without mark_done_ns (late by the call's duration). With marks, each sidecar cycle is moved by
+    the offset interpolated
     between the marks around it and paired with the nearest trace cycle; without, pairs come from the sequence
     of durations. Then offset(t) = a + b t is fitted through the pairs' start differences (b: the two clocks'
     rate difference, reported in ppm). Returns the alignment row fields, `offset` (Offset or None) and
@@ -229,10 +234,11 @@ def align(trace_cycles: pl.DataFrame, side_cycles: pl.DataFrame, marks: pl.DataF
            "pairs": (np.array([], dtype=np.int64), np.array([], dtype=np.int64))}
     ti = sj = np.array([], dtype=np.int64)
     if marks.height:
-        m = marks.sort("perf_counter_ns")
-        m_perf = m["perf_counter_ns"].to_numpy()
-        m_off = (m["ts"] - m["perf_counter_ns"]).to_numpy()
-        out["mark_offset_ns"] = int(m_off.min())
+        m = marks.sort("perf_counter_ns").with_columns(
+            stamp=pl.coalesce("mark_done_ns", "perf_counter_ns"))
+        m_perf = m["stamp"].to_numpy()
+        m_off = (m["ts"] - m["stamp"]).to_numpy()
+        out["mark_offset_ns"] = int(m_off.max() if m["mark_done_ns"].null_count() == 0 else m_off.min())
         period = float(np.median(np.diff(t_start))) if len(t_start) > 1 else float(t_dur.max(initial=0))
         local = np.interp(s_start.astype(float), m_perf.astype(float), m_off.astype(float))
         ti, sj = _nearest(t_start, s_start + local.round().astype(np.int64), max(0.4 * period, 1_000.0))
@@ -483,13 +489,23 @@ def crosscheck(trace: Trace, sidecars: Sidecars, baseline: Sidecars | None = Non
         base = {"file": f["file"], "path": f["path"], "pid": f["pid"]}
         tpid = _trace_pid(trace, f["pid"], cycle_pids, single)
         side = sidecars.cycles.filter(pl.col("file") == f["file"])
+        if tpid is not None and not any(p.get("os_pid") == f["pid"] for p in trace.meta.processes) \
+                and f["pid"] not in cycle_pids:
+            notes.append(f"{f['path']}: the trace has no process with pid {f['pid']}; the sidecar was set beside "
+                         "its only process with cycles")
         if tpid is None:
             notes.append(f"{f['path']}: no process with `cycle` ranges in the trace has pid {f['pid']}: "
                          "not cross-checked")
             rows.append({**base, "trace_pid": None, "method": "none", "sidecar_cycles": side.height,
                          "trace_cycles": 0, "matched_cycles": 0, "marks": 0})
             continue
-        a = align(trace_cycles.filter(pl.col("pid") == tpid), side, marks.filter(pl.col("pid") == tpid))
+        mine = marks.filter(pl.col("pid") == tpid).join(
+            sidecars.clocks.filter(pl.col("file") == f["file"]).select("perf_counter_ns", "mark_done_ns"),
+            on="perf_counter_ns", how="inner")
+        if mine.height < marks.filter(pl.col("pid") == tpid).height:
+            notes.append(f"{f['path']}: {marks.filter(pl.col('pid') == tpid).height - mine.height} clock-sync "
+                         "marks of the trace's process carry readings this sidecar does not have: not used")
+        a = align(trace_cycles.filter(pl.col("pid") == tpid), side, mine)
         rows.append({**base, "trace_pid": tpid, **{k: v for k, v in a.items() if k in ALIGNMENT_SCHEMA}})
         if a["offset"] is None:
             notes.append(f"{f['path']}: its cycles could not be lined up with the trace's (no clock-sync mark "

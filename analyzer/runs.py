@@ -111,7 +111,8 @@ def baseline_step(path: str) -> tuple[int, str, list[str]]:
 def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str]) -> econ.Economics | None:
-    """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or the trace's cycles."""
+    """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
+    the trace's cycles with the accept length unknown. None when there is nothing to estimate."""
     rows = []
     if sidecars is not None:
         window = _window(sidecars, check)
@@ -124,7 +125,7 @@ def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sideca
         period, n, _ = econ.mean_period(sidecars.cycles, "file", first, last)
         accept, batch, _ = econ.accept_stats(window)
         rows.append(econ.estimate("sidecar under nsys", True, n, period, accept, batch, baseline_ns))
-    elif a.cycles.height:
+    elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         period, n, _ = econ.mean_period(a.cycles)
         rows.append(econ.estimate("trace cycle ranges under nsys", True, n, period, None, None, baseline_ns))
         notes.append("no sidecar: the accept length is unknown (the sidecar carries the accept counts)")

@@ -22,7 +22,8 @@ Tables (integer ns; `file` is the position of the file in the list read):
              index of the last cycle opened before them, as the tracer wrote it)
 - `accepts`: file, pid, cycle, request (position in the batch), correct (correct draft tokens of that request
              in that cycle; the bonus token is not counted here)
-- `clocks`:  file, pid, perf_counter_ns, monotonic_raw_ns, time_ns
+- `clocks`:  file, pid, perf_counter_ns, mark_done_ns (perf_counter once the NVTX mark call returned; null in
+             sidecars written before the tracer recorded it), monotonic_raw_ns, time_ns
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ PHASES_SCHEMA = {
 }
 ACCEPTS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "cycle": pl.Int64, "request": pl.Int64,
                   "correct": pl.Int64}
-CLOCKS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "perf_counter_ns": pl.Int64,
+CLOCKS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "perf_counter_ns": pl.Int64, "mark_done_ns": pl.Int64,
                  "monotonic_raw_ns": pl.Int64, "time_ns": pl.Int64}
 
 # Bound what one untrusted line may make us hold (a real record is a few hundred bytes).
@@ -239,7 +240,7 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
             start, end = line.interval(f"range {name!r}", record.get("start_ns"), record.get("end_ns"))
             phases.append((file_no, pid, line.int("cycle", nullable=True, minimum=0), name, start, end, False))
         elif kind == "clock":
-            clocks.append((file_no, pid, line.int("perf_counter_ns"),
+            clocks.append((file_no, pid, line.int("perf_counter_ns"), line.int("mark_done_ns", nullable=True),
                            line.int("monotonic_raw_ns", nullable=True), line.int("time_ns", nullable=True)))
         elif kind == "footer":
             footer = record
