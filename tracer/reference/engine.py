@@ -15,6 +15,11 @@ SGLang's EAGLE v2 worker:
   `ReferenceWorker.on_verify_complete_cpu(num_correct_drafts_per_req_cpu, batch_size)` with the
   same shape as SGLang's hook.
 
+With `steps=0` the engine is a plain (non-speculative) decoder, the baseline of specprof's economics
+(docs/economics.md): no draft model runs, and each cycle is the target over 1 token (the verify graph at
+1 token), greedy sampling and the same host read; every request gets exactly one token per cycle. The
+`draft` and `draft_extend` ground-truth events are recorded back to back (0 ms) so the file keeps its shape.
+
 The tracer's `reference` preset wraps exactly these methods. Ground truth: CUDA events recorded
 in-stream at every phase boundary (no synchronize inside the loop), read after the run.
 
@@ -38,7 +43,7 @@ PHASE_ORDER = ("draft", "verify", "draft_extend", "accept")
 
 @dataclass
 class EngineConfig:
-    steps: int = 4  # K: draft steps per cycle; verify runs K+1 tokens
+    steps: int = 4  # K: draft steps per cycle; verify runs K+1 tokens; 0 = plain decode (no draft)
     batch: int = 8  # requests in the batch
     hidden: int = 6144
     heads: int = 48
@@ -185,7 +190,7 @@ class ReferenceDraftWorker:
         return drafts
 
     def capture(self) -> None:
-        if self.cfg.cuda_graph:
+        if self.cfg.cuda_graph and self.cfg.steps > 0:
             self.extend_graph, self.extend_out = _capture(self.model.hidden, self.extend_in)
 
     def draft_extend(self, batch: Batch, result: Result) -> None:
@@ -276,6 +281,11 @@ class ReferenceWorker:
     def forward_batch_generation(self, batch: Batch) -> Result:
         """One speculative cycle: draft, verify, draft re-extend. No host read here."""
         self.gt.cycle += 1
+        if self.cfg.steps == 0:  # plain decode: the target over the last token only
+            for phase in ("draft", "draft_extend"):
+                self.gt.start(phase)
+                self.gt.end(phase)
+            return self.verify(batch, batch.tokens.new_empty((batch.size, 0)))
         drafts = self.draft_worker.draft(batch)
         result = self.verify(batch, drafts)
         self.draft_worker.draft_extend(batch, result)
