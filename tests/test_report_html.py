@@ -45,9 +45,7 @@ def browser():
 
 
 def data_of(page: str) -> dict:
-    m = re.search(r'<script type="application/json" id="specprof-data">(.*?)</script>', page, re.S)
-    assert m, "no data block"
-    return json.loads(m.group(1))
+    return html.read_data(page)
 
 
 def test_page_is_self_contained(k4_analysis, tmp_path):
@@ -225,4 +223,14 @@ def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
     p = Page(browser, Path(out))
     assert p.console_errors() == [] and p.dialogs == []
     assert "No cycles" in p.page.inner_text("#cycle-series")
+    assert p.page.locator("#timeline .main-svg").count() >= 1
+
+
+def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
+    """Two kernels and no ranges: the data block stays plain JSON (no gzip), and the page still draws."""
+    a = analysis.analyze(analysis.load(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite")))
+    out = Path(html.write(a, str(tmp_path / "r.html")))
+    assert '<script type="application/json" id="specprof-data">' in out.read_text(encoding="utf-8")
+    p = Page(browser, out)
+    assert p.console_errors() == [] and p.dialogs == []
     assert p.page.locator("#timeline .main-svg").count() >= 1

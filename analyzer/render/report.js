@@ -4,16 +4,36 @@
 (function () {
   "use strict";
   var T = { start_ms: performance.now() };
-  var D = JSON.parse(document.getElementById("specprof-data").textContent);
-  T.parse_ms = performance.now() - T.start_ms;
+
+  // The data block is JSON, or for big reports gzip'd JSON in base64 (half the file, and far less for the
+  // HTML parser to read), inflated by the browser's own DecompressionStream.
+  function loadData() {
+    var node = document.getElementById("specprof-data");
+    if (node.getAttribute("type") === "application/json") return Promise.resolve(JSON.parse(node.textContent));
+    if (typeof DecompressionStream === "undefined") return Promise.reject(new Error("this browser has no DecompressionStream: open the report in a current Chrome, Edge, Firefox or Safari"));
+    var bin = atob(node.textContent.trim()), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text().then(JSON.parse);
+  }
+  loadData().then(function (D) {
+    T.parse_ms = performance.now() - T.start_ms;
+    app(D);
+  }).catch(function (e) {
+    console.error("specprof report: " + (e && e.message));
+    var h = document.getElementById("subtitle");
+    if (h) h.textContent = "The report's data could not be read: " + (e && e.message);
+  });
+
+  function app(D) {
   var TL = D.timeline, S = TL.strings, PH = D.phases, CA = D.categories;
   var plots = [];
   var WEBGL = (function () {
     try { var c = document.createElement("canvas"); return !!(c.getContext("webgl") || c.getContext("experimental-webgl")); }
     catch (e) { return false; }
   })();
-  // WebGL pays off only for long series (its start-up costs more than drawing a few thousand SVG points)
-  var GL_POINTS = 2000;
+  // WebGL pays off only for very long series: its start-up (a software rasteriser where there is no GPU) costs
+  // more than one SVG path of tens of thousands of points
+  var GL_POINTS = 20000;
   var FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif", size: 12, color: "#1d2433" };
   var CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
@@ -73,6 +93,9 @@
     var top = PH.filter(function (p) { return !p.pseudo; })[0];
     if (top) tile(top.name + " " + pct(top.attributed_ms / (f.attributed_ms || 1)), "largest phase");
     tile(pct(f.unattributed_share, 2), "unattributed", num(f.unattributed_ops, 0) + " ops no range claims");
+    var est = D.economics && Array.isArray(D.economics.estimates) ? D.economics.estimates[0] : null;
+    if (est && est.speedup != null) tile("×" + num(est.speedup, 2), "speculation speedup", est.source + ": " + (est.verdict || ""));
+    else if (est && est.accept_len != null) tile(num(est.accept_len, 2), "accept length", est.source || "");
     tile(f.nsys_version || f.tool_version || "-", f.format === "nsys-sqlite" ? "nsys" : "tool");
   }
 
@@ -181,7 +204,7 @@
       }
       var r = el("tr");
       r.appendChild(el("td", "kname mono", k.name));
-      var ct = el("td"), cs = el("span", "swatch"); cs.style.background = color[k.category] || "#999";
+      var ct = el("td", "cat"), cs = el("span", "swatch"); cs.style.background = color[k.category] || "#999";
       add(ct, cs, document.createTextNode(k.category));
       r.appendChild(ct);
       r.appendChild(el("td", "num", num(k.count, 0)));
@@ -207,8 +230,8 @@
     var c = D.cycles, box = document.getElementById("cycle-series");
     if (!c.n) { emptyNote(box, "No cycles: the trace has no `" + TL.grouping.join("`/`") + "` ranges."); return; }
     var pids = []; c.pid.forEach(function (p) { if (pids.indexOf(p) < 0) pids.push(p); });
-    var traces = [], many = c.n / pids.length > GL_POINTS;
-    var type = many && WEBGL ? "scattergl" : "scatter", mode = many ? "lines" : "lines+markers";
+    var per = c.n / pids.length, many = per > GL_POINTS;
+    var traces = [], type = many && WEBGL ? "scattergl" : "scatter", mode = per > 600 ? "lines" : "lines+markers";
     pids.forEach(function (pid, pi) {
       var idx = []; c.pid.forEach(function (p, i) { if (p === pid) idx.push(i); });
       var x = idx.map(function (i) { return c.index[i]; });
@@ -250,14 +273,25 @@
       shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: q[1], x1: q[1], line: { color: "#1d2433", width: 1, dash: "dash" } });
       ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "bottom", showarrow: false, text: q[0] + " " + num(q[1], 2), font: { size: 10 } });
     });
+    // a few far outliers (a prefill inside a cycle, say) would squeeze every other cycle into one bin
+    var hi = Math.max(st.p99, c.stats.cpu.p99) * 1.25, lo = Math.min(st.min, c.stats.cpu.min), xrange = null;
+    if (Math.max(st.max, c.stats.cpu.max) > 2 * hi) {
+      xrange = [Math.max(0, lo - (hi - lo) * 0.05), hi];
+      var out = c.total_ms.filter(function (v) { return v > hi; }).length, outc = c.cpu_ms.filter(function (v) { return v > hi; }).length;
+      ann.push({ xref: "paper", yref: "paper", x: 1, y: 0.82, xanchor: "right", showarrow: false, align: "right", font: { size: 10, color: "#b42318" },
+        text: (out + outc) + " cycle times above " + num(hi, 2) + " ms (max " + num(Math.max(st.max, c.stats.cpu.max), 1) + " ms) off the right edge" });
+    }
     plot("cycle-hist", [
       { type: "histogram", x: c.total_ms, name: "gpu attributed", marker: { color: "#4C78A8" }, opacity: 0.75, nbinsx: 50,
+        xbins: xrange ? { start: xrange[0], end: xrange[1], size: (xrange[1] - xrange[0]) / 60 } : undefined,
         hovertemplate: "%{x} ms: %{y} cycles<extra>gpu</extra>" },
       { type: "histogram", x: c.cpu_ms, name: "cpu range", marker: { color: "#F58518" }, opacity: 0.5, nbinsx: 50,
+        xbins: xrange ? { start: xrange[0], end: xrange[1], size: (xrange[1] - xrange[0]) / 60 } : undefined,
         hovertemplate: "%{x} ms: %{y} cycles<extra>cpu</extra>" },
     ], baseLayout({
       barmode: "overlay", height: 300, margin: { l: 50, r: 10, t: 22, b: 40 }, shapes: shapes, annotations: ann,
-      xaxis: { title: { text: "cycle time, ms" }, gridcolor: "#f1f2f5" }, yaxis: { title: { text: "cycles" }, gridcolor: "#eef0f3" },
+      xaxis: { title: { text: "cycle time, ms" }, gridcolor: "#f1f2f5", range: xrange || undefined, autorange: !xrange },
+      yaxis: { title: { text: "cycles" }, gridcolor: "#eef0f3" },
       legend: { orientation: "h", x: 1, xanchor: "right", y: 1.16, font: { size: 11 } },
     }));
   }
@@ -737,4 +771,5 @@
     document.body.setAttribute("data-ready", "1");
   });
   window.specprof = { data: D, timeline: timeline, webgl: WEBGL };
+  }
 })();

@@ -1,0 +1,112 @@
+"""The HTML report at scale: file size and time to interactive in headless Chromium.
+
+Builds an Analysis of about `--ops` GPU ops from time-shifted copies of a real capture (benchmarks/scale.py),
+renders the report, and opens it `--runs` times in Debian's chromium (playwright, the flags of tests/browser.py).
+Each load reports, from the page's own clock (performance.now(), 0 = navigation start):
+- interactive_ms: the first screen (header, timeline with its cycle selector, phase bars, top kernels) is
+  drawn and answers input;
+- ready_ms: every panel is drawn;
+and, as the floor set by the browser itself, the same page with plotly.js alone (nothing of the report).
+
+    python3 benchmarks/html_report.py --ops 1000000 --runs 5 --out benchmarks/results/html_report_1m.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.scale import FIXTURE, scaled_analysis  # noqa: E402
+
+CHROMIUM = os.environ.get("SPECPROF_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def load_times(path: Path, runs: int, ready: str = "window.specprofReady === true") -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    out = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        for _ in range(runs):
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
+            errors = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            t = time.perf_counter()
+            page.goto(path.resolve().as_uri())
+            page.wait_for_function(ready, timeout=120_000)
+            wall = time.perf_counter() - t
+            timings = page.evaluate("window.specprofTimings || {}")
+            timings["wall_s"] = round(wall, 3)
+            timings["console_errors"] = errors
+            out.append(timings)
+            page.close()
+        browser.close()
+    return out
+
+
+def plotly_only(folder: Path) -> Path:
+    from plotly.offline import get_plotlyjs
+
+    path = folder / "plotly-only.html"
+    path.write_text("<!DOCTYPE html><html><body><script>" + get_plotlyjs() + "</script><script>"
+                    "window.specprofTimings = {ready_ms: performance.now()}; window.specprofReady = true;"
+                    "</script></body></html>", encoding="utf-8")
+    return path
+
+
+def median(rows: list[dict], key: str):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return round(statistics.median(vals), 1) if vals else None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fixture", default=FIXTURE)
+    ap.add_argument("--ops", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--html", help="keep the report here (default: a temporary folder)")
+    ap.add_argument("--out", help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    from analyzer import analysis
+    from analyzer.render import html
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        a = scaled_analysis(args.fixture, args.ops)
+        t1 = time.perf_counter()
+        path = Path(args.html or os.path.join(tmp, "report.html"))
+        html.write(a, str(path), manifest=analysis.manifest(args.fixture))
+        t2 = time.perf_counter()
+        loads = load_times(path, args.runs)
+        floor = load_times(plotly_only(Path(tmp)), args.runs)
+        result = {
+            "ops": a.ops.height, "cycles": a.cycles.height, "ranges": a.ranges.height,
+            "segments": a.segments.height,
+            "analyse_s": round(t1 - t0, 2), "render_s": round(t2 - t1, 2),
+            "file_mb": round(path.stat().st_size / 1e6, 2),
+            "interactive_ms_median": median(loads, "interactive_ms"),
+            "ready_ms_median": median(loads, "ready_ms"),
+            "plotly_only_ms_median": median(floor, "ready_ms"),
+            "loads": loads, "plotly_only": [r["ready_ms"] for r in floor],
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "chromium": CHROMIUM},
+        }
+    print(json.dumps({k: v for k, v in result.items() if k not in ("loads",)}, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
