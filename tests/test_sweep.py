@@ -1,0 +1,170 @@
+"""The verify/draft cost model over the real K = 2, 4, 6 captures.
+
+Checked against independent computations: numpy's polyfit on the same per-cycle points, scipy's t quantiles
+(when scipy is installed), the acceptance per position counted from the raw sidecars, and the measured accept
+lengths and cycle periods of each run. The exact-line and too-few-runs cases are synthetic edge cases."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from analyzer import sweep as sw
+from analyzer.analysis import analyze, load
+from analyzer.cli import main
+from analyzer.errors import SpecprofError
+from analyzer.readers.sidecar import find
+from conftest import FIXTURES
+
+RUNS = [str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6)]
+
+
+@pytest.fixture(scope="module")
+def result():
+    from analyzer import runs
+
+    return runs.load_sweep(RUNS)
+
+
+@pytest.fixture(scope="module")
+def doc():
+    out = CliRunner().invoke(main, ["sweep", *RUNS, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def per_cycle(k):
+    a = analyze(load(str(FIXTURES / f"reference-k{k}")))
+    w = a.cycle_phases.pivot(on="phase", index="cycle", values="attributed").fill_null(0)
+    return w["draft"].to_numpy(), w["verify"].to_numpy()
+
+
+def test_t_quantiles():
+    assert sw.t975(1) == pytest.approx(12.7062, abs=1e-4) and sw.t975(30) == pytest.approx(2.0423, abs=1e-4)
+    assert sw.t975(298) == pytest.approx(1.9680, abs=2e-4) and sw.t975(0) == float("inf")
+    stats = pytest.importorskip("scipy.stats")
+    for dof in (1, 2, 5, 29, 31, 40, 100, 297, 10_000):
+        assert sw.t975(dof) == pytest.approx(stats.t.ppf(0.975, dof), abs=2e-4)
+
+
+def test_fit_line_recovers_an_exact_line_and_refuses_one_x():
+    # synthetic edge cases
+    line = sw.fit_line([1, 2, 3, 4], [5.0, 7.0, 9.0, 11.0])
+    assert (line.intercept, line.slope) == pytest.approx((3.0, 2.0)) and line.slope_hw == pytest.approx(0.0)
+    two = sw.fit_line([1, 2], [1.0, 2.0])
+    assert two.slope == pytest.approx(1.0) and two.slope_hw == float("inf")
+    with pytest.raises(SpecprofError):
+        sw.fit_line([3, 3, 3], [1.0, 2.0, 3.0])
+
+
+def test_the_fits_are_least_squares_over_the_cycles(result):
+    xs, draft, verify = [], [], []
+    for k in (2, 4, 6):
+        d, v = per_cycle(k)
+        xs += [k] * len(d)
+        draft += list(d)
+        verify += list(v)
+    xs = np.array(xs, dtype=float)
+    for name, x, y in (("draft", xs, draft), ("verify", xs + 1, verify)):
+        slope, intercept = np.polyfit(x, np.array(y, dtype=float), 1)
+        f = result.fit(name)
+        assert f["per_unit_ns"] == pytest.approx(slope, rel=1e-9) and f["fixed_ns"] == pytest.approx(intercept, rel=1e-9)
+        assert f["per_unit_lo_ns"] < slope < f["per_unit_hi_ns"] and f["n"] == 300 and f["runs"] == 3
+        # the run-means interval (1 degree of freedom) is the wider one
+        assert f["per_unit_runs_lo_ns"] < f["per_unit_lo_ns"] and f["per_unit_runs_hi_ns"] > f["per_unit_hi_ns"]
+
+
+def test_verify_is_nearly_all_fixed_cost_and_draft_costs_per_step(result, doc):
+    v, d = doc["verify"], doc["draft"]
+    # one CUDA-graph replay of an 8-layer target, bound by reading its weights: the tokens barely matter
+    assert 2.4 < v["fixed_ms"] < 2.7 and 0 < v["per_token_ms"] < 0.02 and v["fixed_share"] > 0.95
+    assert v["ci95"]["per_token_ms"][0] > 0  # yet the per-token cost is measurably above zero
+    # the eager draft: about a third of a millisecond per step under nsys
+    assert 0.25 < d["per_step_ms"] < 0.45 and d["ci95"]["per_step_ms"][0] < d["per_step_ms"] < d["ci95"]["per_step_ms"][1]
+    assert doc["cycle_unprofiled"]["per_step_ms"] < doc["cycle"]["per_step_ms"]  # nsys inflates the draft steps
+
+
+def test_acceptance_per_position_is_counted_from_the_raw_sidecars(result):
+    reached, accepted = {}, {}
+    for k, run in zip((2, 4, 6), RUNS):
+        for line in open(find(run)[0]):
+            c = json.loads(line)
+            if c["type"] != "cycle" or not 5 <= c["index"] <= 104:
+                continue
+            for n in c["accept"]["correct_drafts"]:
+                for i in range(1, k + 1):
+                    reached[i] = reached.get(i, 0) + (n >= i - 1)
+                    accepted[i] = accepted.get(i, 0) + (n >= i)
+    acc = result.acceptance
+    assert acc["position"].to_list() == [1, 2, 3, 4, 5, 6]
+    assert acc["reached"].to_list() == [reached[i] for i in range(1, 7)]
+    assert acc["accepted"].to_list() == [accepted[i] for i in range(1, 7)]
+    assert acc["reached"][0] == 3 * 800  # every request-round of the three runs drafts position 1
+
+
+def test_predictions_reproduce_the_measured_runs(result):
+    pred = {r["steps"]: r for r in result.predictions.iter_rows(named=True)}
+    for r in result.runs.iter_rows(named=True):
+        p = pred[r["steps"]]
+        assert p["measured"] and not p["extrapolated"]
+        assert p["accept_len"] == pytest.approx(r["accept_len"], abs=0.08)
+        assert p["cycle_ns"] == pytest.approx(r["period_unprofiled_ns"], rel=0.01)
+    assert result.basis == "cycle_unprofiled"
+    assert pred[1]["extrapolated"] and pred[8]["extrapolated"] and not pred[3]["measured"]
+
+
+def test_the_recommendation_is_the_throughput_peak_and_says_why(result, doc):
+    pred = result.predictions
+    best = pred.sort("tokens_per_s_per_request", descending=True)["steps"][0]
+    assert result.recommended_steps == best == doc["recommended_steps"] == 4
+    text = "\n".join(doc["reasoning"])
+    for words in ("verify = ", "draft = ", "acceptance per position", "tokens/s peaks at K=4", "K=3:", "K=5:"):
+        assert words in text
+    # measured, not just predicted: K=4 had the most tokens per second of cycle without nsys
+    rate = {r["steps"]: r["accept_len"] / r["period_unprofiled_ns"] for r in result.runs.iter_rows(named=True)}
+    assert max(rate, key=rate.get) == 4
+
+
+def test_json_carries_the_contract_keys(doc):
+    assert doc["schema"] == "specprof.sweep/1"
+    assert {"fixed_ms", "per_token_ms", "fixed_share"} <= set(doc["verify"])
+    assert {"fixed_ms", "per_step_ms"} <= set(doc["draft"])
+    assert isinstance(doc["recommended_steps"], int)
+    assert [r["steps"] for r in doc["runs"]] == [2, 4, 6] and [r["tokens"] for r in doc["runs"]] == [3, 5, 7]
+
+
+def test_terminal_output():
+    out = CliRunner().invoke(main, ["sweep", *RUNS])
+    assert out.exit_code == 0
+    assert "Recommendation: K = 4" in out.output and "Acceptance per draft position" in out.output
+
+
+def test_steps_override_and_errors():
+    runner = CliRunner()
+    one = runner.invoke(main, ["sweep", RUNS[0]])
+    assert one.exit_code == 2 and "at least two runs" in one.output
+    same = runner.invoke(main, ["sweep", RUNS[1], RUNS[1]])
+    assert same.exit_code == 2 and "two different numbers of draft steps" in same.output
+    wrong = runner.invoke(main, ["sweep", RUNS[0], RUNS[1], "--steps", "1", "--steps", "4"])
+    assert wrong.exit_code == 2 and "accepted 2 draft tokens" in wrong.output
+    count = runner.invoke(main, ["sweep", RUNS[0], RUNS[1], "--steps", "2"])
+    assert count.exit_code == 2 and "once per run" in count.output
+    same_ok = runner.invoke(main, ["sweep", RUNS[0], RUNS[2], "--steps", "2", "--steps", "6", "--json"])
+    assert same_ok.exit_code == 0 and json.loads(same_ok.output)["recommended_steps"] in (3, 4, 5)
+
+
+def test_a_run_without_sidecar_is_a_clear_error(tmp_path):
+    (tmp_path / "run.sqlite").write_bytes((FIXTURES / "reference-k2" / "run.sqlite").read_bytes())
+    out = CliRunner().invoke(main, ["sweep", str(tmp_path), RUNS[1]])
+    assert out.exit_code == 2 and "no sidecar" in out.output
+
+
+def test_fixed_share_is_at_the_recommended_k(result):
+    v = result.fit("verify")
+    tokens = result.recommended_steps + 1
+    assert result.fixed_share == pytest.approx(v["fixed_ns"] / (v["fixed_ns"] + v["per_unit_ns"] * tokens))
+    assert isinstance(result.predictions, pl.DataFrame)
