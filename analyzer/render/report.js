@@ -245,8 +245,12 @@
       PH.forEach(function (p) { if (c.phases[p.name]) series(p.name, c.phases[p.name], p.color); });
       series("cpu range", c.cpu_ms, "#98a2b3", { visible: "legendonly", line: { color: "#98a2b3", width: 1, dash: "dot" } });
     });
-    var p50 = c.stats.total.p50;
-    plot("cycle-series", traces, baseLayout({
+    var p50 = c.stats.total.p50, top = Math.max(c.stats.total.max, c.stats.cpu.max), clip = c.stats.total.p99 * 1.3;
+    var menus = top > 2 * clip ? [{ type: "buttons", direction: "right", x: 1, xanchor: "right", y: 1.2, yanchor: "top", showactive: true,
+      font: { size: 11 }, pad: { r: 2, t: 0 }, active: 0,
+      buttons: [{ label: "all cycles", method: "relayout", args: [{ "yaxis.autorange": true }] },
+        { label: "up to p99 × 1.3", method: "relayout", args: [{ "yaxis.range": [0, clip], "yaxis.autorange": false }] }] }] : [];
+    plot("cycle-series", traces, baseLayout({ updatemenus: menus,
       height: 320, margin: { l: 56, r: 10, t: 10, b: 40 }, hovermode: "closest",
       xaxis: { title: { text: "cycle" }, gridcolor: "#f1f2f5", zeroline: false },
       yaxis: { title: { text: "attributed ms" }, gridcolor: "#eef0f3", rangemode: "tozero" },
@@ -269,9 +273,10 @@
     if (!c.n) { emptyNote(box, "No cycles in this trace."); return; }
     var st = c.stats.total;
     var shapes = [], ann = [];
-    [["p50", st.p50], ["p90", st.p90]].forEach(function (q) {
+    [["p50", st.p50, "right"], ["p90", st.p90, "left"]].forEach(function (q) {
       shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: q[1], x1: q[1], line: { color: "#1d2433", width: 1, dash: "dash" } });
-      ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "bottom", showarrow: false, text: q[0] + " " + num(q[1], 2), font: { size: 10 } });
+      ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "bottom", xanchor: q[2], showarrow: false, text: " " + q[0] + " " + num(q[1], 2) + " ",
+        font: { size: 10 } });
     });
     // a few far outliers (a prefill inside a cycle, say) would squeeze every other cycle into one bin
     var hi = Math.max(st.p99, c.stats.cpu.p99) * 1.25, lo = Math.min(st.min, c.stats.cpu.min), xrange = null;
@@ -508,6 +513,7 @@
       if (width != null) state.width = width;
       state.w = Math.max(0, Math.min(NW - 1, w | 0));
       slider.value = String(state.w);
+      if (widthSel.querySelector('option[value="' + state.width + '"]')) widthSel.value = String(state.width);
       var last = Math.min(NW - 1, state.w + state.width - 1);
       var a = W.start[state.w], b = W.end[last];
       var tb = performance.now();
