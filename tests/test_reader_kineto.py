@@ -188,6 +188,18 @@ def test_keys_after_trace_events_and_array_format(tmp_path, shared_dir):
     assert arr.ops["start"].to_list() == [s - 1000 for s in t.ops["start"].to_list()]
 
 
+def test_correlation_from_flows_when_args_lack_it(tmp_path, shared_dir):
+    # Synthetic: the real 2022 trace with args.correlation taken off its kernels; the flow ends
+    # (`async_gpu`, ph f, drawn on the kernel's row at its ts) still carry the id.
+    doc = _small_real(shared_dir)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "Kernel":
+            e["args"].pop("correlation")
+    t = read_kineto(str(_write(tmp_path / "noargs.json", doc)))
+    assert t.ops["correlation"].null_count() == 0
+    assert t.ops.join(t.api, on=["pid", "correlation"], how="semi").height == 4
+
+
 def test_rounding_never_makes_an_op_end_before_it_starts(tmp_path, shared_dir):
     # Synthetic: absolute-epoch float timestamps (0.25 us apart in float64) with sub-ns and zero
     # durations, as the 2024 ns-resolution traces have them.

@@ -223,6 +223,7 @@ class _Parser:
         self.m_ts = array("d")
         self.m_name = array("q")
         # flow ends on GPU rows: (pid, tid, ts) -> correlation, for ops without args.correlation
+        # (every trace seen has args.correlation: these are collected only after such an op)
         self.f_pid = array("q")
         self.f_tid = array("q")
         self.f_ts = array("d")
@@ -343,6 +344,7 @@ class _Parser:
                                                      self.r_name, self.r_cat)
         f_pid, f_tid, f_ts, f_id = self.f_pid, self.f_tid, self.f_ts, self.f_id
         collectives = self.collectives
+        need_flows = False  # flow ends are kept only once an op without args.correlation was seen
         count = 0
         for ev in events:
             if not count:
@@ -367,7 +369,10 @@ class _Parser:
                     o_dur.append(ev["dur"])
                     o_dev.append(-1 if dev is None else dev)
                     o_stream.append(-1 if stream is None else stream)
-                    o_corr.append(-1 if corr is None else corr)
+                    if corr is None:
+                        corr = -1
+                        need_flows = True  # flows from here on can name it (Kineto writes them after)
+                    o_corr.append(corr)
                     o_evpid.append(pid if type(pid) is int else -1)
                     o_name.append(nid)
                     o_kind.append(kind)
@@ -390,7 +395,7 @@ class _Parser:
                     a_corr.append(corr)
                     a_name.append(nid)
                 elif cat in flow_cats:
-                    if ev.get("ph") == "f":
+                    if need_flows and ev.get("ph") == "f":
                         pid = ev.get("pid")
                         tid = ev.get("tid")
                         if type(pid) is int and type(tid) is int:
