@@ -410,10 +410,16 @@
         rect(rgPh[rg.p[i]] || rgPh[-1], rs, rs + rg.d[i], laneY[rg.r[i]] + rg.l[i], 0.78);
       }
 
+      // a phase's legend entry sits on its first drawn trace (ops, else ranges, idle, blocks): plotly lists no empty trace
+      PH.forEach(function (p, k) {
+        var sets = [byPhase, rgPh, idlePh, blkPh], first = null;
+        sets.forEach(function (set) { set[k].showlegend = false; set[k].name = esc(p.name); if (!first && set[k].x.length) first = set[k]; });
+        if (first) first.showlegend = true;
+      });
       var traces = [rgPh[-1]];
       [rgPh, blkPh, idlePh, byPhase].forEach(function (set) { PH.forEach(function (p, k) { traces.push(set[k]); }); });
       CA.forEach(function (c, k) { traces.push(byCat[k]); });
-      traces = traces.filter(function (t) { return t.x.length || t.showlegend !== false; });
+      traces = traces.filter(function (t) { return t.x.length; });
       return { traces: traces, merged: merged, ops: n };
     }
 
