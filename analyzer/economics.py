@@ -155,14 +155,15 @@ def economics(estimates: list[dict], baseline_ns: int | None, baseline_source: s
     verdict = []
     if table.height:
         head = table.row(0, named=True)
-        verdict.append(f"{head['source']}: {head['verdict']}")
+        verdict.append(f"cycle measured by the {head['source']}: {head['verdict']}")
         for other in table.iter_rows(named=True):
             if other is head or other["source"] == head["source"]:
                 continue
             if _wins(other) != _wins(head):
-                verdict.append(f"beware: {other['source']} the verdict differs: {other['verdict']}")
+                verdict.append(f"beware: the verdict flips with the cycle measured by the {other['source']}: "
+                               f"{other['verdict']}")
             elif other["speedup"] is not None and head["speedup"] is not None:
-                verdict.append(f"{other['source']}: speedup {other['speedup']:.2f}x "
+                verdict.append(f"with the cycle measured by the {other['source']}: speedup {other['speedup']:.2f}x "
                                f"(cycle {other['cycle_ns'] / 1e6:.3f} ms)")
     return Economics(estimates=table, baseline_ns=baseline_ns, baseline_source=baseline_source,
                      verdict=verdict, notes=list(notes or []))

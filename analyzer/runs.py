@@ -74,8 +74,9 @@ def _window(sidecars: sc.Sidecars, check: cc.CrossCheck | None) -> pl.DataFrame:
     return sidecars.cycles
 
 
-def baseline_step(path: str) -> tuple[int, str, list[str]]:
-    """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes).
+def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
+    """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes, mean requests
+    per step or None when unknown).
 
     A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
     sidecars; then its trace's `cycle` ranges). A step is one traced cycle (for the reference engine at
@@ -95,17 +96,18 @@ def baseline_step(path: str) -> tuple[int, str, list[str]]:
         if mean is None:
             raise SpecprofError(f"{path}: no two consecutive `cycle` ranges: no step time to take as baseline",
                                 path)
-        return mean, f"{path}: trace cycle ranges under nsys, {n} steps", notes
+        return mean, f"{path}: trace cycle ranges under nsys, {n} steps", notes, None
     sides = sc.read_sidecars(paths)
     mean, n, _ = econ.mean_period(sides.cycles, key="file")
     if mean is None:
         raise SpecprofError(f"{path}: no two consecutive cycles in the sidecar: no step time to take as baseline",
                             path)
-    accept, _, _ = econ.accept_stats(sides.cycles)
+    accept, batch, _ = econ.accept_stats(sides.cycles)
     if accept is not None and accept > 1.0:
         notes.append(f"the baseline run {path} accepted draft tokens (accept length {accept:.3f}): it is "
                      "speculative, not a plain decode; its cycle is not a plain-decode step")
-    return mean, f"{path}: {where}, {n} steps", notes
+    source = f"{path}: {where}, {n} steps" + (f" of {batch:g} requests" if batch is not None else "")
+    return mean, source, notes, batch
 
 
 def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
@@ -153,15 +155,20 @@ def enrich(a: Analysis, files: RunFiles, server_log: str | None = None, baseline
         raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
                             "sidecar too (--sidecar FILE, or a run directory)", server_log)
     econ_notes: list[str] = []
-    baseline_ns = baseline_source = None
+    baseline_ns = baseline_source = baseline_batch = None
     if baseline_ms is not None:
         if not baseline_ms > 0:
             raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
-        baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "--baseline-ms (given)"
+        baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
     elif baseline_run is not None:
-        baseline_ns, baseline_source, more = baseline_step(baseline_run)
+        baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run)
         econ_notes.extend(more)
     economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes)
+    head = economics.headline if economics is not None else None
+    if head is not None and head["batch"] is not None and baseline_batch is not None \
+            and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
+        economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
+                               "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
     return replace(a, crosscheck=check, economics=economics)
 
 
