@@ -46,8 +46,15 @@ def resolve(path: str) -> str:
     if len(exports) == 1:
         return os.path.join(path, exports[0])
     if not exports:
+        from analyzer.ranks import kineto_traces
+
+        traces = kineto_traces(path)  # a run directory of a torch.profiler capture
+        if len(traces) == 1:
+            return traces[0]
         raise SpecprofError(f"{path}: a directory with no nsys SQLite export (*.sqlite) in it; give "
-                            "an export, or a run directory made by `specprof capture`", path)
+                            "an export, or a run directory made by `specprof capture`"
+                            + (" (its PyTorch-profiler traces are several ranks: give them to "
+                               "`specprof analyze`)" if traces else ""), path)
     raise SpecprofError(f"{path}: a directory with several exports ({', '.join(exports)}); give one", path)
 
 

@@ -35,21 +35,19 @@ def expand(paths) -> list[str]:
     directory stands for every PyTorch-profiler trace in it (`*.json`, `*.json.gz` whose top level
     has `traceEvents`; other JSON files, such as a manifest, are passed over).
     """
-    from analyzer.readers.kineto import is_kineto
-
     out: list[str] = []
     for path in paths:
         path = str(path)
         if not os.path.isdir(path):
             out.append(path)
             continue
-        names = sorted(os.listdir(path))
-        if any(n.endswith(".sqlite") for n in names):
+        if any(n.endswith(".sqlite") for n in os.listdir(path)):
             out.append(path)
             continue
-        traces = [os.path.join(path, n) for n in names
-                  if n.endswith(KINETO_SUFFIXES) and os.path.isfile(os.path.join(path, n))
-                  and is_kineto(os.path.join(path, n))]
+        traces = kineto_traces(path)
+        if len(traces) == 1:
+            out.append(path)  # a run directory: the single-run path finds its trace and sidecar
+            continue
         if not traces:
             raise SpecprofError(
                 f"{path}: a directory with no nsys SQLite export (*.sqlite) and no PyTorch-profiler "
@@ -59,6 +57,14 @@ def expand(paths) -> list[str]:
     if not out:
         raise SpecprofError("no trace given; give an nsys export, a PyTorch-profiler trace or a directory")
     return out
+
+
+def kineto_traces(folder: str) -> list[str]:
+    """The PyTorch-profiler traces in `folder`, sorted by name."""
+    from analyzer.readers.kineto import is_kineto
+
+    paths = (os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(KINETO_SUFFIXES))
+    return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
 
 
 def analyze_all(paths: list[str], grouping: tuple[str, ...], rules, domains: tuple[str, ...]) -> list[RankResult]:
