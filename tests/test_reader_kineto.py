@@ -319,6 +319,14 @@ def test_a_folder_of_rank_traces_gives_per_rank_results(tmp_path, shared_dir):
     assert "2 traces, one per rank" in text.output and "rank 3: " in text.output
 
 
+def test_a_run_folder_with_one_trace_is_one_run():
+    # fixtures/torch-k4 holds the trace, its ground truth (JSON, not a trace) and the sidecar.
+    result = CliRunner().invoke(main, ["analyze", str(TORCH_K4.parent), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["schema"] == "specprof.analysis/1" and doc["source"]["path"].endswith("trace.json.gz")
+
+
 def test_a_folder_with_no_trace(tmp_path):
     (tmp_path / "notes.json").write_text("{}")
     result = CliRunner().invoke(main, ["analyze", str(tmp_path)])
