@@ -26,7 +26,9 @@ Three comparisons (method and measured numbers: docs/crosscheck.md):
   matched_cycles, first_index and last_index (sidecar indices of the first and last matched cycle),
   residual_p50_ns and residual_max_ns (|trace start - sidecar start - offset| over matched cycles).
 - `pairs`: one row per matched instance: file, name, cycle (sidecar index), trace_start, nsys_ns (range
-  duration in the trace), sidecar_ns, diff_ns (nsys - sidecar).
+  duration in the trace: an NVTX range, or a record_function range in a Kineto trace; the name stays
+  `nsys_ns`), sidecar_ns, diff_ns (trace - sidecar).
+- `profiler`: "nsys" or "torch.profiler" (what recorded the trace, and what "with" means in `inflation`).
 - `consistency`: one row per phase name: phase, instances, nsys_ns and sidecar_ns (means per instance),
   diff_ns, diff_pct, abs_diff_p90_ns, abs_diff_max_ns, tolerance_ns, verdict ("consistent" | "distorted").
 - `inflation` (null without a baseline): one row per (measure, phase): measure, phase, cycles_with,
@@ -109,6 +111,7 @@ class CrossCheck:
     alignment: pl.DataFrame
     pairs: pl.DataFrame
     consistency: pl.DataFrame
+    profiler: str = "nsys"  # what timed the trace's ranges: "nsys", or "torch.profiler" (Kineto)
     inflation: pl.DataFrame | None = None
     accept: AcceptCheck | None = None
     baseline: list[str] = field(default_factory=list)
@@ -457,6 +460,11 @@ def reconcile_accept(cycles: pl.DataFrame, log: pl.DataFrame, interval: int = DE
 
 # -- the whole cross-check --------------------------------------------------------------------------------------
 
+def profiler_name(trace: Trace) -> str:
+    """What recorded the trace: "nsys" for an nsys export, "torch.profiler" for a Kineto trace."""
+    return "torch.profiler" if trace.meta.format.startswith("kineto") else "nsys"
+
+
 def _trace_pid(trace: Trace, os_pid: int, cycle_pids: list[int], single: bool) -> int | None:
     for proc in trace.meta.processes:
         if proc.get("os_pid") == os_pid and proc.get("pid") in cycle_pids:
@@ -520,7 +528,8 @@ def crosscheck(trace: Trace, sidecars: Sidecars, baseline: Sidecars | None = Non
     alignment = pl.DataFrame(rows, schema=ALIGNMENT_SCHEMA, orient="row") if rows else pl.DataFrame(
         schema=ALIGNMENT_SCHEMA)
     pair_table = pl.concat(pairs).select(list(PAIRS_SCHEMA)) if pairs else pl.DataFrame(schema=PAIRS_SCHEMA)
-    result = CrossCheck(alignment=alignment, pairs=pair_table, consistency=consistency(pair_table), notes=notes)
+    result = CrossCheck(alignment=alignment, pairs=pair_table, consistency=consistency(pair_table),
+                        profiler=profiler_name(trace), notes=notes)
     matched = alignment.filter(pl.col("matched_cycles") > 0)
     first = int(matched["first_index"].min()) if matched.height else None
     last = int(matched["last_index"].max()) if matched.height else None

@@ -116,6 +116,7 @@ def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sideca
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
     the trace's cycles with the accept length unknown. None when there is nothing to estimate."""
     rows = []
+    under = cc.profiler_name(a.trace)
     if sidecars is not None:
         window = _window(sidecars, check)
         first, last = window["index"].min(), window["index"].max()
@@ -123,13 +124,13 @@ def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sideca
             base = baseline.cycles.filter(pl.col("index").is_between(first, last))
             period, n, _ = econ.mean_period(baseline.cycles, "file", first, last)
             accept, batch, _ = econ.accept_stats(base)
-            rows.append(econ.estimate("sidecar without nsys", False, n, period, accept, batch, baseline_ns))
+            rows.append(econ.estimate(f"sidecar without {under}", False, n, period, accept, batch, baseline_ns))
         period, n, _ = econ.mean_period(sidecars.cycles, "file", first, last)
         accept, batch, _ = econ.accept_stats(window)
-        rows.append(econ.estimate("sidecar under nsys", True, n, period, accept, batch, baseline_ns))
+        rows.append(econ.estimate(f"sidecar under {under}", True, n, period, accept, batch, baseline_ns))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         period, n, _ = econ.mean_period(a.cycles)
-        rows.append(econ.estimate("trace cycle ranges under nsys", True, n, period, None, None, baseline_ns))
+        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, n, period, None, None, baseline_ns))
         notes.append("no sidecar: the accept length is unknown (the sidecar carries the accept counts)")
     if not rows:
         return None

@@ -54,7 +54,7 @@ def crosscheck(c: CrossCheck) -> dict:
                   "log_accept_rate_mean": num(a.log_rate_mean, 4), "gap": num(a.gap, 4),
                   "overlap_bound": num(a.overlap_bound, 4), "verdict": a.verdict, "explanations": a.explanations}
     return {
-        "tolerance_pct": TOLERANCE * 100, "floor_ms": ms(FLOOR_NS),
+        "profiler": c.profiler, "tolerance_pct": TOLERANCE * 100, "floor_ms": ms(FLOOR_NS),
         "alignment": [
             {"path": r["path"], "pid": r["pid"], "trace_pid": r["trace_pid"], "method": r["method"],
              "marks": r["marks"], "offset_ns": r["offset_ns"], "drift_ppm": num(r["drift_ppm"], 3),

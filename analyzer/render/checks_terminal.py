@@ -31,7 +31,8 @@ def _bullets(lines) -> str:
 
 def crosscheck(c: CrossCheck) -> str:
     parts = []
-    head = ["Cross-check: nsys CPU ranges against the tracer's sidecar (same run, same instances)"]
+    head = [f"Cross-check: the trace's CPU ranges ({c.profiler}) against the tracer's sidecar (same run, same "
+            "instances)"]
     for r in c.alignment.iter_rows(named=True):
         if r["method"] == "none":
             head.append(f"  {clean(r['path'])}: not aligned")
@@ -52,7 +53,7 @@ def crosscheck(c: CrossCheck) -> str:
     head.append(f"  verdict: consistent when the means differ by at most {TOLERANCE:.0%} or "
                 f"{FLOOR_NS / 1e3:.0f} us (the NVTX push/pop around the tracer's stamps)")
     parts.append("\n".join(head) + "\n" + table(
-        ["phase", "inst", "nsys ms", "sidecar ms", "diff us", "diff", "|diff| p90 us", "tolerance us", "verdict"],
+        ["phase", "inst", "trace ms", "sidecar ms", "diff us", "diff", "|diff| p90 us", "tolerance us", "verdict"],
         rows, "lrrrrrrrl"))
     if c.inflation is not None:
         rows = []
@@ -64,11 +65,12 @@ def crosscheck(c: CrossCheck) -> str:
                          _x(r["ratio"]), f"{r['ratio_lo']:.2f}..{r['ratio_hi']:.2f}", verdict])
         base = ", ".join(clean(p) for p in c.baseline)
         parts.append(
-            f"Profiler inflation: this run under nsys against the same workload without nsys ({base})\n"
+            f"Profiler inflation: this run under {c.profiler} against the same workload without it ({base})\n"
             "  mean ms per cycle; cpu: the phase call's host wall clock (sidecar); gpu: CUDA events around the "
             "phase (reference engine);\n  cycle: the cycle call; period: cycle start to next cycle start (what "
             "throughput sees)\n"
-            + table(["measure", "phase", "with nsys", "without", "ratio", "95% CI", "verdict"], rows, "llrrrrl"))
+            + table(["measure", "phase", f"with {c.profiler}", "without", "ratio", "95% CI", "verdict"], rows,
+                "llrrrrl"))
     if c.accept is not None:
         a = c.accept
         parts.append(f"Accept length: sidecar {a.sidecar_pooled:.3f} vs server log "
