@@ -344,6 +344,7 @@ class _Parser:
                                                      self.r_name, self.r_cat)
         f_pid, f_tid, f_ts, f_id = self.f_pid, self.f_tid, self.f_ts, self.f_id
         collectives = self.collectives
+        ignored = self.ignored
         need_flows = False  # flow ends are kept only once an op without args.correlation was seen
         count = 0
         for ev in events:
@@ -419,7 +420,11 @@ class _Parser:
                         r_name.append(nid)
                         r_cat.append(rc)
                     else:
-                        self._other(ev, cat)
+                        seen = ignored.get(cat)  # cpu_op, fwdbwd, ...: counted only
+                        if seen is not None and ev.get("ph") == "X":
+                            ignored[cat] = seen + 1
+                        else:
+                            self._other(ev, cat)
             except (AttributeError, TypeError, ValueError, KeyError, OverflowError):
                 self._repair()
         self.events = count
@@ -441,6 +446,8 @@ class _Parser:
                 self.m_pid.append(pid)
                 self.m_tid.append(tid)
                 self.m_name.append(nid)
+        elif isinstance(cat, str):
+            self.ignored[cat[:64]] = self.ignored.get(cat[:64], 0) + 1
         elif cat is not None:
             key = _text(cat)[:64]
             self.ignored[key] = self.ignored.get(key, 0) + 1
