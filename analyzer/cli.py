@@ -21,6 +21,20 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
 
 
+def _analysis_options(command):
+    """--categories, --group-range, --domain: how a trace is analysed (analyze, report, compare)."""
+    for option in reversed((
+        click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
+                     help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones."),
+        click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
+                     help="Range name that groups one cycle (not a phase). Repeatable."),
+        click.option("--domain", "domains", multiple=True,
+                     help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable."),
+    )):
+        command = option(command)
+    return command
+
+
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="specprof")
 def main():
@@ -35,12 +49,7 @@ def main():
               help="Write every table as Parquet into DIR.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
               help="Also write the HTML report (docs/report.md) to FILE.")
-@click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
-              help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
-@click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
-              help="Range name that groups one cycle (not a phase). Repeatable.")
-@click.option("--domain", "domains", multiple=True,
-              help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
+@_analysis_options
 @click.option("--cycles", "cycle_limit", type=int, default=10, show_default=True,
               help="How many cycles the per-cycle table shows.")
 @click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
@@ -106,12 +115,7 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
 @click.argument("run")
 @click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
               help="The HTML file to write.")
-@click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
-              help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
-@click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
-              help="Range name that groups one cycle (not a phase). Repeatable.")
-@click.option("--domain", "domains", multiple=True,
-              help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
+@_analysis_options
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
@@ -162,12 +166,7 @@ def sweep(runs, as_json, steps, max_steps):
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (specprof.compare/1).")
 @click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(0), metavar="PCT",
               help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
-@click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
-              help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones.")
-@click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
-              help="Range name that groups one cycle (not a phase). Repeatable.")
-@click.option("--domain", "domains", multiple=True,
-              help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable.")
+@_analysis_options
 def compare(a, b, as_json, fail_pct, categories_file, grouping, domains):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle).
 

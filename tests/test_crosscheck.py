@@ -368,3 +368,19 @@ def test_a_torch_profiler_trace_is_cross_checked_too():
     doc = json.loads(out.output)
     assert doc["crosscheck"]["profiler"] == "torch.profiler"
     assert doc["economics"]["estimates"][0]["source"] == "sidecar under torch.profiler"
+
+
+@pytest.mark.parametrize("reader, path, words", [
+    (read_ground_truth, "nope.json", "no such file"),
+    (read_ground_truth, ".", "a directory, not a ground-truth file"),
+    (read_ground_truth, str(FIXTURES / "reference-k4" / "manifest.json"), "not a specprof ground-truth file"),
+    (read_ground_truth, str(FIXTURES / "reference-k4" / "run.sqlite"), "not JSON"),
+    (sglang_log.read_server_log, "nope.log", "no such file"),
+    (sglang_log.read_server_log, str(FIXTURES / "reference-k4" / "run.sqlite"), "no `accept len:` line"),
+])
+def test_input_errors_are_one_line(reader, path, words):
+    from analyzer.errors import SpecprofError
+
+    with pytest.raises(SpecprofError) as info:
+        reader(path)
+    assert words in str(info.value) and "\n" not in str(info.value)

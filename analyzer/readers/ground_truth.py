@@ -18,6 +18,7 @@ import os
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.readers.files import open_input
 
 SCHEMA = "specprof.ground_truth/1"
 NAME = "ground_truth.json"
@@ -30,13 +31,10 @@ def find(directory: str) -> str | None:
 
 
 def read_ground_truth(path: str) -> pl.DataFrame:
+    with open_input(path, "a ground-truth file", binary=True) as fh:
+        data = fh.read(64 << 20)
     try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read(64 << 20))
-    except FileNotFoundError:
-        raise SpecprofError(f"{path}: no such file", path) from None
-    except OSError as exc:
-        raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
+        doc = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         raise SpecprofError(f"{path}: not JSON: not a specprof ground-truth file", path) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

@@ -21,6 +21,7 @@ import re
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.readers.files import open_input
 
 LOG_SCHEMA = {"line": pl.Int64, "time": pl.Utf8, "tp": pl.Int64, "running": pl.Int64,
               "accept_len": pl.Float64, "accept_rate": pl.Float64, "gen_throughput": pl.Float64}
@@ -58,15 +59,8 @@ def parse(lines) -> pl.DataFrame:
 
 def read_server_log(path: str) -> pl.DataFrame:
     """Read a server log file; SpecprofError when it cannot be read or has no `accept len` line."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            table = parse(fh)
-    except FileNotFoundError:
-        raise SpecprofError(f"{path}: no such file", path) from None
-    except IsADirectoryError:
-        raise SpecprofError(f"{path}: a directory, not a server log", path) from None
-    except OSError as exc:
-        raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
+    with open_input(path, "a server log") as fh:
+        table = parse(fh)
     if table.is_empty():
         raise SpecprofError(f"{path}: no `accept len:` line in this log: SGLang prints one every "
                             "--decode-log-interval decode iterations when speculative decoding is on", path)

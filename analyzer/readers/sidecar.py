@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.readers.files import open_input
 
 SCHEMA = "specprof.sidecar/1"
 GLOB = "specprof-sidecar.*.jsonl"
@@ -132,15 +133,7 @@ def _show(value) -> str:
 
 def _lines(path: str):
     """(number, text, has_newline) for each line; a clear error when the file cannot be read."""
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise SpecprofError(f"{path}: no such file", path) from None
-    except IsADirectoryError:
-        raise SpecprofError(f"{path}: a directory, not a sidecar file", path) from None
-    except OSError as exc:
-        raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
-    with fh:
+    with open_input(path, "a sidecar file", binary=True) as fh:
         number = 0
         while True:
             raw = fh.readline(MAX_LINE_BYTES + 1)

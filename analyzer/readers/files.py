@@ -1,0 +1,26 @@
+"""Opening an input file the user named: every failure is one SpecprofError naming the file."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from analyzer.errors import SpecprofError
+
+
+@contextmanager
+def open_input(path: str, what: str, binary: bool = False):
+    """`open(path)` for reading (text as UTF-8 with bad bytes replaced, or binary); `what` names the kind of
+    file in the error for a directory ("a sidecar file"). Read errors inside the block are turned too."""
+    try:
+        fh = open(path, "rb") if binary else open(path, encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise SpecprofError(f"{path}: no such file", path) from None
+    except IsADirectoryError:
+        raise SpecprofError(f"{path}: a directory, not {what}", path) from None
+    except OSError as exc:
+        raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
+    with fh:
+        try:
+            yield fh
+        except OSError as exc:
+            raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
