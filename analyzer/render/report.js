@@ -63,6 +63,15 @@
   function phaseColor(i) { return i >= 0 && i < PH.length ? PH[i].color : "#d0d5dd"; }
   function catName(i) { return i >= 0 && i < CA.length ? CA[i].name : "?"; }
   function catColor(i) { return i >= 0 && i < CA.length ? CA[i].color : "#999"; }
+  // Captures with dozens of phases (one per aten op, say) are drawn with the TOP_PHASES largest ones by name,
+  // the rest summed as "other phases" (the JSON and CSV outputs have them all).
+  var TOP_PHASES = 12;
+  var SHOWN = (function () {
+    var real = PH.filter(function (p) { return !p.pseudo; });
+    return { shown: real.slice(0, TOP_PHASES).concat(PH.filter(function (p) { return p.pseudo; })), hidden: real.slice(TOP_PHASES) };
+  })();
+  var OTHER = SHOWN.hidden.length ? "other phases (" + SHOWN.hidden.length + ")" : null;
+  function isShown(name) { return !SHOWN.hidden.some(function (p) { return p.name === name; }); }
   function plot(id, data, layout, config) {
     var p = Plotly.newPlot(id, data, layout, Object.assign({}, CONFIG, config || {}));
     plots.push(p);
@@ -151,11 +160,18 @@
 
   // ---------------------------------------------------------------------------------------------- phases
   function phaseBars() {
-    var names = PH.map(function (p) { return esc(p.name); });
-    var perInst = PH.map(function (p) { return p.instances || null; });
+    var bars = SHOWN.shown.slice();
+    if (OTHER) {
+      var sum = function (key) { return SHOWN.hidden.reduce(function (acc, p) { return acc + (p[key] || 0); }, 0); };
+      bars.push({ name: OTHER, instances: sum("instances"), attributed_ms: sum("attributed_ms"), members: SHOWN.hidden });
+    }
+    var names = bars.map(function (p) { return esc(p.name); });
+    var perInst = bars.map(function (p) { return p.instances || null; });
     var traces = CA.map(function (c) {
-      var tot = PH.map(function (p) { return c.by_phase[p.name] || 0; });
-      var share = PH.map(function (p, i) { return p.attributed_ms ? tot[i] / p.attributed_ms : 0; });
+      var tot = bars.map(function (p) {
+        return p.members ? p.members.reduce(function (acc, q) { return acc + (c.by_phase[q.name] || 0); }, 0) : (c.by_phase[p.name] || 0);
+      });
+      var share = bars.map(function (p, i) { return p.attributed_ms ? tot[i] / p.attributed_ms : 0; });
       return {
         type: "bar", name: esc(c.name), x: names, y: tot, marker: { color: c.color,
           line: { color: c.idle ? "#98a2b3" : c.color, width: c.idle ? 0.6 : 0 },
@@ -164,17 +180,17 @@
         hovertemplate: "<b>%{x}</b><br>" + esc(c.name) + ": %{y:,.3f} ms (%{customdata[0]} of the phase)<br>per instance %{customdata[1]}<extra></extra>",
       };
     });
-    var totals = PH.map(function (p) { return p.attributed_ms; });
+    var totals = bars.map(function (p) { return p.attributed_ms; });
     traces.push({ type: "scatter", mode: "text", x: names, y: totals, text: totals.map(function (t) { return num(t, 1); }),
       textposition: "top center", showlegend: false, hoverinfo: "skip", textfont: { size: 11, color: "#475467" } });
     var perI = traces.slice(0, CA.length).map(function (t) { return t.y.map(function (v, i) { return perInst[i] ? v / perInst[i] : 0; }); });
     var perIT = totals.map(function (t, i) { return perInst[i] ? t / perInst[i] : 0; });
     var maxT = Math.max.apply(null, totals.concat([0]));
     plot("phase-bars", traces, baseLayout({
-      barmode: "stack", height: 380, margin: { l: 64, r: 10, t: 34, b: 60 },
+      barmode: "stack", height: 380, margin: { l: 64, r: OTHER ? 40 : 10, t: 34, b: 60 },
       yaxis: { title: { text: "attributed ms (total)" }, gridcolor: "#eef0f3", range: [0, maxT * 1.12 || 1] },
       legend: { orientation: "h", y: -0.2, font: { size: 11 } },
-      updatemenus: [{ type: "buttons", direction: "right", x: 1, xanchor: "right", y: 1.13, yanchor: "top", showactive: true,
+      updatemenus: [{ type: "buttons", direction: "right", x: 0, xanchor: "left", y: 1.13, yanchor: "top", showactive: true,
         font: { size: 11 }, pad: { r: 2, t: 0 },
         buttons: [
           { label: "total", method: "update", args: [{ y: traces.slice(0, CA.length).map(function (t) { return t.y; }).concat([totals]),
@@ -195,6 +211,7 @@
     t.appendChild(h);
     var last = null;
     D.kernels.forEach(function (k) {
+      if (!isShown(k.phase)) return;
       if (k.phase !== last) {
         var g = el("tr", "group"), td = el("td");
         td.colSpan = 5;
@@ -217,6 +234,7 @@
       t.appendChild(r);
     });
     box.appendChild(t);
+    if (OTHER) box.appendChild(el("p", "muted", SHOWN.hidden.length + " smaller phases not listed: `specprof analyze --json` or `--csv` has every phase's kernels."));
   }
 
   // ---------------------------------------------------------------------------------------------- cycles
@@ -242,11 +260,15 @@
           hovertemplate: "cycle %{x}<br>" + esc(name) + ": %{y:.3f} ms<extra></extra>" }, extra || {}));
       }
       series("total (gpu)", c.total_ms, "#1d2433", { line: { color: "#1d2433", width: 1.6 } });
-      PH.forEach(function (p) { if (c.phases[p.name]) series(p.name, c.phases[p.name], p.color); });
+      SHOWN.shown.forEach(function (p) { if (c.phases[p.name]) series(p.name, c.phases[p.name], p.color); });
+      if (OTHER) {
+        var rest = c.total_ms.map(function (v, i) { return SHOWN.hidden.reduce(function (acc, p) { return acc + ((c.phases[p.name] || [])[i] || 0); }, 0); });
+        series(OTHER, rest, "#98a2b3");
+      }
       series("cpu range", c.cpu_ms, "#98a2b3", { visible: "legendonly", line: { color: "#98a2b3", width: 1, dash: "dot" } });
     });
     var p50 = c.stats.total.p50, top = Math.max(c.stats.total.max, c.stats.cpu.max), clip = c.stats.total.p99 * 1.3;
-    var menus = top > 2 * clip ? [{ type: "buttons", direction: "right", x: 1, xanchor: "right", y: 1.2, yanchor: "top", showactive: true,
+    var menus = top > 2 * clip ? [{ type: "buttons", direction: "right", x: 1, xanchor: "right", y: -0.16, yanchor: "top", showactive: true,
       font: { size: 11 }, pad: { r: 2, t: 0 }, active: 0,
       buttons: [{ label: "all cycles", method: "relayout", args: [{ "yaxis.autorange": true }] },
         { label: "up to p99 × 1.3", method: "relayout", args: [{ "yaxis.range": [0, clip], "yaxis.autorange": false }] }] }] : [];
@@ -414,7 +436,7 @@
       PH.forEach(function (p, k) {
         var sets = [byPhase, rgPh, idlePh, blkPh], first = null;
         sets.forEach(function (set) { set[k].showlegend = false; set[k].name = esc(p.name); if (!first && set[k].x.length) first = set[k]; });
-        if (first) first.showlegend = true;
+        if (first && isShown(p.name)) first.showlegend = true;
       });
       var traces = [rgPh[-1]];
       [rgPh, blkPh, idlePh, byPhase].forEach(function (set) { PH.forEach(function (p, k) { traces.push(set[k]); }); });
