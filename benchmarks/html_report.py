@@ -24,12 +24,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from benchmarks.scale import FIXTURE, scaled_analysis  # noqa: E402
-
-CHROMIUM = os.environ.get("SPECPROF_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+from browser import ARGS, CHROMIUM  # noqa: E402  (tests/browser.py: the tests' browser and flags)
 
 
 def load_times(path: Path, runs: int, ready: str = "window.specprofReady === true") -> list[dict]:
