@@ -50,12 +50,15 @@ def crosscheck(c: CrossCheck) -> str:
              _us(r["diff_ns"]), "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.2f}%",
              _us(r["abs_diff_p90_ns"]), _us(r["tolerance_ns"]), r["verdict"]]
             for r in c.consistency.iter_rows(named=True)]
-    head.append(f"  verdict: consistent when the means differ by at most {TOLERANCE:.0%} or "
-                f"{FLOOR_NS / 1e3:.0f} us (the NVTX push/pop around the tracer's stamps)")
-    parts.append("\n".join(head) + "\n" + table(
-        ["phase", "inst", "trace ms", "sidecar ms", "diff us", "diff", "|diff| p90 us", "tolerance us", "verdict"],
-        rows, "lrrrrrrrl"))
-    if c.inflation is not None:
+    if rows:
+        head.append(f"  verdict: consistent when the means differ by at most {TOLERANCE:.0%} or "
+                    f"{FLOOR_NS / 1e3:.0f} us (the NVTX push/pop around the tracer's stamps)")
+        parts.append("\n".join(head) + "\n" + table(
+            ["phase", "inst", "trace ms", "sidecar ms", "diff us", "diff", "|diff| p90 us", "tolerance us",
+             "verdict"], rows, "lrrrrrrrl"))
+    else:
+        parts.append("\n".join(head) + "\n  no instance could be paired: nothing to compare (see the notes)")
+    if c.inflation is not None and c.inflation.height:
         rows = []
         for r in c.inflation.iter_rows(named=True):
             verdict = r["verdict"]
