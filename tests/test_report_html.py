@@ -64,7 +64,8 @@ def test_page_is_self_contained(k4_analysis, tmp_path):
     # a small capture is embedded op by op, every window in detail, no aggregated blocks
     assert len(tl["ops"]["s"]) == k4_analysis.ops.height and all(tl["windows"]["detail"])
     assert not tl["blocks"]["s"]
-    assert [w for w, k in zip(tl["windows"]["label"], tl["windows"]["kind"]) if k == "cycle"][:2] == ["cycle 0", "cycle 1"]
+    labels = [w for w, k in zip(tl["windows"]["label"], tl["windows"]["kind"]) if k == "cycle"]
+    assert labels[:2] == ["cycle 0", "cycle 1"]
     # the per-phase bars add up to the phase's attributed time
     for p in vm["phases"]:
         total = sum(c["by_phase"].get(p["name"], 0.0) for c in vm["categories"])
@@ -94,11 +95,13 @@ def test_report_in_chromium(k4_analysis, browser, tmp_path):
 
     # the cycle selector moves the window: slider, next button, width, jump
     def window():
-        return page.inner_text("#win-label"), page.evaluate("document.getElementById('timeline')._fullLayout.xaxis.range.slice()")
+        xrange = page.evaluate("document.getElementById('timeline')._fullLayout.xaxis.range.slice()")
+        return page.inner_text("#win-label"), xrange
 
     label0, range0 = window()
     assert label0.startswith("cycle 0 … cycle 2")
-    page.evaluate("(() => { const s = document.getElementById('win-slider'); s.value = '51'; s.dispatchEvent(new Event('input')); })()")
+    page.evaluate("(() => { const s = document.getElementById('win-slider'); s.value = '51';"
+                  " s.dispatchEvent(new Event('input')); })()")
     label1, range1 = window()
     assert label1.startswith("cycle 50") and range1[0] > range0[1]
     page.click("#win-next")
@@ -109,8 +112,8 @@ def test_report_in_chromium(k4_analysis, browser, tmp_path):
     assert label3.startswith("cycle 51 ") and "…" not in label3 and range3[1] < range2[1]
     page.select_option("#win-jump", index=1)  # the slowest cycle
     slow = page.inner_text("#win-label")
-    durations = [e - s for s, e, k in zip(*(page.evaluate(f"specprof.data.timeline.windows.{c}") for c in ("start", "end", "kind")))
-                 if k == "cycle"]
+    starts, ends, kinds = (page.evaluate(f"specprof.data.timeline.windows.{c}") for c in ("start", "end", "kind"))
+    durations = [e - s for s, e, k in zip(starts, ends, kinds) if k == "cycle"]
     assert slow.startswith(f"cycle {durations.index(max(durations))} ")
     assert page.inner_text("#win-detail") == "every op"
 
@@ -194,18 +197,33 @@ def test_hostile_names_render_as_text(browser, tmp_path):
     assert HOSTILE_KERNEL in page.text_content("#op-info")
     # a range of the renamed phase, with its renamed domain
     j = page.evaluate(f"""(() => {{ const rg = specprof.data.timeline.ranges, S = specprof.data.timeline.strings;
-        for (let k = 0; k < rg.n.length; k++) if (S[rg.n[k]] === {json.dumps(HOSTILE_RANGE)}) return k; return -1; }})()""")
+        for (let k = 0; k < rg.n.length; k++) if (S[rg.n[k]] === {json.dumps(HOSTILE_RANGE)}) return k;
+        return -1; }})()""")
     assert j >= 0
     assert HOSTILE_DOMAIN in " ".join(page.evaluate(f"specprof.timeline.describe({{set: 'range', i: {j}}})"))
     assert p.dialogs == [] and p.console_errors() == []
     assert page.evaluate("document.querySelectorAll('img, [onerror], [onload]').length") == 0
 
 
-def test_report_and_analyze_html_commands(tmp_path):
+def test_report_and_analyze_html_commands(browser, tmp_path):
     out = tmp_path / "r.html"
-    result = CliRunner().invoke(main, ["report", str(K4), "-o", str(out)])
+    result = CliRunner().invoke(main, ["report", str(K4), "-o", str(out), "--baseline-ms", "2.0"])
     assert result.exit_code == 0, result.output
-    assert data_of(out.read_text(encoding="utf-8"))["facts"]["preset"] == "reference"
+    vm = data_of(out.read_text(encoding="utf-8"))
+    assert vm["facts"]["preset"] == "reference"
+    # the run directory's sidecar (and no-nsys/ baseline) give the cross-check and economics panels real data
+    assert {r["phase"] for r in vm["crosscheck"]["consistency"]} >= {"draft", "verify", "draft_extend"}
+    assert {r["measure"] for r in vm["crosscheck"]["inflation"]} == {"cpu", "gpu"}
+    assert "pairs" not in vm["crosscheck"]
+    assert vm["economics"]["baseline_ns"] == 2_000_000 and vm["economics"]["estimates"][0]["accept_len"] > 1
+    p = Page(browser, out)
+    assert p.console_errors() == [] and p.dialogs == []
+    for plot in ("crosscheck-consistency", "crosscheck-inflation", "economics-chart"):
+        assert p.page.locator(f"#{plot} .main-svg").count() >= 1, plot
+    assert "consistent" in p.page.inner_text("#crosscheck")
+    names = p.page.evaluate("document.getElementById('economics-chart').data.map(t => t.name || '')")
+    assert any(n.startswith("break-even") for n in names)
+    assert "speculation speedup" in p.page.text_content("#tiles")
     out2 = tmp_path / "a.html"
     result = CliRunner().invoke(main, ["analyze", str(K4 / "run.sqlite"), "--html", str(out2), "--json"])
     assert result.exit_code == 0, result.output
