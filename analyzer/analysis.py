@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer import accounting, categories, projection, summary
+from analyzer import accounting, categories, progress, projection, summary
 from analyzer.errors import SpecprofError
 from analyzer.trace import Trace
 
@@ -20,7 +20,9 @@ class Analysis:
     grouping: tuple[str, ...]
     ops: pl.DataFrame  # projected, categorised ops
     ranges: pl.DataFrame  # ranges with depth, parent, cycle and their GPU projection
-    segments: pl.DataFrame
+    # The tiling of every stream, summed: attributed ns per (device, stream, cycle, phase, category)
+    # (accounting.CHARGE_SCHEMA). The segments themselves are built on demand (`segments`).
+    charges: pl.DataFrame
     phases: pl.DataFrame
     categories: pl.DataFrame
     cycles: pl.DataFrame
@@ -36,6 +38,24 @@ class Analysis:
     # docs/economics.md.
     crosscheck: object | None = None
     economics: object | None = None
+    # The cpu_wait pieces (accounting.SEGMENT_SCHEMA); with `ops` (which carry prev_end) they give the
+    # segments. `segments` builds the whole tiling once and keeps it; `segments_between` a window of it.
+    waits: pl.DataFrame | None = field(default=None, repr=False)
+    _segments: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def segments(self) -> pl.DataFrame:
+        """Every stream's tiling into segments (accounting.SEGMENT_SCHEMA), sorted by (device, stream,
+        start). Built on first use (a large trace has about two segments per op)."""
+        if self._segments is None:
+            self._segments = accounting.tile(self.ops, self.waits)
+        return self._segments
+
+    def segments_between(self, t0: int, t1: int) -> pl.DataFrame:
+        """The segments that overlap [t0, t1) (unclipped), without building the whole tiling."""
+        if self._segments is not None:
+            return self._segments.filter((pl.col("end") > t0) & (pl.col("start") < t1))
+        return accounting.tile(self.ops, self.waits, window=(t0, t1))
 
 
 def resolve(path: str) -> str:
@@ -72,8 +92,11 @@ def manifest(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def load(path: str) -> Trace:
-    """Read a trace file (or a run directory's export), choosing the reader by content."""
+def load(path: str, cache: bool = False) -> Trace:
+    """Read a trace file (or a run directory's export), choosing the reader by content.
+
+    With `cache`, an nsys export's parsed tables are kept as Parquet beside it (analyzer/cache.py)
+    and read from there the next time."""
     path = resolve(path)
     if os.path.isfile(path):
         with open(path, "rb") as fh:
@@ -90,7 +113,17 @@ def load(path: str) -> Trace:
             return read_kineto(path)
     from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 
-    return read_nsys_sqlite(path)
+    if not cache:
+        return read_nsys_sqlite(path)
+    from analyzer import cache as parsed
+
+    with progress.step("reading the cache"):
+        trace = parsed.load(path)
+    if trace is None:
+        trace = read_nsys_sqlite(path)
+        with progress.step("writing the cache"):
+            parsed.store(path, trace)
+    return trace
 
 
 def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
@@ -113,30 +146,41 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         notes.append("no phases found: the trace has no NVTX (or record_function) ranges, so every "
                      "op is unattributed; per-kernel and per-category results still hold. Run the "
                      "workload under `specprof capture` to get phase ranges")
-    p = projection.project(trace, grouping)
-    ops = categories.categorize(p["ops"], rules if rules is not None else categories.default_rules())
+    with progress.step("projecting ranges onto GPU ops"):
+        p = projection.project(trace, grouping)
+    with progress.step("categorising kernels"):
+        ops = categories.categorize(p["ops"], rules if rules is not None else categories.default_rules())
     ranges = p["ranges"]
-    segs = accounting.segments(ops, ranges, p["timeline"], grouping)
-    proj = projection.range_projection(ranges, ops)
-    ranges = ranges.join(proj, on="range_id", how="left")
-    cycles, cycle_phases = summary.cycle_table(ranges, ops, segs, grouping)
-    if trace.meta.skipped:
-        for reason, n in trace.meta.skipped.items():
-            notes.append(f"{n} rows not used: {reason.replace('_', ' ')}")
+    with progress.step("accounting every nanosecond"):
+        ops = accounting.with_prev_end(ops)
+        waits = accounting.cpu_waits(ops, ranges, p["timeline"], grouping)
+        charged = accounting.charges(ops, waits)
+    tables = {}
+    with progress.step("summarising", 9, "tables") as step:
+        proj = projection.range_projection(ranges, ops)
+        ranges = ranges.join(proj, on="range_id", how="left")
+        step.advance()
+        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping)
+        step.advance()
+        if trace.meta.skipped:
+            for reason, n in trace.meta.skipped.items():
+                notes.append(f"{n} rows not used: {reason.replace('_', ' ')}")
+        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, charged, grouping)),
+                           ("categories", lambda: summary.category_table(charged)),
+                           ("launch", lambda: summary.launch_table(ops)),
+                           ("streams", lambda: summary.stream_table(ops, charged)),
+                           ("devices", lambda: summary.device_table(ops)),
+                           ("kernels", lambda: summary.top_kernels(ops)),
+                           ("unattributed", lambda: summary.unattributed_table(ops))):
+            tables[name] = make()
+            step.advance()
     return Analysis(
         trace=trace,
         grouping=grouping,
         ops=ops,
         ranges=ranges,
-        segments=segs,
-        phases=summary.phase_table(ranges, proj, ops, segs, grouping),
-        categories=summary.category_table(segs),
-        cycles=cycles,
-        cycle_phases=cycle_phases,
-        launch=summary.launch_table(ops),
-        streams=summary.stream_table(ops, segs),
-        devices=summary.device_table(ops),
-        kernels=summary.top_kernels(ops),
-        unattributed=summary.unattributed_table(ops),
+        charges=charged,
         notes=notes,
+        waits=waits,
+        **tables,
     )

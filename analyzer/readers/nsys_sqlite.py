@@ -11,9 +11,11 @@ import os
 import re
 import sqlite3
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 
+from analyzer import progress
 from analyzer.errors import SpecprofError
 from analyzer.trace import (
     API_SCHEMA,
@@ -36,6 +38,8 @@ MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD"
                 8: "DtoD", 9: "HtoH", 10: "PtoP"}
 
 _PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
+
+READ_THREADS = max(1, min(4, os.cpu_count() or 1))  # parallel readers of one large table
 
 
 def _uri(path: str) -> str:
@@ -67,7 +71,6 @@ class _Export:
                 "make one with `nsys export --type sqlite -o RUN.sqlite RUN.nsys-rep`",
                 path,
             )
-        self._adbc = None
 
     def columns(self, table: str) -> set[str]:
         if table not in self.tables:
@@ -83,25 +86,31 @@ class _Export:
     def frame(self, sql: str, schema: dict) -> pl.DataFrame:
         """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow."""
         parts = list(self.frames(sql, schema))
-        return pl.concat(parts) if parts else empty(schema)
+        return pl.concat(parts, rechunk=False) if parts else empty(schema)
 
-    def frames(self, sql: str, schema: dict, batch_rows: int = 1 << 20):
+    def frames(self, sql: str, schema: dict, batch_rows: int = 1 << 18, step=None):
         """Run `sql` and yield its rows in frames of up to `batch_rows`, cast to `schema`.
 
-        Lets a caller filter a large table batch by batch, so that it never holds all of it.
+        Lets a caller filter a large table batch by batch, so that it never holds all of it. Each
+        call opens its own ADBC connection, so calls can run in parallel threads (the driver
+        releases the GIL while SQLite steps through rows). `step` (a progress step) advances by
+        the rows read.
         """
         import adbc_driver_sqlite
         import adbc_driver_sqlite.dbapi as adbc
 
         try:
-            if self._adbc is None:
-                self._adbc = adbc.connect(_uri(self.path))
-            cur = self._adbc.cursor()
+            con = adbc.connect(_uri(self.path))
+        except Exception as exc:  # adbc raises its own DatabaseError hierarchy
+            raise self._corrupt(exc) from None
+        try:
+            cur = con.cursor()
             cur.adbc_statement.set_options(
                 **{adbc_driver_sqlite.StatementOptions.BATCH_ROWS.value: str(batch_rows)})
             cur.execute(sql)
             reader = cur.fetch_record_batch()
-        except Exception as exc:  # adbc raises its own DatabaseError hierarchy
+        except Exception as exc:
+            con.close()
             raise self._corrupt(exc) from None
         try:
             while True:
@@ -111,11 +120,50 @@ class _Export:
                     return
                 except Exception as exc:
                     raise self._corrupt(exc) from None
+                if step is not None:
+                    step.advance(batch.num_rows)
                 df = pl.from_arrow(batch)
                 if df.width and df.height:
                     yield df.rename(dict(zip(df.columns, schema))).cast(schema)
         finally:
             cur.close()
+            con.close()
+
+    def row_span(self, table: str) -> tuple[int, int]:
+        """(lowest rowid, highest rowid + 1) of `table`: both ends of its B-tree, no scan."""
+        lo, hi = self.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')[0]
+        return (0, 0) if lo is None else (int(lo), int(hi) + 1)
+
+    def parallel(self, table: str, sql: str, schema: dict, keep=None, label: str | None = None,
+                 parts: int = READ_THREADS) -> list[pl.DataFrame]:
+        """`sql` (a SELECT ... FROM table [WHERE ...]) over rowid slices of `table`, in threads.
+
+        Frames come back in rowid order, each passed through `keep` (a frame -> frame filter)
+        first when given. SQLite decodes rows on one core per connection: slicing the table by
+        rowid (a range search on the B-tree, no scan) uses every core.
+        """
+        lo, hi = self.row_span(table)
+        if hi <= lo:
+            return []
+        parts = max(1, min(parts, (hi - lo) // 200_000 + 1))
+        cuts = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
+        glue = " AND " if " WHERE " in sql else " WHERE "
+        queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
+        with progress.step(label or f"reading {table}", hi - lo, "rows") as step:
+            def run(q):
+                out = []
+                for df in self.frames(q, schema, step=step):
+                    df = keep(df) if keep is not None else df
+                    if df.height:
+                        out.append(df)
+                return out
+
+            if parts == 1:
+                results = [run(queries[0])]
+            else:
+                with ThreadPoolExecutor(parts) as pool:
+                    results = list(pool.map(run, queries))
+        return [df for r in results for df in r]
 
     def _corrupt(self, exc: Exception) -> SpecprofError:
         return SpecprofError(
@@ -126,8 +174,6 @@ class _Export:
 
     def close(self):
         self.con.close()
-        if self._adbc is not None:
-            self._adbc.close()
 
 
 def _check_file(path: str) -> None:
@@ -225,17 +271,21 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
     if cols:
         name_col = "demangledName" if "demangledName" in cols else "shortName"
         short_col = "shortName" if "shortName" in cols else name_col
-        df = ex.frame(
+        frames = ex.parallel(
+            k,
             f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
             f"{_col(cols, 'correlationId', 'correlation')}, {name_col}, {short_col}, "
             f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {k}",
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
              "short_id": pl.Int64, "graph_node": pl.Int64},
+            label="reading kernels",
         )
-        df = _name_of(df, strings, "name_id", "name")
-        df = _name_of(df, strings, "short_id", "short_name")
-        parts.append(df.with_columns(kind=pl.lit("kernel")))
+        if frames:
+            df = pl.concat(frames)
+            df = _name_of(df, strings, "name_id", "name")
+            df = _name_of(df, strings, "short_id", "short_name")
+            parts.append(df.with_columns(kind=pl.lit("kernel")))
     m = "CUPTI_ACTIVITY_KIND_MEMCPY"
     cols = ex.columns(m)
     if cols:
@@ -281,13 +331,30 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             graph_node=pl.lit(None, dtype=pl.Int64),
         ).drop("graph_id")
         parts.append(df.with_columns(short_name=pl.col("name"), kind=pl.lit("graph")))
+    parts = [p for p in parts if p.height]
     if not parts:
         return empty(OPS_SCHEMA)
     ops = pl.concat([p.with_columns(pl.col("kind").cast(pl.Categorical))
                      .select([c for c in OPS_SCHEMA if c != "op_id" and c in p.columns])
                      for p in parts], how="diagonal_relaxed")
-    ops = ops.sort("start", "end").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
-    return ops
+    # op_id follows (start, end); ties keep the table order. Exports are usually in that order
+    # already: then the sort is skipped.
+    if not _in_order(ops, "start", "end"):
+        ops = ops.sort("start", "end", maintain_order=True)
+    return ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+
+
+def _in_order(df: pl.DataFrame, first: str, second: str | None = None) -> bool:
+    """Whether `df` is sorted by (first, second), nulls first; one vectorised pass."""
+    if df.height < 2:
+        return True
+    a = pl.col(first)
+    up = a.shift(1)
+    ok = (a > up) | (a == up) | up.is_null()
+    if second is not None:
+        ok = (a > up) | ((a == up) & (pl.col(second) >= pl.col(second).shift(1))) | up.is_null()
+    nulls = df.select(pl.col(first).is_null().any()).item()
+    return not nulls and bool(df.select(ok.all()).item())
 
 
 _SUFFIX = re.compile(r"_v\d+$")
@@ -297,30 +364,57 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame) -> pl.DataF
     """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation).
 
     The table also holds every other CUDA call (syncs, queries, allocations): it is read in
-    batches and each batch keeps only calls whose correlation id an op carries.
+    batches, in parallel slices, and each batch keeps only calls whose correlation id an op
+    carries (a lookup in a bitmap of the ops' correlation ids, O(1) per row); the process is
+    checked once at the end.
     """
     r = "CUPTI_ACTIVITY_KIND_RUNTIME"
     cols = ex.columns(r)
     if not cols or ops.is_empty():
         return empty(API_SCHEMA)
-    launched = ops.select("pid", "correlation").unique()
-    wanted = launched["correlation"].unique()
+    corr = ops.get_column("correlation").drop_nulls()
+    if corr.is_empty():
+        return empty(API_SCHEMA)
+    lo, hi = int(corr.min()), int(corr.max())
+    if lo >= 0 and hi < 1 << 31:
+        bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, hi).scatter(corr, True)
+
+        def keep(batch: pl.DataFrame) -> pl.DataFrame:
+            c = batch.get_column("correlation")
+            inside = (c >= 0) & (c <= hi)
+            batch = batch.filter(inside)
+            return batch.filter(bitmap.gather(batch.get_column("correlation")))
+    else:  # ids outside a bitmap's reach (no export seen has them): a hash lookup per batch
+        wanted = corr.unique()
+
+        def keep(batch: pl.DataFrame) -> pl.DataFrame:
+            return batch.filter(pl.col("correlation").is_in(wanted.implode()))
+
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
-    parts = []
-    for batch in ex.frames(f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
-                           "WHERE correlationId IS NOT NULL", schema):
-        batch = batch.filter(pl.col("correlation").is_in(wanted.implode()))
-        if batch.height:
-            parts.append(batch.with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
-                         .join(launched, on=["pid", "correlation"], how="semi"))
+    parts = ex.parallel(r, f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
+                           "WHERE correlationId IS NOT NULL", schema, keep=keep, label="reading CUDA API calls")
     if not parts:
         return empty(API_SCHEMA)
-    df = pl.concat(parts)
+    df = pl.concat(parts).with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
+    # The same correlation id in another process launched nothing here.
+    pids = ops.get_column("pid").unique()
+    if pids.len() == 1 and pids[0] is not None:
+        df = df.filter(pl.col("pid") == pids[0])
+    else:
+        df = df.join(ops.select("pid", "correlation").unique(), on=["pid", "correlation"], how="semi")
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
     names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").cast(pl.Categorical))
     df = _name_of(df, names, "name_id", "name")
-    # A runtime call and the driver call it makes can share a correlation id: keep the outer one.
-    return df.sort("start").unique(["pid", "correlation"], keep="first", maintain_order=True)
+    if not _in_order(df, "start"):
+        df = df.sort("start", maintain_order=True)
+    # A runtime call and the driver call it makes can share a correlation id: keep the outer one
+    # (the earlier). Only the ids that occur twice need the (slower) de-duplication.
+    twice = df.select(pl.struct("pid", "correlation").is_duplicated().alias("d")).get_column("d")
+    if twice.any():
+        df = pl.concat([df.filter(~twice),
+                        df.filter(twice).unique(["pid", "correlation"], keep="first", maintain_order=True)])
+        df = df.sort("start", maintain_order=True)
+    return df
 
 
 def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
@@ -333,12 +427,11 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
     domain = "domainId" if "domainId" in cols else "0"
     end_tid = "endGlobalTid" if "endGlobalTid" in cols else "NULL"
     types = ",".join(str(t) for t in (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE))
-    df = ex.frame(
-        f"SELECT start, end, eventType, globalTid, {end_tid}, {text}, {text_id}, {domain} "
-        f"FROM {n} WHERE eventType IN ({types})",
-        {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
-         "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64},
-    )
+    schema = {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
+              "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64}
+    parts = ex.parallel(n, f"SELECT start, end, eventType, globalTid, {end_tid}, {text}, {text_id}, {domain} "
+                           f"FROM {n} WHERE eventType IN ({types})", schema, label="reading NVTX ranges")
+    df = pl.concat(parts) if parts else empty(schema)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
         pl.col("registered").cast(pl.Utf8))
     df = df.with_columns(
