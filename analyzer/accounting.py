@@ -31,10 +31,119 @@ SEGMENT_SCHEMA = {
     "op_id": pl.Int64,  # the op the segment belongs to (busy) or precedes (idle kinds)
 }
 
+# The tiling, aggregated: attributed ns per (device, stream, cycle, phase, category). Every summary
+# of attributed time is a group-by of this small table.
+CHARGE_SCHEMA = {
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "cycle": pl.Int64,
+    "phase": pl.Categorical,
+    "category": pl.Categorical,
+    "ns": pl.Int64,
+}
+
 CPU_WAIT = "cpu_wait"
 LAUNCH = "launch"
 IDLE = "idle"
 IDLE_CATEGORIES = (CPU_WAIT, LAUNCH, IDLE)
+
+# The tiling is kept compact: the ops carry `prev_end` (the end of the latest op before them on their
+# stream), from which each op's busy piece and the launch and idle pieces of the gap before it follow
+# (expressions below); only the cpu_wait pieces, split at range boundaries, are a table of their own
+# (`waits`, SEGMENT_SCHEMA). `tile` expands both into the segments on demand.
+_GAP = pl.col("prev_end").is_not_null() & (pl.col("start") > pl.col("prev_end"))
+_BUSY_START = pl.max_horizontal("start", pl.col("prev_end").fill_null(pl.col("start")))
+# The launch call's start, clamped into the gap, splits it.
+_SPLIT = pl.min_horizontal(pl.max_horizontal("launch_start", "prev_end"), "start")
+
+
+def with_prev_end(ops: pl.DataFrame) -> pl.DataFrame:
+    """Add `prev_end`: the latest end of the ops before each op on its (device, stream), in
+    (start, end, op_id) order; null for a stream's first op. Keeps the row order."""
+    if "prev_end" in ops.columns:
+        ops = ops.drop("prev_end")
+    prev = pl.col("end").cum_max().shift(1).over("device", "stream")
+    if _in_op_order(ops):
+        return ops.with_columns(prev_end=prev)
+    order = ops.select("device", "stream", "start", "end", "op_id").with_row_index("_row").sort(
+        "start", "end", "op_id").with_columns(prev_end=prev).sort("_row")
+    return ops.with_columns(order.get_column("prev_end"))
+
+
+def _in_op_order(ops: pl.DataFrame) -> bool:
+    """Whether rows are in (start, end, op_id) order (the readers' op_id order): one pass."""
+    if ops.height < 2:
+        return True
+    up = pl.col("start").shift(1)
+    same = pl.col("start") == up
+    end_up = pl.col("end").shift(1)
+    ok = (pl.col("start") > up) | (same & ((pl.col("end") > end_up) | (
+        (pl.col("end") == end_up) & (pl.col("op_id") > pl.col("op_id").shift(1)))))
+    return bool(ops.select((ok | up.is_null()).all()).item())
+
+
+def cpu_waits(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
+              grouping: tuple[str, ...] = ("cycle",)) -> pl.DataFrame:
+    """The cpu_wait pieces (SEGMENT_SCHEMA): each gap's part before its launch call began, split at
+    the range boundaries on the launching thread. `ops` must carry prev_end (`with_prev_end`)."""
+    waits = ops.lazy().filter(_GAP & pl.col("launch_start").is_not_null()).select(
+        "device", "stream", "op_id", "launch_tid", "prev_end", op_phase="phase", op_cycle="cycle",
+        split=_SPLIT,
+    ).filter(pl.col("split") > pl.col("prev_end")).rename({"prev_end": "a", "split": "b"}).collect()
+    return _split_by_open_range(waits, ranges, tl, grouping).cast(SEGMENT_SCHEMA)
+
+
+def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """Attributed ns per (device, stream, cycle, phase, category): the tiling summed (CHARGE_SCHEMA)."""
+    keys = ["device", "stream", "cycle", "phase"]
+    if ops.is_empty():
+        return pl.DataFrame(schema=CHARGE_SCHEMA)
+    per_op = ops.lazy().select(
+        *keys, "category",
+        busy=(pl.col("end") - _BUSY_START).clip(lower_bound=0),
+        launch=pl.when(_GAP & pl.col("launch_start").is_not_null()).then(pl.col("start") - _SPLIT).otherwise(0),
+        idle=pl.when(_GAP & pl.col("launch_start").is_null()).then(pl.col("start") - pl.col("prev_end")).otherwise(0),
+    )
+    busy = per_op.group_by(*keys, "category").agg(ns=pl.col("busy").sum())
+    gaps = per_op.group_by(keys).agg(pl.col("launch").sum(), pl.col("idle").sum())
+    cat = pl.Categorical
+    parts = [
+        busy.select(*keys, pl.col("category").cast(cat), "ns"),
+        gaps.select(*keys, category=pl.lit(LAUNCH).cast(cat), ns=pl.col("launch")),
+        gaps.select(*keys, category=pl.lit(IDLE).cast(cat), ns=pl.col("idle")),
+        waits.lazy().group_by(keys).agg(ns=(pl.col("end") - pl.col("start")).sum()).select(
+            *keys, category=pl.lit(CPU_WAIT).cast(cat), ns="ns"),
+    ]
+    out = pl.concat([p.cast({k: v for k, v in CHARGE_SCHEMA.items()}) for p in parts]).filter(pl.col("ns") > 0)
+    return out.collect().sort("device", "stream", "cycle", "phase", "category", nulls_last=False)
+
+
+def tile(ops: pl.DataFrame, waits: pl.DataFrame, window: tuple[int, int] | None = None) -> pl.DataFrame:
+    """The segments (SEGMENT_SCHEMA) tiling every stream, sorted by (device, stream, start).
+
+    With `window` = (t0, t1), only the segments that overlap [t0, t1), unclipped.
+    """
+    if ops.is_empty():
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    o = ops.lazy()
+    w = waits.lazy()
+    if window is not None:
+        t0, t1 = window
+        # An op's pieces lie within [prev_end, end) (or [start, end) for a stream's first op).
+        o = o.filter((pl.col("end") > t0) & (pl.col("prev_end").fill_null(pl.col("start")) < t1))
+        w = w.filter((pl.col("end") > t0) & (pl.col("start") < t1))
+    cols = ["device", "stream", "phase", "cycle", "op_id"]
+    busy = o.select(*cols, "category", start=_BUSY_START, end=pl.col("end")).filter(pl.col("end") > pl.col("start"))
+    gaps = o.filter(_GAP)
+    unknown = gaps.filter(pl.col("launch_start").is_null()).select(
+        *cols, start="prev_end", end="start", category=pl.lit(IDLE))
+    launch = gaps.filter(pl.col("launch_start").is_not_null()).select(
+        *cols, start=_SPLIT, end="start", category=pl.lit(LAUNCH)).filter(pl.col("end") > pl.col("start"))
+    parts = [busy, launch, unknown, w]
+    out = pl.concat([p.select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA) for p in parts])
+    if window is not None:
+        out = out.filter((pl.col("end") > window[0]) & (pl.col("start") < window[1]))
+    return out.sort("device", "stream", "start").collect()
 
 
 def segments(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
@@ -42,37 +151,8 @@ def segments(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
     """Tile each (device, stream) timeline. `ops` must carry phase, category, cycle and launch_*."""
     if ops.is_empty():
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    o = ops.sort("device", "stream", "start", "end", "op_id").with_columns(
-        prev_end=pl.col("end").cum_max().shift(1).over("device", "stream")
-    )
-    busy = o.select(
-        "device", "stream", "phase", "category", "cycle", "op_id",
-        start=pl.max_horizontal("start", pl.col("prev_end").fill_null(pl.col("start"))),
-        end=pl.col("end"),
-    ).filter(pl.col("end") > pl.col("start"))
-
-    gaps = o.filter(pl.col("prev_end").is_not_null() & (pl.col("start") > pl.col("prev_end")))
-    # The launch call's start, clamped into the gap, splits it.
-    gaps = gaps.with_columns(
-        split=pl.min_horizontal(pl.max_horizontal("launch_start", "prev_end"), "start")
-    )
-    unknown = gaps.filter(pl.col("launch_start").is_null()).select(
-        "device", "stream", "phase", "cycle", "op_id",
-        start="prev_end", end="start", category=pl.lit(IDLE),
-    )
-    known = gaps.filter(pl.col("launch_start").is_not_null())
-    launch = known.filter(pl.col("start") > pl.col("split")).select(
-        "device", "stream", "phase", "cycle", "op_id",
-        start="split", end="start", category=pl.lit(LAUNCH),
-    )
-    waits = known.filter(pl.col("split") > pl.col("prev_end")).select(
-        "device", "stream", "op_id", "launch_tid",
-        op_phase="phase", op_cycle="cycle", a="prev_end", b="split",
-    )
-    cpu_wait = _split_by_open_range(waits, ranges, tl, grouping)
-    parts = [busy, launch, unknown, cpu_wait]
-    out = pl.concat([p.select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA) for p in parts])
-    return out.sort("device", "stream", "start")
+    ops = with_prev_end(ops)
+    return tile(ops, cpu_waits(ops, ranges, tl, grouping))
 
 
 def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
@@ -120,19 +200,53 @@ def stream_walls(ops: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(wall=pl.col("last") - pl.col("first")).sort("device", "stream")
 
 
-def union_length(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Length of the union of [start, end) intervals per group `by`: (by..., busy)."""
+def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bool = False) -> pl.DataFrame:
+    """Length of the union of [start, end) intervals per group `by`: (by..., busy).
+
+    `ordered`: the rows are already in start order (the ops are), so a stable sort by the group
+    keys alone puts them in (by, start) order; `few`: there are few groups (devices, streams), so
+    the rows are left in start order and each group is scanned in place.
+    """
     if df.is_empty():
         return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
-    s = df.select(*by, "start", "end").sort(*by, "start").with_columns(
-        prev=pl.col("end").cum_max().shift(1).over(by)
-    )
+    if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
+        ordered = False  # said to be in start order, but is not: sort
+    s = df.lazy().select(*by, "start", "end")
+    if few and ordered:
+        s = s.with_columns(prev=pl.col("end").cum_max().shift(1).over(by))
+    else:
+        s = s.sort(*by, maintain_order=True) if ordered else s.sort(*by, "start")
+        s = _prev_in_runs(s.collect(), by).lazy()
     s = s.with_columns(
         piece=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
         .clip(lower_bound=0)
     )
-    return s.group_by(by).agg(busy=pl.col("piece").sum())
+    return s.group_by(by).agg(busy=pl.col("piece").sum()).collect()
 
 
-__all__ = ["segments", "stream_walls", "union_length", "IDLE_CATEGORIES", "CPU_WAIT", "LAUNCH",
-           "IDLE", "IN_CYCLE", "UNATTRIBUTED"]
+def _prev_in_runs(s: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """For rows sorted by (by, start): `prev`, the running max of `end` over the earlier rows of
+    the same group (null for a group's first row).
+
+    One cumulative max over the whole column instead of one per group: each group's values are
+    rebased to its first start and lifted by (group number x the widest group), so that no value
+    of an earlier group can exceed a later group's. Falls back to a per-group scan when that
+    could overflow 62 bits."""
+    first = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in by]).fill_null(True)
+    s = s.with_columns(_first=first)
+    s = s.with_columns(_g=pl.col("_first").cum_sum().cast(pl.Int64),
+                       _base=pl.when(pl.col("_first")).then(pl.col("start")).forward_fill())
+    stats = s.select(w=(pl.col("end") - pl.col("_base")).max(), lo=(pl.col("end") - pl.col("_base")).min(),
+                     g=pl.col("_g").max()).row(0)
+    width, low, groups = int(stats[0] or 0) + 1, int(stats[1] or 0), int(stats[2] or 0)
+    if low < 0 or (groups + 1) * width >= 1 << 62:
+        return s.with_columns(prev=pl.col("end").cum_max().shift(1).over(by)).drop("_first", "_g", "_base")
+    lift = pl.col("_g") * width
+    v = lift + pl.col("end") - pl.col("_base")
+    return s.with_columns(
+        prev=pl.when(pl.col("_first")).then(None).otherwise(v.cum_max().shift(1) - lift + pl.col("_base"))
+    ).drop("_first", "_g", "_base")
+
+
+__all__ = ["segments", "tile", "charges", "cpu_waits", "with_prev_end", "stream_walls", "union_length",
+           "IDLE_CATEGORIES", "CPU_WAIT", "LAUNCH", "IDLE", "IN_CYCLE", "UNATTRIBUTED"]

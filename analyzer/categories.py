@@ -76,4 +76,7 @@ def categorize(ops: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
     for rule in rules:
         expr = expr.when(text.str.contains("(?i)" + rule.pattern)).then(pl.lit(rule.category))
     names = names.with_columns(category=expr.otherwise(pl.lit(OTHER)).cast(pl.Categorical))
-    return ops.join(names, on=["kind", "name"], how="left", nulls_equal=True)
+    # Join on the two key columns only and add the result: the ops' own columns are not copied.
+    category = ops.select("kind", "name").join(names, on=["kind", "name"], how="left", nulls_equal=True,
+                                               maintain_order="left").get_column("category")
+    return ops.with_columns(category)

@@ -99,36 +99,58 @@ def cycle_of_ranges(ranges: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataF
 def innermost_at_launch(api: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame) -> pl.DataFrame:
     """For each API call, the innermost range on its thread that encloses the whole call.
 
-    Returns api with a `range_id` column (null when no range encloses it).
+    Returns api (in start order) with a `range_id` column (null when no range encloses it).
     """
     if api.is_empty():
         return api.with_columns(range_id=pl.lit(None, pl.Int64))
-    probe = api.sort("start")
+    probe = api if _ascending(api, "start") else api.sort("start")
     look = tl.select("tid", "t", range_id="state").sort("t")
     found = probe.join_asof(look, left_on="start", right_on="t", by="tid", strategy="backward",
                             check_sortedness=False)
     found = found.drop("t")
+    if ranges.is_empty():
+        return found
     # The innermost range open at the call's start may end before the call does (the call
-    # straddles its end): then the enclosing range is an ancestor. Walk up, level by level.
-    bounds = ranges.select("range_id", r_end="end", r_parent="parent")
-    for _ in range(int(ranges["depth"].max() or 0) + 1 if not ranges.is_empty() else 0):
-        found = found.join(bounds, on="range_id", how="left")
-        bad = pl.col("range_id").is_not_null() & (pl.col("r_end") < pl.col("end"))
-        if not found.select(bad.any()).item():
-            found = found.drop("r_end", "r_parent")
+    # straddles its end): then the enclosing range is an ancestor. Walk up, level by level, only
+    # for those calls (rare).
+    r_end = lookup(ranges, found.get_column("range_id"), "end")
+    bad = (found.get_column("range_id").is_not_null() & (r_end < found.get_column("end"))).fill_null(False)
+    if not bad.any():
+        return found
+    idx = bad.arg_true()
+    walk = found.select("end", "range_id").filter(bad)
+    for _ in range(int(ranges["depth"].max() or 0) + 1):
+        ends = lookup(ranges, walk.get_column("range_id"), "end")
+        wrong = (walk.get_column("range_id").is_not_null() & (ends < walk.get_column("end"))).fill_null(False)
+        if not wrong.any():
             break
-        found = found.with_columns(
-            range_id=pl.when(bad).then(pl.col("r_parent")).otherwise(pl.col("range_id"))
-        ).drop("r_end", "r_parent")
-    return found
+        parent = lookup(ranges, walk.get_column("range_id"), "parent")
+        walk = walk.with_columns(range_id=pl.when(wrong).then(parent).otherwise(pl.col("range_id")))
+    return found.with_columns(found.get_column("range_id").scatter(idx, walk.get_column("range_id")))
+
+
+def _ascending(df: pl.DataFrame, col: str) -> bool:
+    return df.height < 2 or bool(df.select((pl.col(col) >= pl.col(col).shift(1)).fill_null(True).all()).item())
+
+
+def lookup(ranges: pl.DataFrame, ids: pl.Series, col: str) -> pl.Series:
+    """ranges[col] for each range id in `ids` (null for a null or unknown id), in the order of `ids`.
+
+    The readers number ranges 0..n-1 in table order: then this is a gather, not a join."""
+    dense = ranges.height and ranges.get_column("range_id").is_sorted() and \
+        ranges.get_column("range_id")[0] == 0 and ranges.get_column("range_id")[-1] == ranges.height - 1
+    if dense:
+        return ranges.get_column(col).gather(ids)
+    return pl.DataFrame({"range_id": ids}).join(ranges.select("range_id", col), on="range_id", how="left",
+                                                maintain_order="left").get_column(col)
 
 
 def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataFrame]:
     """Project ranges onto ops. Returns the tables the accounting and summaries need.
 
-    - ops: every op with launch_start/launch_end/launch_tid (from its API call), range_id (the
-      innermost enclosing range), phase, cycle, and `unattributed` (null, "no_launch_record"
-      or "no_enclosing_range").
+    - ops: every op (in the trace's order) with launch_start/launch_end/launch_tid/launch_name (from
+      its API call), range_id (the innermost enclosing range), cycle, `unattributed` (null,
+      "no_launch_record" or "no_enclosing_range") and phase.
     - ranges: ranges with depth, parent and cycle.
     - timeline: the per-thread innermost-range timeline (see `timeline`).
     """
@@ -138,25 +160,29 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     tl = timeline(ranges)
     api = innermost_at_launch(trace.api, ranges, tl)
 
-    ops = trace.ops.join(
+    # Each op's launch call, joined on the two key columns only (in the ops' order); the new columns
+    # are added to the ops, whose own columns are not copied.
+    launch = trace.ops.select("pid", "correlation").join(
         api.select("pid", "correlation", launch_start="start", launch_end="end",
                    launch_tid="tid", launch_name="name", range_id="range_id"),
-        on=["pid", "correlation"], how="left",
-    )
+        on=["pid", "correlation"], how="left", maintain_order="left",
+    ).drop("pid", "correlation")
     # The phase an op gets from its innermost range: the range's phase, or "(cycle)" for a grouping
-    # range. Computed once per range and dictionary-encoded, not once per op.
+    # range. Computed once per range and dictionary-encoded, then looked up per op.
     names = ranges.select(
         "range_id", "cycle",
         op_phase=pl.when(pl.col("name").is_in(grouping)).then(pl.lit(IN_CYCLE)).otherwise(pl.col("phase"))
         .cast(pl.Categorical),
     )
-    ops = ops.join(names, on="range_id", how="left")
+    rid = launch.get_column("range_id")
     reason = (pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record"))
               .when(pl.col("range_id").is_null()).then(pl.lit("no_enclosing_range")).otherwise(None))
-    ops = ops.with_columns(
+    launch = launch.with_columns(
+        cycle=lookup(names, rid, "cycle"),
         unattributed=reason.cast(pl.Categorical),
-        phase=pl.col("op_phase").fill_null(UNATTRIBUTED),
-    ).drop("op_phase").sort("op_id")
+        phase=lookup(names, rid, "op_phase").fill_null(pl.lit(UNATTRIBUTED).cast(pl.Categorical)),
+    )
+    ops = trace.ops.with_columns(launch)
     return {"ops": ops, "ranges": ranges, "timeline": tl}
 
 
@@ -167,10 +193,11 @@ def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     correlation ids). A range with no ops has null gpu_start/gpu_end and zero counts.
     """
     own = (
-        ops.filter(pl.col("range_id").is_not_null())
+        ops.lazy().select("range_id", "start", "end", "correlation").filter(pl.col("range_id").is_not_null())
         .group_by("range_id")
         .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
              gpu_ops=pl.len().cast(pl.Int64), gpu_launches=pl.col("correlation").n_unique().cast(pl.Int64))
+        .collect()
     )
     stats = ranges.select("range_id", "parent", "depth").join(own, on="range_id", how="left").with_columns(
         pl.col("gpu_ops").fill_null(0), pl.col("gpu_launches").fill_null(0)

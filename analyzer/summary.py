@@ -1,4 +1,4 @@
-"""Summaries: group-bys over the projected ops, the ranges and the segments.
+"""Summaries: group-bys over the projected ops, the ranges and the charges (the tiling, summed).
 
 Every table a user sees (phases, categories, cycles, launch overhead, streams, top kernels) is
 built here from the core tables; renderers only render these.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.accounting import IDLE_CATEGORIES, union_length
+from analyzer.accounting import IDLE_CATEGORIES, union_length, with_prev_end
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
@@ -19,9 +19,18 @@ def _text(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns([pl.col(c).cast(pl.Utf8) for c in TEXT_KEYS if c in df.columns])
 
 
+def _ns(charges: pl.DataFrame) -> pl.DataFrame:
+    """Charges (accounting.CHARGE_SCHEMA) as they are, or segments turned into charges."""
+    return charges if "ns" in charges.columns else charges.with_columns(ns=pl.col("end") - pl.col("start"))
+
+
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
-                segs: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
-    """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals)."""
+                charges: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
+    """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals).
+
+    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges (or segments).
+    """
+    charges = _ns(charges)
     phases = ranges.filter(~pl.col("phase").is_in(grouping))
     inst = phases.join(proj, on="range_id", how="left").group_by("phase").agg(
         instances=pl.len().cast(pl.Int64),
@@ -29,16 +38,20 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
         gpu_span=(pl.col("gpu_end") - pl.col("gpu_start")).fill_null(0).sum(),
         gpu_ops=pl.col("gpu_ops").sum(),
     )
-    # Busy: per innermost range instance, the union of its own ops' intervals.
-    own = ops.filter(pl.col("range_id").is_not_null())
-    busy_inst = _text(union_length(own, ["phase", "range_id"]).group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
-    loose = ops.filter(pl.col("phase").cast(pl.Utf8).is_in([IN_CYCLE, UNATTRIBUTED]))
+    # Busy: per innermost range instance, the union of its own ops' intervals. An op's phase
+    # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
+    own = ops.select("range_id", "start", "end").filter(pl.col("range_id").is_not_null())
+    per_range = union_length(own, ["range_id"], ordered=True).join(
+        ranges.filter(~pl.col("name").is_in(grouping)).select("range_id", "phase"), on="range_id", how="inner")
+    busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
+    loose = ops.select("phase", "device", "stream", "start", "end").filter(
+        pl.col("phase").cast(pl.Utf8).is_in([IN_CYCLE, UNATTRIBUTED]))
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
     # (and per stream, so that concurrent streams do not hide each other).
-    loose_busy = _text(union_length(loose, ["phase", "device", "stream"]).group_by("phase").agg(
-        gpu_busy=pl.col("busy").sum()))
+    loose_busy = _text(union_length(loose, ["phase", "device", "stream"], ordered=True, few=True)
+                       .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
-    attributed = _text(segs.group_by("phase").agg(attributed=(pl.col("end") - pl.col("start")).sum()))
+    attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))
     op_counts = _text(ops.group_by("phase").agg(ops=pl.len().cast(pl.Int64)))
     names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
     out = (
@@ -57,13 +70,13 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     return out.sort(order, pl.col("attributed"), descending=[False, True])
 
 
-def category_table(segs: pl.DataFrame) -> pl.DataFrame:
+def category_table(charges: pl.DataFrame) -> pl.DataFrame:
     """Attributed ns per (phase, category)."""
-    return _text(segs.group_by("phase", "category").agg(ns=(pl.col("end") - pl.col("start")).sum())).sort(
+    return _text(_ns(charges).group_by("phase", "category").agg(ns=pl.col("ns").sum())).sort(
         "phase", "ns", descending=[False, True])
 
 
-def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, segs: pl.DataFrame,
+def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
                 grouping: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The cycles (one row each, in order per process) and a long table cycle x phase."""
     cycles = ranges.filter(pl.col("name").is_in(grouping)).sort("pid", "start").with_columns(
@@ -73,9 +86,10 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, segs: pl.DataFrame,
         empty = pl.DataFrame(schema={"cycle": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64,
                                      "gpu_busy": pl.Int64, "cpu": pl.Int64})
         return cycles, empty
-    att = _text(segs.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
-        attributed=(pl.col("end") - pl.col("start")).sum()))
-    busy = _text(union_length(ops.filter(pl.col("cycle").is_not_null()), ["cycle", "phase"]).rename(
+    att = _text(_ns(charges).filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
+        attributed=pl.col("ns").sum()))
+    in_cycles = ops.select("cycle", "phase", "start", "end").filter(pl.col("cycle").is_not_null())
+    busy = _text(union_length(in_cycles, ["cycle", "phase"], ordered=True).rename(
         {"busy": "gpu_busy"}))
     cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
         "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum())
@@ -101,16 +115,16 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
     - `queued`: the stream was still busy when the call began (the launch was off the critical path).
     - `idle_latency`: first op start minus max(launch call start, the stream's previous op end): how
       long the stream sat idle because of the launch path itself.
+
+    `ops` in op_id (start) order; with prev_end (accounting.with_prev_end) or without.
     """
-    o = ops.sort("device", "stream", "start", "end", "op_id").with_columns(
-        prev_end=pl.col("end").cum_max().shift(1).over("device", "stream"))
-    launches = o.filter(pl.col("launch_start").is_not_null()).sort("start").group_by(
-        "pid", "correlation").agg(
-        phase=pl.col("phase").first(), api=pl.col("launch_name").first(),
-        api_ns=(pl.col("launch_end") - pl.col("launch_start")).first(),
-        start=pl.col("start").first(), prev_end=pl.col("prev_end").first(),
-        launch_start=pl.col("launch_start").first(),
-    ).with_columns(
+    if "prev_end" not in ops.columns:
+        ops = with_prev_end(ops)
+    o = ops.lazy().filter(pl.col("launch_start").is_not_null()).select(
+        "pid", "correlation", "phase", "start", "prev_end", "launch_start", api="launch_name",
+        api_ns=pl.col("launch_end") - pl.col("launch_start"))
+    # The launch's first op (in start order): its phase, start and previous op end on its stream.
+    launches = o.filter(pl.struct("pid", "correlation").is_first_distinct()).with_columns(
         latency=pl.col("start") - pl.col("launch_start"),
         queued=pl.col("prev_end").fill_null(pl.col("launch_start")) > pl.col("launch_start"),
         idle_latency=(pl.col("start") - pl.max_horizontal("launch_start", pl.col("prev_end").fill_null(
@@ -125,19 +139,18 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         latency_max=pl.col("latency").max(),
         idle_latency_p50=pl.col("idle_latency").quantile(0.5, "nearest"),
         idle_latency_p90=pl.col("idle_latency").quantile(0.9, "nearest"),
-    )).sort("api_ns", descending=True)
+    ).collect()).sort("api_ns", descending=True)
 
 
-def stream_table(ops: pl.DataFrame, segs: pl.DataFrame) -> pl.DataFrame:
+def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
     """Per (device, stream): wall, busy (union), and the idle kinds."""
     walls = ops.group_by("device", "stream").agg(
         first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64))
-    kinds = segs.with_columns(
+    c = _ns(charges).group_by("device", "stream", "category").agg(pl.col("ns").sum()).with_columns(
         kind=pl.when(pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).then(pl.col("category").cast(pl.Utf8))
-        .otherwise(pl.lit("busy"))
-    ).group_by("device", "stream").agg(
-        *[((pl.col("end") - pl.col("start")) * (pl.col("kind") == k)).sum().alias(k)
-          for k in ("busy", *IDLE_CATEGORIES)]
+        .otherwise(pl.lit("busy")))
+    kinds = c.group_by("device", "stream").agg(
+        *[(pl.col("ns") * (pl.col("kind") == k)).sum().alias(k) for k in ("busy", *IDLE_CATEGORIES)]
     )
     return walls.join(kinds, on=["device", "stream"], how="left").with_columns(
         wall=pl.col("last") - pl.col("first")).sort("device", "stream")
@@ -147,7 +160,7 @@ def device_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Per device: wall (first to last op on any stream) and the union of all its ops."""
     walls = ops.group_by("device").agg(first=pl.col("start").min(), last=pl.col("end").max(),
                                        streams=pl.col("stream").n_unique().cast(pl.Int64))
-    busy = union_length(ops, ["device"])
+    busy = union_length(ops, ["device"], ordered=True, few=True)
     return walls.join(busy, on="device", how="left").with_columns(
         wall=pl.col("last") - pl.col("first")).sort("device")
 
@@ -161,5 +174,6 @@ def top_kernels(ops: pl.DataFrame, per_phase: int = 5) -> pl.DataFrame:
 
 def unattributed_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Ops no range claims, by reason: ops and their GPU time."""
-    return _text(ops.filter(pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
+    return _text(ops.select("unattributed", "start", "end").filter(pl.col("unattributed").is_not_null()).group_by(
+        reason="unattributed").agg(
         ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())).sort("reason")
