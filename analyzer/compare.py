@@ -49,12 +49,11 @@ def _per_unit(a: Analysis, unit: str) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(phase -> ns, (phase, category) -> ns, divisor) for one analysis."""
     if unit == "cycle":
         n = a.cycles.height
-        segs = a.segments.filter(pl.col("cycle").is_not_null())
+        segs = a.charges.filter(pl.col("cycle").is_not_null())
     else:
         n = 1
-        segs = a.segments
-    seg = segs.with_columns(ns=pl.col("end") - pl.col("start"), phase=pl.col("phase").cast(pl.Utf8),
-                            category=pl.col("category").cast(pl.Utf8))
+        segs = a.charges
+    seg = segs.with_columns(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8))
     phases = seg.group_by("phase").agg(ns=pl.col("ns").sum() / n)
     cats = seg.group_by("phase", "category").agg(ns=pl.col("ns").sum() / n)
     return phases, cats, n
