@@ -38,6 +38,9 @@ class Analysis:
     # docs/economics.md.
     crosscheck: object | None = None
     economics: object | None = None
+    # Filled by analyzer.runs.enrich (or analyzer.multirank.analyze): analyzer.multirank.MultiRank, per-rank
+    # attribution, skew and the communication wait/transfer split (docs/multirank.md).
+    multirank: object | None = None
     # The cpu_wait pieces (accounting.SEGMENT_SCHEMA); with `ops` (which carry prev_end) they give the
     # segments. `segments` builds the whole tiling once and keeps it; `segments_between` a window of it.
     waits: pl.DataFrame | None = field(default=None, repr=False)

@@ -170,7 +170,10 @@ def enrich(a: Analysis, files: RunFiles, server_log: str | None = None, baseline
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
-    return replace(a, crosscheck=check, economics=economics)
+    from analyzer import multirank
+
+    ranks = multirank.analyze(a, multirank.sidecar_ranks(sidecars.files if sidecars is not None else None))
+    return replace(a, crosscheck=check, economics=economics, multirank=ranks)
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------

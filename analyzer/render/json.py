@@ -23,12 +23,12 @@ def _num(x):
     return x
 
 
-def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
-    meta = a.trace.meta
+def phase_list(phases, categories) -> list[dict]:
+    """The `phases` entries (docs/json.md) of a phase table and its (phase, category, ns) table."""
     cats: dict[str, dict[str, float]] = {}
-    for row in a.categories.iter_rows(named=True):
+    for row in categories.iter_rows(named=True):
         cats.setdefault(row["phase"], {})[row["category"]] = ms(row["ns"])
-    phases = [
+    return [
         {
             "name": r["phase"],
             "instances": r["instances"],
@@ -39,8 +39,13 @@ def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
             "attributed_ms": ms(r["attributed"]),
             "categories": cats.get(r["phase"], {}),
         }
-        for r in a.phases.iter_rows(named=True)
+        for r in phases.iter_rows(named=True)
     ]
+
+
+def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
+    meta = a.trace.meta
+    phases = phase_list(a.phases, a.categories)
     per_cycle: dict[int, dict] = {}
     for r in a.cycle_phases.iter_rows(named=True):
         per_cycle.setdefault(r["cycle"], {})[r["phase"]] = {
@@ -86,7 +91,15 @@ def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": _checks().crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": _checks().economics(a.economics) if a.economics is not None else None,
+        # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
+        **_ranks(a),
     }
+
+
+def _ranks(a: Analysis) -> dict:
+    from analyzer.render import multirank
+
+    return multirank.to_json(getattr(a, "multirank", None))
 
 
 def _checks():

@@ -177,6 +177,11 @@ def unattributed(a: Analysis) -> str:
 def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
     parts = [header(a), phases(a, phase_limit), categories(a, phase_limit), cycles(a, cycle_limit),
              launch(a, phase_limit), streams(a), unattributed(a), kernels(a, phase_limit)]
+    from analyzer.render import multirank
+
+    ranks = multirank.terminal(getattr(a, "multirank", None), phase_limit)
+    if ranks:
+        parts.append(ranks)
     if a.crosscheck is not None or a.economics is not None:
         from analyzer.render import checks_terminal
 
