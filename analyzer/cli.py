@@ -68,8 +68,12 @@ def main():
               help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
                    "of the economics.")
 @click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics.")
+@click.option("--no-cache", is_flag=True,
+              help="Read the export itself, not the Parquet cache of its parsed tables (nor write one).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
 def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, cycle_limit,
-            phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run, baseline_ms):
+            phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run, baseline_ms,
+            no_cache, quiet):
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
@@ -91,7 +95,10 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
                              tuple(domains), cycle_limit, phase_limit))
         return
     trace = traces[0]
-    result = analysis.analyze(analysis.load(trace), grouping=tuple(grouping), rules=rules,
+    from analyzer import progress
+
+    progress.enable(progress.wanted(quiet))  # bars on stderr for the steps that take seconds
+    result = analysis.analyze(analysis.load(trace, cache=not no_cache), grouping=tuple(grouping), rules=rules,
                               domains=tuple(domains))
     from analyzer import runs
 

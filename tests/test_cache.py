@@ -1,0 +1,145 @@
+"""The Parquet cache of an export's parsed tables: same tables back, never a foreign or stale cache,
+never a failure because of the cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import polars as pl
+import pytest
+
+from analyzer import cache
+from analyzer.analysis import analyze, load
+from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from conftest import FIXTURES
+
+
+@pytest.fixture
+def export(tmp_path):
+    """A private copy of a real capture (reference-k4), so that caches land in tmp_path."""
+    dst = tmp_path / "run.sqlite"
+    shutil.copyfile(FIXTURES / "reference-k4" / "run.sqlite", dst)
+    return dst
+
+
+@pytest.fixture(autouse=True)
+def user_cache(tmp_path, monkeypatch):
+    """The user cache folder of these tests (never the real ~/.cache)."""
+    folder = tmp_path / "user-cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    return folder
+
+
+def _same(a, b):
+    for t in cache.TABLES:
+        x, y = getattr(a, t), getattr(b, t)
+        assert x.schema == y.schema, t
+        assert x.equals(y), t
+    assert a.meta == b.meta
+
+
+def test_second_load_reads_the_cache_and_gives_the_same_tables(export):
+    fresh = read_nsys_sqlite(str(export))
+    first = load(str(export), cache=True)
+    beside = export.parent / f".{export.name}{cache.SUFFIX}"
+    assert (beside / "key.json").is_file()
+    assert cache.load(str(export)) is not None
+    second = load(str(export), cache=True)
+    _same(fresh, first)
+    _same(fresh, second)
+    # And the analysis of the cached tables is the analysis of the export.
+    a, b = analyze(fresh), analyze(second)
+    for t in ("phases", "categories", "cycle_phases", "launch", "streams", "kernels"):
+        assert getattr(a, t).equals(getattr(b, t)), t
+
+
+def test_changed_file_does_not_use_the_cache(export):
+    load(str(export), cache=True)
+    # Same size, new content and modification time: the cache must not match.
+    with open(export, "r+b") as fh:
+        fh.seek(200)
+        fh.write(b"\x00")
+    os.utime(export, ns=(os.stat(export).st_atime_ns, os.stat(export).st_mtime_ns + 10**9))
+    assert cache.load(str(export)) is None
+
+
+def test_changed_content_with_the_same_size_and_mtime_does_not_use_the_cache(export):
+    load(str(export), cache=True)
+    st = os.stat(export)
+    with open(export, "r+b") as fh:  # the header page: what a different export would differ in
+        fh.seek(100)
+        fh.write(b"\x01\x02\x03")
+    os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(export).st_size == st.st_size and os.stat(export).st_mtime_ns == st.st_mtime_ns
+    assert cache.load(str(export)) is None
+
+
+def test_cache_of_another_export_is_never_used(export, tmp_path):
+    load(str(export), cache=True)
+    other = tmp_path / "other" / "run.sqlite"
+    other.parent.mkdir()
+    shutil.copyfile(FIXTURES / "reference-k2" / "run.sqlite", other)
+    # Put reference-k4's cache beside reference-k2's export, under the name its cache would have.
+    shutil.copytree(export.parent / f".{export.name}{cache.SUFFIX}", other.parent / f".{other.name}{cache.SUFFIX}")
+    assert cache.load(str(other)) is None
+    trace = load(str(other), cache=True)
+    assert trace.ops.height == read_nsys_sqlite(str(other)).ops.height != read_nsys_sqlite(str(export)).ops.height
+    # ... and it was replaced by the right one.
+    assert cache.load(str(other)).ops.height == trace.ops.height
+
+
+def test_cache_of_another_code_version_is_not_used(export, monkeypatch):
+    load(str(export), cache=True)
+    monkeypatch.setattr(cache, "CACHE_SCHEMA", "specprof.cache/0")
+    assert cache.load(str(export)) is None
+
+
+def test_corrupt_cache_is_ignored(export):
+    load(str(export), cache=True)
+    folder = export.parent / f".{export.name}{cache.SUFFIX}"
+    (folder / "ops.parquet").write_bytes(b"not parquet")
+    assert cache.load(str(export)) is None
+    assert load(str(export), cache=True).ops.height == read_nsys_sqlite(str(export)).ops.height
+
+
+def test_unwritable_folder_beside_the_export_falls_back_to_the_user_cache(export, user_cache, monkeypatch, tmp_path):
+    # A folder that cannot be written, even by root: one under a plain file.
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder would be")
+    beside, user = cache.locations(str(export))
+    monkeypatch.setattr(cache, "locations", lambda path: [str(blocked / os.path.basename(beside)), user])
+    load(str(export), cache=True)
+    assert any(user_cache.rglob("key.json"))
+    assert cache.load(str(export)) is not None
+
+
+def test_unwritable_locations_skip_the_cache_with_a_note(export, monkeypatch, capsys, tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a folder would be")
+    monkeypatch.setattr(cache, "locations", lambda path: [str(blocked / "a"), str(blocked / "b")])
+    trace = load(str(export), cache=True)
+    assert trace.ops.height == read_nsys_sqlite(str(export)).ops.height
+    assert "not cached" in capsys.readouterr().err
+
+
+def test_cli_no_cache_writes_none(export):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    out = CliRunner().invoke(main, ["analyze", str(export), "--json", "--no-cache"])
+    assert out.exit_code == 0, out.output
+    assert not (export.parent / f".{export.name}{cache.SUFFIX}").exists()
+    out2 = CliRunner().invoke(main, ["analyze", str(export), "--json"])
+    assert out2.exit_code == 0
+    assert (export.parent / f".{export.name}{cache.SUFFIX}").exists()
+    out3 = CliRunner().invoke(main, ["analyze", str(export), "--json"])
+    assert out3.stdout == out2.stdout == out.stdout
+
+
+def test_cached_tables_keep_their_types(export):
+    load(str(export), cache=True)
+    trace = cache.load(str(export))
+    assert trace.ops.schema["name"] == pl.Categorical
+    assert trace.ops.schema["start"] == pl.Int64
