@@ -377,15 +377,29 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
             out.append(strings[v])
         return out
 
-    # Rows: CPU threads that hold ranges, then GPU streams.
+    # Which windows get op detail.
+    o = _assign(ops.select("start", "end", "device", "stream", "pid", "correlation", "name", "short_name", "phase",
+                           "category", "kind", "launch_start", "launch_end", "launch_tid", "launch_name"), windows)
+    counts = dict(o.group_by("w").agg(n=pl.len()).iter_rows())
+    detail = _choose_detail(windows, counts, DETAIL_OPS)
+    in_detail = pl.col("w").is_in(sorted(detail))
+    d_ops = o.filter(in_detail).sort("start").with_row_index("i")
+    # The launch calls of the detailed ops (a CUDA-graph launch once), with the first op each launched.
+    launches = d_ops.filter(pl.col("launch_start").is_not_null()).group_by("pid", "launch_tid", "correlation").agg(
+        start=pl.col("launch_start").first(), end=pl.col("launch_end").first(), name=pl.col("launch_name").first(),
+        first_op=pl.col("i").min(), ops=pl.len()).rename({"launch_tid": "tid"}).sort("start")
+
+    # Rows: CPU threads (that hold ranges or launched ops), then GPU streams.
     meta = a.trace.meta
     proc_names = {p.get("pid"): p.get("name") for p in meta.processes}
     os_pids = {p.get("pid"): p.get("os_pid") for p in meta.processes}
-    threads = ranges.select("pid", "tid").unique().sort("pid", "tid") if ranges.height else pl.DataFrame(
-        schema={"pid": pl.Int64, "tid": pl.Int64})
+    keys_schema = {"pid": pl.Int64, "tid": pl.Int64}
+    threads = pl.concat([ranges.select("pid", "tid").cast(keys_schema), launches.select("pid", "tid").cast(keys_schema)]
+                        ).unique().sort("pid", "tid")
     depth_of = (ranges.group_by("pid", "tid").agg(d=pl.col("depth").max()) if ranges.height
                 else pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "d": pl.Int64}))
     depth_map = {(p, t): min(MAX_LANES, int(d or 0) + 1) for p, t, d in depth_of.iter_rows()}
+    api_threads = set(launches.select("pid", "tid").unique().iter_rows())
     rows, cpu_row = [], {}
     for pid, tid in threads.iter_rows():
         cpu_row[(pid, tid)] = len(rows)
@@ -395,8 +409,10 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
         os_pid = os_pids.get(pid) or (pid >> 24 & 0xFFFFFF if pid > 1 << 24 else pid)
         os_tid = tid & 0xFFFFFF if tid > 1 << 24 else tid
         label = f"CPU {pname} {os_pid}" + (f" · {tname} {os_tid}" if tname and tname != pname else f" · {os_tid}")
-        rows.append({"kind": "cpu", "label": _cut(label, 60), "lanes": depth_map.get((pid, tid), 1),
-                     "pid": pid, "tid": tid})
+        range_lanes = depth_map.get((pid, tid), 0)
+        api = (pid, tid) in api_threads
+        rows.append({"kind": "cpu", "label": _cut(label, 60), "lanes": range_lanes + api,
+                     "api_lane": range_lanes if api else -1, "pid": pid, "tid": tid})
     gpu_row = {}
     gpu_names = {g.get("device"): g.get("name") for g in meta.gpus}
     for dev, stream in ops.select("device", "stream").unique().sort("device", "stream").iter_rows():
@@ -406,15 +422,20 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
 
     gpu_key = pl.DataFrame([(d, s, r) for (d, s), r in gpu_row.items()],
                            schema={"device": pl.Int64, "stream": pl.Int64, "row": pl.Int64}, orient="row")
+    cpu_key = pl.DataFrame([(p, t, r) for (p, t), r in cpu_row.items()],
+                           schema={"pid": pl.Int64, "tid": pl.Int64, "row": pl.Int64}, orient="row")
 
-    # Which windows get op detail.
-    o = _assign(ops.select("start", "end", "device", "stream", "correlation", "name", "short_name", "phase",
-                           "category", "kind"), windows)
-    counts = dict(o.group_by("w").agg(n=pl.len()).iter_rows())
-    detail = _choose_detail(windows, counts, DETAIL_OPS)
-    in_detail = pl.col("w").is_in(sorted(detail))
-
-    d_ops = o.filter(in_detail).join(gpu_key, on=["device", "stream"], how="left").sort("start")
+    d_ops = d_ops.join(gpu_key, on=["device", "stream"], how="left").sort("i")
+    launches = launches.with_columns(pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64)).join(
+        cpu_key, on=["pid", "tid"], how="left").sort("start")
+    launch_cols = {
+        "r": launches["row"].to_list(),
+        "s": _delta(launches["start"].to_numpy() - t0),
+        "d": (launches["end"] - launches["start"]).to_list(),
+        "n": sid(launches["name"].fill_null("launch")),
+        "o": launches["first_op"].to_list(),
+        "c": launches["ops"].to_list(),
+    }
     starts = d_ops["start"].to_numpy() - t0
     corr = d_ops["correlation"].fill_null(-1).to_numpy()
     names = d_ops["short_name"].fill_null(d_ops["name"]).fill_null(d_ops["kind"])
@@ -462,9 +483,7 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
                 keep = pl.concat([keep, rest.filter(pl.col("depth") <= max_depth)])
                 break
         keep = keep.head(RANGES).sort("start")
-        keys = pl.DataFrame([(p, t, r) for (p, t), r in cpu_row.items()],
-                            schema={"pid": pl.Int64, "tid": pl.Int64, "row": pl.Int64}, orient="row")
-        keep = keep.join(keys, on=["pid", "tid"], how="left").sort("start")
+        keep = keep.join(cpu_key, on=["pid", "tid"], how="left").sort("start")
         range_cols = {
             "r": keep["row"].to_list(),
             "l": keep["depth"].clip(0, MAX_LANES - 1).to_list(),
@@ -484,7 +503,7 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
                     "label": windows["label"].to_list(), "kind": windows["kind"].to_list(),
                     "ops": [counts.get(w, 0) for w in windows["w"].to_list()],
                     "detail": [w in detail for w in windows["w"].to_list()]},
-        "ops": op_cols, "idle": idle_cols, "blocks": block_cols, "ranges": range_cols,
+        "ops": op_cols, "idle": idle_cols, "blocks": block_cols, "ranges": range_cols, "launches": launch_cols,
         "grouping": list(a.grouping),
         "budget": {"detail_ops": DETAIL_OPS, "blocks": BLOCKS, "ranges": RANGES},
     }

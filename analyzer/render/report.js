@@ -331,6 +331,8 @@
     idle.S = undelta(idle.s); idle.E = cummaxEnd(idle.S, idle.d);
     blk.S = undelta(blk.s); blk.E = cummaxEnd(blk.S, blk.d);
     rg.S = undelta(rg.s); rg.E = cummaxEnd(rg.S, rg.d);
+    var la = TL.launches || { r: [], s: [], d: [], n: [], o: [], c: [] };
+    la.S = undelta(la.s); la.E = cummaxEnd(la.S, la.d);
     var CAT_DY = 0.8;     // the category lane, below a stream's phase lane
 
     // Lane layout: y grows downwards; a CPU row has one lane per range depth, a GPU row two lanes.
@@ -338,8 +340,9 @@
     TL.rows.forEach(function (r, i) {
       laneY[i] = y;
       if (r.kind === "cpu") {
-        ticks.push(y); tickText.push(esc(r.label));
-        for (var l = 0; l < r.lanes; l++) lanes.push({ y: y + l, row: i, kind: "cpu", lane: l });
+        ticks.push(y); tickText.push(esc(r.label) + (r.api_lane === 0 ? " <i>launch calls</i>" : ""));
+        if (r.api_lane > 0) { ticks.push(y + r.api_lane); tickText.push("<i>launch calls</i>"); }
+        for (var l = 0; l < r.lanes; l++) lanes.push({ y: y + l, row: i, kind: l === r.api_lane ? "api" : "cpu", lane: l });
         y += r.lanes;
       } else {
         ticks.push(y, y + CAT_DY); tickText.push("<b>" + esc(r.label) + "</b>", "<i>categories</i>");
@@ -356,7 +359,7 @@
       for (var i = 0; i < set.S.length; i++) { var k = lane ? set.r[i] + ":" + set.l[i] : set.r[i]; (out[k] = out[k] || []).push(i); }
       return out;
     }
-    var opsRow = byRow(ops), idleRow = byRow(idle), blkRow = byRow(blk), rgLane = byRow(rg, true);
+    var opsRow = byRow(ops), idleRow = byRow(idle), blkRow = byRow(blk), rgLane = byRow(rg, true), apiRow = byRow(la);
 
     function inWindow(set, a, b) {
       var i0 = upperBound(set.E, a), i1 = lowerBound(set.S, b);
@@ -394,6 +397,7 @@
       CA.forEach(function (c, i) {
         byCat[i] = rects(esc(c.name), c.color, { legendgroup: "c" + i, legend: "legend2" });
       });
+      var apiT = rects("launch calls", "#475467", { legendgroup: "api", legend: "legend" });
 
       var open = {}, merged = 0;
       function emit(t, key, s, e, yc, h) {
@@ -425,6 +429,12 @@
       }
       Object.keys(open).forEach(function (k) { var o = open[k]; rect(o.t, o.s, o.e, o.y, o.h); });
 
+      // launch calls (CUDA runtime and driver) on the CPU threads
+      r = inWindow(la, a, b);
+      for (i = r[0]; i < r[1]; i++) {
+        var row = TL.rows[la.r[i]];
+        if (row && la.S[i] + la.d[i] > a) emit(apiT, "a" + la.r[i], la.S[i], la.S[i] + la.d[i], laneY[la.r[i]] + row.api_lane, 0.55);
+      }
       // CPU ranges
       r = inWindow(rg, a, b);
       for (i = r[0]; i < r[1]; i++) {
@@ -438,7 +448,7 @@
         sets.forEach(function (set) { set[k].showlegend = false; set[k].name = esc(p.name); if (!first && set[k].x.length) first = set[k]; });
         if (first && isShown(p.name)) first.showlegend = true;
       });
-      var traces = [rgPh[-1]];
+      var traces = [rgPh[-1], apiT];
       [rgPh, blkPh, idlePh, byPhase].forEach(function (set) { PH.forEach(function (p, k) { traces.push(set[k]); }); });
       CA.forEach(function (c, k) { traces.push(byCat[k]); });
       traces = traces.filter(function (t) { return t.x.length; });
@@ -470,6 +480,7 @@
       if (!lane) return null;
       var j;
       if (lane.kind === "cpu") { j = nearest(rgLane[lane.row + ":" + lane.lane], rg, x, tol); return j < 0 ? null : { set: "range", i: j }; }
+      if (lane.kind === "api") { j = nearest(apiRow[lane.row], la, x, tol); return j < 0 ? null : { set: "api", i: j }; }
       j = nearest(opsRow[lane.row], ops, x, tol);
       if (j >= 0) return { set: "op", i: j };
       j = nearest(idleRow[lane.row], idle, x, 0);
@@ -495,6 +506,12 @@
           "duration " + dur(idle.d[i]) + "  ·  start " + num(idle.S[i] / 1e6, 6) + " ms",
           catName(idle.c[i]) === "cpu_wait" ? "the next op's launch call had not begun: the GPU waited for the CPU" :
             (catName(idle.c[i]) === "launch" ? "after the next op's launch call began: launch latency" : "")];
+      }
+      if (h.set === "api") {
+        var first = la.o[i];
+        return [S[la.n[i]], "launch call on the CPU  ·  " + dur(la.d[i]) + "  ·  start " + num(la.S[i] / 1e6, 6) + " ms",
+          "correlation " + ops.K[first] + "  ·  launched " + la.c[i] + (la.c[i] > 1 ? " ops; the first: " : " op: ") + S[ops.n[first]],
+          "phase " + phaseName(ops.p[first]) + "  ·  the op started " + dur(Math.max(0, ops.S[first] - la.S[i])) + " after the call began"];
       }
       if (h.set === "block") {
         return [phaseName(blk.p[i]) + (blk.m[i] ? " (mostly)" : "") + ": aggregated", num(blk.o[i], 0) + " ops, busy " + dur(blk.b[i]) +
@@ -533,7 +550,7 @@
       windowOption("last cycle", cyc[cyc.length - 1]);
     }
     if (W.kind[0] === "before") windowOption("before the first cycle", 0);
-    var first = cyc.length ? cyc[0] : 0, initialWidth = cyc.length ? Math.min(3, cyc.length) : 1;
+    var first = cyc.length ? cyc[0] : 0, initialWidth = 1;
     state.w = first; state.width = initialWidth; widthSel.value = String(initialWidth);
 
     var gdReady = null;
@@ -628,8 +645,14 @@
       var yv = laneY[ops.r[i]] + (lane === "cat" ? CAT_DY : 0);
       return { x: bb.left + sz.l + fl.xaxis.c2p((ops.S[i] + ops.d[i] / 2) / 1e6), y: bb.top + sz.t + fl.yaxis.c2p(yv) };
     }
+    function launchOf(i) { for (var j = 0; j < la.o.length; j++) if (la.o[j] === i) return j; return -1; }
+    function launchPoint(j) {
+      var gd = document.getElementById("timeline"), fl = gd._fullLayout, sz = fl._size, bb = gd.getBoundingClientRect();
+      var yv = laneY[la.r[j]] + TL.rows[la.r[j]].api_lane;
+      return { x: bb.left + sz.l + fl.xaxis.c2p((la.S[j] + la.d[j] / 2) / 1e6), y: bb.top + sz.t + fl.yaxis.c2p(yv) };
+    }
     return { show: show, state: state, windows: NW, hit: hit, describe: describe, find: find, windowAt: windowAt, point: point,
-      start: function (i) { return ops.S[i]; } };
+      launchOf: launchOf, launchPoint: launchPoint, start: function (i) { return ops.S[i]; } };
   })();
 
   // ---------------------------------------------------------------------------------------------- cross-check, economics
