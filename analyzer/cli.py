@@ -71,9 +71,17 @@ def main():
 @click.option("--no-cache", is_flag=True,
               help="Read the export itself, not the Parquet cache of its parsed tables (nor write one).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False),
+              help="Append the run(s) to this results database (SQLite, docs/store.md); the same run again is "
+                   "left as it is.")
+@click.option("--jobs", "-j", type=click.IntRange(1), default=1, show_default=True,
+              help="Several traces: analyse them in parallel, one process per file.")
+@click.option("--dask", "dask_address", metavar="ADDRESS",
+              help="Several traces: analyse them on the Dask scheduler at ADDRESS (tcp://host:8786; "
+                   "docs/multirank.md).")
 def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, cycle_limit,
             phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run, baseline_ms,
-            no_cache, quiet):
+            no_cache, quiet, db_path, jobs, dask_address):
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
@@ -91,8 +99,15 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
 
     traces = ranks.expand(trace)  # several traces (one per rank, or a folder of them): per-rank results
     if len(traces) > 1:
-        click.echo(ranks.run(traces, as_json, csv_dir, parquet_dir, html_file, tuple(grouping), rules,
-                             tuple(domains), cycle_limit, phase_limit))
+        from analyzer import parallel
+
+        opts = parallel.Options(grouping=tuple(grouping), domains=tuple(domains), rules=tuple(rules),
+                                cache=not no_cache, as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit,
+                                csv_dir=csv_dir, parquet_dir=parquet_dir)
+        text, stored = ranks.run(traces, opts, html_file, jobs=jobs, dask=dask_address, db=db_path,
+                                 argv=sys.argv[1:])
+        click.echo(text)
+        _said_stored(db_path, stored)
         return
     trace = traces[0]
     from analyzer import progress
@@ -104,6 +119,13 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
 
     result = runs.enrich(result, runs.locate(trace, sidecars, baseline_sidecars), server_log=server_log,
                          baseline_run=baseline_run, baseline_ms=baseline_ms, log_interval=log_interval)
+    if db_path:
+        from analyzer import parallel
+
+        files = runs.locate(trace, sidecars, baseline_sidecars)
+        _said_stored(db_path, parallel.store_one(
+            db_path, result, trace, files, rules, tuple(domains), sys.argv[1:], server_log=server_log,
+            log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms))
     if csv_dir:
         tables.write(result, csv_dir, "csv")
     if parquet_dir:
@@ -116,6 +138,25 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
         click.echo(json_render.render(result))
     else:
         click.echo(terminal.render(result, cycle_limit=cycle_limit, phase_limit=phase_limit))
+
+
+def _said_stored(db_path, stored) -> None:
+    for path, run_id, created in stored:
+        click.echo(f"specprof: {path} " + (f"stored as run @{run_id} in {db_path}" if created else
+                                          f"already in {db_path} as run @{run_id} (same trace and options)"), err=True)
+
+
+@main.command("runs")
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False), help="The results database.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON (specprof.runs/1).")
+def runs_command(db_path, as_json):
+    """List the runs in a results database (docs/store.md): `@ID` names one for compare and sweep."""
+    from analyzer import store
+    from analyzer.render import store as store_render
+
+    db = store.connect(db_path, create=False)
+    listed = store.runs(db)
+    click.echo(store_render.runs_json(listed) if as_json else store_render.runs_terminal(listed, db_path))
 
 
 @main.command()
@@ -152,10 +193,13 @@ def report(run, output, categories_file, grouping, domains, baseline_run, baseli
               help="Draft steps of each run, once per run in order [default: read from the traced command line].")
 @click.option("--max-steps", type=click.IntRange(1, 64),
               help="Predict up to this many draft steps [default: the largest measured + 2].")
-def sweep(runs, as_json, steps, max_steps):
+@click.option("--db", "db_path", type=click.Path(dir_okay=False),
+              help="The results database that RUNS written @ID come from (docs/store.md).")
+def sweep(runs, as_json, steps, max_steps, db_path):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
-    Each RUN is a run directory made by `specprof capture` (the nsys export and the tracer's sidecar; a
+    Each RUN is a run directory made by `specprof capture`, or @ID: a run of the results database given with
+    --db that was stored from one (docs/store.md). A run directory holds the nsys export and the tracer's sidecar; a
     `no-nsys/` folder with the same workload's sidecar without nsys is used when present). Prints the fits
     with confidence intervals, the acceptance per draft position, predicted throughput per step count and a
     recommended step count (docs/economics.md).
@@ -163,7 +207,10 @@ def sweep(runs, as_json, steps, max_steps):
     from analyzer import runs as run_files
     from analyzer.render import checks_json, checks_terminal
 
-    result = run_files.load_sweep(list(runs), list(steps), max_steps)
+    from analyzer import store
+
+    db = store.connect(db_path, create=False) if db_path else None
+    result = run_files.load_sweep(list(runs), list(steps), max_steps, db=db)
     click.echo(checks_json.dumps(checks_json.sweep(result)) if as_json else checks_terminal.sweep(result))
 
 
@@ -174,20 +221,29 @@ def sweep(runs, as_json, steps, max_steps):
 @click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(0), metavar="PCT",
               help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
 @_analysis_options
-def compare(a, b, as_json, fail_pct, categories_file, grouping, domains):
+@click.option("--db", "db_path", type=click.Path(dir_okay=False),
+              help="The results database that A or B written @ID come from (docs/store.md).")
+def compare(a, b, as_json, fail_pct, categories_file, grouping, domains, db_path):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle).
 
-    A and B are nsys SQLite exports or run directories. With --fail-if-slower PCT the exit code is 1 when
+    A and B are nsys SQLite exports, run directories, or runs of a results database written @ID (with --db;
+    `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when
     B is slower than A by more than PCT percent (for CI pipelines).
     """
     from analyzer import analysis, categories
     from analyzer import compare as comparing
     from analyzer.render import checks_json, checks_terminal
 
+    from analyzer import store
+
     rules = categories.load_rules(categories_file)
-    result = comparing.compare(
-        *(analysis.analyze(analysis.load(p), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
-          for p in (a, b)))
+    db = store.connect(db_path, create=False) if db_path else None
+
+    def analysed(path):
+        x = analysis.analyze(analysis.load(path), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
+        return x.trace.meta.path, x.cycles.height, x.charges
+
+    result = comparing.compare_charges(*(store.side(x, db, analysed) for x in (a, b)))
     click.echo(checks_json.dumps(checks_json.compare(result)) if as_json else checks_terminal.compare(result))
     if fail_pct is not None and result.slower_than(fail_pct):
         click.echo(f"specprof: B is {result.change_pct:.1f}% slower than A per {result.unit} "

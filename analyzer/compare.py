@@ -45,14 +45,14 @@ class Comparison:
         return change is not None and change > pct
 
 
-def _per_unit(a: Analysis, unit: str) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """(phase -> ns, (phase, category) -> ns, divisor) for one analysis."""
+def _per_unit(charges: pl.DataFrame, cycles: int, unit: str) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """(phase -> ns, (phase, category) -> ns, divisor) for one side's charges."""
     if unit == "cycle":
-        n = a.cycles.height
-        segs = a.charges.filter(pl.col("cycle").is_not_null())
+        n = cycles
+        segs = charges.filter(pl.col("cycle").is_not_null())
     else:
         n = 1
-        segs = a.charges
+        segs = charges
     seg = segs.with_columns(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8))
     phases = seg.group_by("phase").agg(ns=pl.col("ns").sum() / n)
     cats = seg.group_by("phase", "category").agg(ns=pl.col("ns").sum() / n)
@@ -71,18 +71,24 @@ def _side_by_side(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataF
 
 def compare(a: Analysis, b: Analysis) -> Comparison:
     """Per phase and category, A and B per cycle (or per run when either has no cycles)."""
+    return compare_charges((a.trace.meta.path, a.cycles.height, a.charges),
+                           (b.trace.meta.path, b.cycles.height, b.charges))
+
+
+def compare_charges(a: tuple[str, int, pl.DataFrame], b: tuple[str, int, pl.DataFrame]) -> Comparison:
+    """`compare` from each side's (label, cycles, charges): charges with phase, category, cycle (null outside
+    cycles) and ns, as an analysis has them or as the results store gives them (analyzer/store.py)."""
     notes = []
-    unit = "cycle" if a.cycles.height and b.cycles.height else "run"
+    unit = "cycle" if a[1] and b[1] else "run"
     if unit == "run":
-        notes.append("no `cycle` ranges in " + " and ".join(
-            x.trace.meta.path for x in (a, b) if not x.cycles.height)
+        notes.append("no `cycle` ranges in " + " and ".join(x[0] for x in (a, b) if not x[1])
                      + ": compared per run (totals, prefill included), not per cycle")
-    pa, ca, na = _per_unit(a, unit)
-    pb, cb, nb = _per_unit(b, unit)
+    pa, ca, na = _per_unit(a[2], a[1], unit)
+    pb, cb, nb = _per_unit(b[2], b[1], unit)
     phases = _side_by_side(pa, pb, ["phase"])
     cats = _side_by_side(ca, cb, ["phase", "category"])
     return Comparison(
-        a_path=a.trace.meta.path, b_path=b.trace.meta.path, unit=unit,
-        a_cycles=a.cycles.height, b_cycles=b.cycles.height,
+        a_path=a[0], b_path=b[0], unit=unit,
+        a_cycles=a[1], b_cycles=b[1],
         a_total_ns=int(phases["a_ns"].sum()), b_total_ns=int(phases["b_ns"].sum()),
         phases=phases, categories=cats, notes=notes)

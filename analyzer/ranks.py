@@ -24,7 +24,7 @@ SCHEMA = "specprof.ranks/1"
 class RankResult:
     rank: int | None
     path: str
-    analysis: object  # analyzer.analysis.Analysis
+    digest: object  # analyzer.parallel.Digest: what this trace's analysis gives the command
 
 
 def expand(paths) -> list[str]:
@@ -41,7 +41,11 @@ def expand(paths) -> list[str]:
         if not os.path.isdir(path):
             out.append(path)
             continue
-        if any(n.endswith(".sqlite") for n in os.listdir(path)):
+        exports = sorted(n for n in os.listdir(path) if n.endswith(".sqlite"))
+        if len(exports) > 1 and not os.path.isfile(os.path.join(path, "manifest.json")):
+            out.extend(os.path.join(path, n) for n in exports)  # a folder of exports: each one
+            continue
+        if exports:
             out.append(path)
             continue
         traces = kineto_traces(path)
@@ -67,16 +71,13 @@ def kineto_traces(folder: str) -> list[str]:
     return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
 
 
-def analyze_all(paths: list[str], grouping: tuple[str, ...], rules, domains: tuple[str, ...]) -> list[RankResult]:
-    """Read and analyse each trace; ordered by rank (unknown ranks last), then path."""
-    from analyzer import analysis
+def analyze_all(paths: list[str], opts, jobs: int = 1, dask=None) -> list[RankResult]:
+    """Read and analyse each trace (in parallel with `jobs` or on Dask: analyzer/parallel.py); ordered by rank
+    (unknown ranks last), then path."""
+    from analyzer import parallel
 
-    results = []
-    for path in paths:
-        trace = analysis.load(path)
-        results.append(RankResult(rank=trace.meta.rank, path=path,
-                                  analysis=analysis.analyze(trace, grouping=grouping, rules=rules,
-                                                            domains=domains)))
+    digests = parallel.analyse_many(paths, opts, jobs=jobs, dask=dask)
+    results = [RankResult(rank=d.rank, path=d.path, digest=d) for d in digests]
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.path))
     return results
 
@@ -88,27 +89,22 @@ def label(r: RankResult) -> str:
 def summary(results: list[RankResult]) -> pl.DataFrame:
     """One row per trace: GPU ops, wall and busy time summed over its streams, the idle kinds,
     communication time, and the phase with the most attributed time."""
-    from analyzer.accounting import IDLE_CATEGORIES
-    from analyzer.projection import IN_CYCLE, UNATTRIBUTED
-
-    rows = []
-    for r in results:
-        a = r.analysis
-        s = a.streams
-        named = a.phases.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED]))
-        comm = a.categories.filter(pl.col("category").cast(pl.Utf8) == "communication")["ns"].sum()
-        rows.append({
-            "rank": r.rank, "trace": r.path, "ops": a.ops.height,
-            "devices": a.devices.height, "streams": s.height,
-            "wall": int(s["wall"].sum()), "busy": int(s["busy"].fill_null(0).sum()),
-            **{k: int(s[k].fill_null(0).sum()) for k in IDLE_CATEGORIES},
-            "communication": int(comm or 0),
-            "top_phase": named["phase"][0] if named.height else None,
-        })
+    rows = [{"rank": r.rank, "trace": r.path, **r.digest.row} for r in results]
     return pl.DataFrame(rows, schema={
         "rank": pl.Int64, "trace": pl.Utf8, "ops": pl.Int64, "devices": pl.Int64, "streams": pl.Int64,
         "wall": pl.Int64, "busy": pl.Int64, "cpu_wait": pl.Int64, "launch": pl.Int64, "idle": pl.Int64,
         "communication": pl.Int64, "top_phase": pl.Utf8})
+
+
+def skew(results: list[RankResult]) -> pl.DataFrame:
+    """Per phase, attributed ns across the traces (each on its own clock, so no wait/transfer split here):
+    analyzer.multirank.SKEW_SCHEMA, with `rank` the position in `results`."""
+    from analyzer import multirank
+
+    rows = [{"rank": i, "phase": phase, "attributed": ns}
+            for i, r in enumerate(results) for phase, ns in r.digest.phase_ns.items()]
+    phases = pl.DataFrame(rows, schema={"rank": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64})
+    return multirank.skew(phases, list(range(len(results))))
 
 
 def render_terminal(results: list[RankResult], cycle_limit: int = 10, phase_limit: int = 20) -> str:
@@ -125,36 +121,51 @@ def render_terminal(results: list[RankResult], cycle_limit: int = 10, phase_limi
                            "launch ms", "idle ms", "comm ms", "top phase"], rows,
                           "llrrrrrrrrl"),
            "  wall, busy and the idle kinds are summed over each rank's GPU streams (docs/attribution.md)"]
+    sk = skew(results).head(phase_limit)
+    if sk.height:
+        names = [label(r) for r in results]
+        rows = [[terminal.clean(r["phase"], 48), str(r["ranks"]), terminal.f_ms(r["min"]), terminal.f_ms(r["max"]),
+                 terminal.f_ms(r["skew"]), f"{r['skew_pct']:.1f}%", names[r["min_rank"]], names[r["max_rank"]]]
+                for r in sk.iter_rows(named=True)]
+        out += ["", "Skew across the traces (attributed ms per phase; a trace without the phase counts 0; "
+                "docs/multirank.md)",
+                terminal.table(["phase", "traces", "min ms", "max ms", "skew ms", "skew", "min", "max"], rows,
+                               "lrrrrrll")]
     for r in results:
-        out += ["", "=" * 100, f"{label(r)}: {terminal.clean(r.path)}", "=" * 100,
-                terminal.render(r.analysis, cycle_limit=cycle_limit, phase_limit=phase_limit)]
+        out += ["", "=" * 100, f"{label(r)}: {terminal.clean(r.path)}", "=" * 100, r.digest.text]
     return "\n".join(out)
 
 
 def render_json(results: list[RankResult]) -> str:
     """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/1}]}."""
-    from analyzer.render import json as json_render
+    from analyzer.render.json import ms
 
-    doc = {"schema": SCHEMA,
-           "ranks": [{"rank": r.rank, "path": r.path, "analysis": json.loads(json_render.render(r.analysis))}
-                     for r in results]}
+    doc = {"schema": SCHEMA, "ranks": [{"rank": r.rank, "path": r.path, "analysis": r.digest.doc} for r in results],
+           # additive: per phase across the traces (`min_trace`/`max_trace`: positions in `ranks`)
+           "skew": [{"name": r["phase"], "traces": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
+                     "skew_ms": ms(r["skew"]), "skew_pct": round(r["skew_pct"], 3), "min_trace": r["min_rank"],
+                     "max_trace": r["max_rank"]} for r in skew(results).iter_rows(named=True)]}
     return json.dumps(doc, indent=1)
 
 
-def run(paths: list[str], as_json: bool, csv_dir: str | None, parquet_dir: str | None,
-        html_file: str | None, grouping: tuple[str, ...], rules, domains: tuple[str, ...],
-        cycle_limit: int, phase_limit: int) -> str:
-    """What `specprof analyze` prints for several traces; tables go into one folder per rank."""
+def run(paths: list[str], opts, html_file: str | None = None, jobs: int = 1, dask=None,
+        db: str | None = None, argv: list[str] | None = None) -> tuple[str, list]:
+    """What `specprof analyze` prints for several traces, and [(path, run id, created)] when stored in `db`.
+    Tables go into one folder per trace (--csv/--parquet)."""
     if html_file:
         raise SpecprofError(f"{html_file}: --html takes one trace; give the traces one at a time", html_file)
-    results = analyze_all(paths, grouping, rules, domains)
-    from analyzer.render import tables
+    from dataclasses import replace
 
-    for folder, fmt in ((csv_dir, "csv"), (parquet_dir, "parquet")):
-        if folder:
-            ranks = [r.rank for r in results]
-            for i, r in enumerate(results):
-                unique = r.rank is not None and ranks.count(r.rank) == 1
-                name = f"rank{r.rank}" if unique else f"trace{i}"
-                tables.write(r.analysis, os.path.join(folder, name), fmt)
-    return render_json(results) if as_json else render_terminal(results, cycle_limit, phase_limit)
+    from analyzer import parallel
+
+    opts = replace(opts, text=not opts.as_json, store=db is not None)
+    results = analyze_all(paths, opts, jobs=jobs, dask=dask)
+    ranks = [r.rank for r in results]
+    for i, r in enumerate(results):
+        unique = r.rank is not None and ranks.count(r.rank) == 1
+        for fmt, written in r.digest.tables.items():
+            parallel.move_tables(written, os.path.join(os.path.dirname(written), f"rank{r.rank}" if unique
+                                                       else f"trace{i}"))
+    stored = parallel.save(db, [r.digest for r in results], argv) if db else []
+    text = render_json(results) if opts.as_json else render_terminal(results, opts.cycle_limit, opts.phase_limit)
+    return text, stored

@@ -221,56 +221,110 @@ def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None,
     return None, None
 
 
-def load_sweep(paths: list[str], steps: list[int] = (), max_steps: int | None = None) -> sw.Sweep:
-    """Analyse each run and fit the cost model (analyzer/sweep.py)."""
+@dataclass
+class SweepRun:
+    """One run's inputs to the sweep fit; the results store keeps them (analyzer/store.py), so that
+    `specprof sweep @ID` needs no files."""
+
+    path: str
+    steps: int | None  # draft steps from the traced command line (None when it does not say)
+    tokens: int | None
+    cycles: pl.DataFrame  # draft_ns, verify_ns, total_ns: attributed GPU time per cycle under nsys
+    accepts: pl.DataFrame  # cycle, request, correct: the accept counts of the cycles the capture holds
+    accept_len: float | None
+    batch: float | None
+    periods: pl.DataFrame | None = None  # index, period: cycle periods without nsys (idle ones left out)
+
+    @property
+    def period_ns(self) -> int | None:
+        if self.periods is None or not self.periods.height:
+            return None
+        return int(round(self.periods["period"].mean()))
+
+
+def sweep_run(files: RunFiles, a: Analysis, sidecars: sc.Sidecars, check: cc.CrossCheck | None = None) -> SweepRun:
+    """The sweep's inputs from an analysed run and its sidecars (`check`: the run's cross-check, when made)."""
+    baseline = _sidecars(files.baseline)
+    check = check if check is not None else cc.crosscheck(a.trace, sidecars)
+    k, tokens = steps_of(files, sidecars)
+    window = _window(sidecars, check)
+    seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+    accept, batch, _ = econ.accept_stats(window)
+    wide = a.cycle_phases.group_by("cycle").agg(
+        draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
+        verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
+        total_ns=pl.col("attributed").sum())
+    periods = None
+    if baseline is not None:
+        first, last = window["index"].min(), window["index"].max()
+        periods = econ.cycle_periods(baseline.cycles, key="file").filter(
+            pl.col("index").is_between(first, last) & ~pl.col("idle")).select("index", "period")
+    return SweepRun(path=files.path, steps=k, tokens=tokens,
+                    cycles=wide.select("draft_ns", "verify_ns", "total_ns"),
+                    accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
+                    periods=periods)
+
+
+def stored_sweep_run(db, arg: str) -> SweepRun:
+    """The sweep's inputs of a stored run (`@ID`)."""
+    from analyzer import store
+
+    run_id = store.parse_run_id(arg)
+    t = store.sweep_tables(db, run_id)
+    run = t["run"]
+    if run["steps"] is None and not t["accepts"].height:
+        raise SpecprofError(f"{arg}: stored without the tracer's sidecar: the sweep needs the accept counts; "
+                            "store the run directory made by `specprof capture`")
+    return SweepRun(path=f"{arg} ({run['path']})", steps=run["steps"], tokens=run["tokens"], cycles=t["cycles"],
+                    accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"])
+
+
+def load_sweep(paths: list[str], steps: list[int] = (), max_steps: int | None = None, db=None) -> sw.Sweep:
+    """Analyse each run (or read it from the results store `db`: `@ID`) and fit the cost model
+    (analyzer/sweep.py)."""
     if len(paths) < 2:
         raise SpecprofError("specprof sweep needs at least two runs (with different numbers of draft steps)")
     if steps and len(steps) != len(paths):
         raise SpecprofError(f"--steps was given {len(steps)} times for {len(paths)} runs: give it once per run, "
                             "in the order of the runs")
+    from analyzer import store
+
     run_rows, cycle_rows, count_rows, period_rows, notes = [], [], [], [], []
     for run, path in enumerate(paths):
-        files = locate(path)
-        if not files.sidecars:
-            raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept counts; "
-                                "give a run directory made by `specprof capture`", path)
-        a = analyze(load(files.trace))
-        sidecars = sc.read_sidecars(files.sidecars)
-        baseline = _sidecars(files.baseline)
-        check = cc.crosscheck(a.trace, sidecars)
-        k, tokens = (steps[run], steps[run] + 1) if steps else steps_of(files, sidecars)
+        if store.is_run_id(path):
+            if db is None:
+                raise SpecprofError(f"{path}: a stored run: give the results database with --db FILE")
+            sr = stored_sweep_run(db, path)
+        else:
+            files = locate(path)
+            if not files.sidecars:
+                raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept "
+                                    "counts; give a run directory made by `specprof capture`", path)
+            sr = sweep_run(files, analyze(load(files.trace)), sc.read_sidecars(files.sidecars))
+        k, tokens = (steps[run], steps[run] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
             raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "
                                 "give --steps K once per run", path)
-        window = _window(sidecars, check)
-        seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+        seen = sr.accepts
         if seen.height and int(seen["correct"].max()) > k:
             raise SpecprofError(f"{path}: a request accepted {int(seen['correct'].max())} draft tokens in one cycle, "
                                 f"more than the {k} draft steps given for this run", path)
-        accept, batch, _ = econ.accept_stats(window)
-        wide = a.cycle_phases.group_by("cycle").agg(
-            draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
-            verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
-            total_ns=pl.col("attributed").sum())
+        wide = sr.cycles
         if wide.is_empty():
-            raise SpecprofError(f"{files.trace}: no `cycle` ranges in the trace: nothing to fit", files.trace)
+            raise SpecprofError(f"{path}: no `cycle` ranges in the trace: nothing to fit", path)
         cycle_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns", "total_ns"))
         count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
                                       pl.lit(k, dtype=pl.Int64).alias("steps"), "correct"))
-        period = None
-        if baseline is not None:
-            first, last = window["index"].min(), window["index"].max()
-            p = econ.cycle_periods(baseline.cycles, key="file").filter(
-                pl.col("index").is_between(first, last) & ~pl.col("idle"))
-            period_rows.append(p.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
-            period = int(round(p["period"].mean())) if p.height else None
+        if sr.periods is not None:
+            period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
         means = wide.mean()
-        run_rows.append({"run": run, "path": path, "steps": k, "tokens": tokens, "cycles": wide.height,
-                         "accept_len": accept, "batch": batch, "draft_ns": int(means["draft_ns"][0]),
+        run_rows.append({"run": run, "path": sr.path if store.is_run_id(path) else path, "steps": k,
+                         "tokens": tokens, "cycles": wide.height,
+                         "accept_len": sr.accept_len, "batch": sr.batch, "draft_ns": int(means["draft_ns"][0]),
                          "verify_ns": int(means["verify_ns"][0]), "rest_ns": int(means["total_ns"][0]
                                                                                   - means["draft_ns"][0]
                                                                                   - means["verify_ns"][0]),
-                         "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": period})
+                         "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
     runs = pl.DataFrame(run_rows, schema={
         "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
         "accept_len": pl.Float64, "batch": pl.Float64, "draft_ns": pl.Int64, "verify_ns": pl.Int64,
