@@ -211,22 +211,63 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
         return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
     if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
         ordered = False  # said to be in start order, but is not: sort
-    s = df.lazy().select(*by, "start", "end")
     if few and ordered:
-        s = s.with_columns(prev=pl.col("end").cum_max().shift(1).over(by))
+        s = df.lazy().select(*by, "start", "end").with_columns(prev=pl.col("end").cum_max().shift(1).over(by))
+        return s.with_columns(
+            piece=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
+            .clip(lower_bound=0)
+        ).group_by(by).agg(busy=pl.col("piece").sum()).collect()
+    # Sort so that each group is one run of rows in start order (on one packed key when the keys fit
+    # in 62 bits), then scan: no hash table over the rows.
+    key = combined_key(df, by)
+    s = df.select(*by, "start", "end", *([key.alias("_k")] if key is not None else []))
+    run_keys = ["_k"] if key is not None else by
+    if ordered:
+        s = s.sort(run_keys, maintain_order=True)
     else:
-        s = s.sort(*by, maintain_order=True) if ordered else s.sort(*by, "start")
-        s = _prev_in_runs(s.collect(), by).lazy()
+        s = s.sort(*run_keys, "start")
+    s = _prev_in_runs(s, run_keys, keep_first=True)
     s = s.with_columns(
-        piece=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
-        .clip(lower_bound=0)
-    )
-    return s.group_by(by).agg(busy=pl.col("piece").sum()).collect()
+        csum=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
+        .clip(lower_bound=0).cum_sum(),
+        _last=pl.col("_first").shift(-1).fill_null(True),
+    ).filter(pl.col("_last"))
+    return s.select(*by, busy=pl.col("csum") - pl.col("csum").shift(1).fill_null(0))
 
 
-def _prev_in_runs(s: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
+    """One Int64 expression that takes one value per distinct tuple of the columns `by` (integers or
+    categoricals; null is a value of its own), when their ranges fit in 62 bits; else None."""
+    parts = []
+    for k in by:
+        dt = df.schema[k]
+        if dt == pl.Categorical:
+            parts.append(pl.col(k).to_physical().cast(pl.Int64))
+        elif dt.is_integer():
+            parts.append(pl.col(k).cast(pl.Int64))
+        else:
+            return None
+    if len(parts) == 1 and df.schema[by[0]].is_integer():
+        return parts[0].fill_null(pl.col(by[0]).min().fill_null(0) - 1)
+    stats = df.select(*[e.min().alias(f"lo{i}") for i, e in enumerate(parts)],
+                      *[e.max().alias(f"hi{i}") for i, e in enumerate(parts)]).row(0, named=True)
+    expr, bits = pl.lit(0, pl.Int64), 0
+    for i, e in enumerate(parts):
+        lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]
+        lo, hi = (0, 0) if lo is None else (int(lo), int(hi))
+        width = (hi - lo + 2).bit_length()  # values lo..hi, and null
+        if bits + width > 62:
+            return None
+        code = (e - lo).fill_null(hi - lo + 1)
+        expr = expr + (code * (1 << bits))
+        bits += width
+    return expr
+
+
+def _prev_in_runs(s: pl.DataFrame, by: list[str], keep_first: bool = False) -> pl.DataFrame:
     """For rows sorted by (by, start): `prev`, the running max of `end` over the earlier rows of
-    the same group (null for a group's first row).
+    the same group (null for a group's first row); with `keep_first`, also `_first` (the row starts
+    a group).
 
     One cumulative max over the whole column instead of one per group: each group's values are
     rebased to its first start and lifted by (group number x the widest group), so that no value
@@ -239,13 +280,14 @@ def _prev_in_runs(s: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     stats = s.select(w=(pl.col("end") - pl.col("_base")).max(), lo=(pl.col("end") - pl.col("_base")).min(),
                      g=pl.col("_g").max()).row(0)
     width, low, groups = int(stats[0] or 0) + 1, int(stats[1] or 0), int(stats[2] or 0)
+    drop = ["_g", "_base"] if keep_first else ["_first", "_g", "_base"]
     if low < 0 or (groups + 1) * width >= 1 << 62:
-        return s.with_columns(prev=pl.col("end").cum_max().shift(1).over(by)).drop("_first", "_g", "_base")
+        return s.with_columns(prev=pl.col("end").cum_max().shift(1).over("_g")).drop(drop)
     lift = pl.col("_g") * width
     v = lift + pl.col("end") - pl.col("_base")
     return s.with_columns(
         prev=pl.when(pl.col("_first")).then(None).otherwise(v.cum_max().shift(1) - lift + pl.col("_base"))
-    ).drop("_first", "_g", "_base")
+    ).drop(drop)
 
 
 __all__ = ["segments", "tile", "charges", "cpu_waits", "with_prev_end", "stream_walls", "union_length",

@@ -129,6 +129,40 @@ def innermost_at_launch(api: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFram
     return found.with_columns(found.get_column("range_id").scatter(idx, walk.get_column("range_id")))
 
 
+def _launch_rows(ops: pl.DataFrame, api: pl.DataFrame) -> pl.Series | None:
+    """For each op, the row of `api` with its (pid, correlation), or null.
+
+    Processes are numbered and packed with the correlation id into one integer key. When the keys
+    are dense enough, a table indexed by key gives each op's row in O(1); otherwise a hash join on
+    the one packed key (faster than on the two columns). None when correlation ids do not fit in
+    40 bits (no export seen has that); the caller then joins on the two columns."""
+    if api.is_empty():
+        return pl.Series("row", [None] * ops.height, pl.UInt32)
+    lo, hi = api.select(lo=pl.col("correlation").min(), hi=pl.col("correlation").max()).row(0)
+    if lo is None or lo < 0 or hi >= 1 << 40:
+        return None
+    pids = pl.concat([api.get_column("pid"), ops.get_column("pid")]).unique().drop_nulls().sort()
+    dense = (hi + 1) * max(1, pids.len()) <= max(1 << 24, 4 * (ops.height + api.height))
+    stride = hi + 1 if dense else 1 << 40
+    slot = pl.DataFrame({"pid": pids, "slot": pl.int_range(pids.len(), eager=True).cast(pl.Int64) * stride})
+
+    def keys(df):
+        k = df.select("pid", "correlation").join(slot, on="pid", how="left", maintain_order="left")
+        c = k.get_column("correlation")
+        inside = ((c >= 0) & (c <= hi)).fill_null(False)
+        return (k.get_column("slot") + c).zip_with(inside, pl.Series([None], dtype=pl.Int64))
+
+    rows = pl.int_range(api.height, eager=True).cast(pl.UInt32)
+    at = keys(ops)
+    if dense:
+        table = pl.Series("row", [None], pl.UInt32).extend_constant(None, stride * max(1, pids.len()) - 1)
+        table = table.scatter(keys(api), rows)
+        return table.gather(at.fill_null(0)).zip_with(at.is_not_null(), pl.Series([None], dtype=pl.UInt32))
+    found = pl.DataFrame({"k": at}).join(pl.DataFrame({"k": keys(api), "row": rows}), on="k", how="left",
+                                         maintain_order="left")
+    return found.get_column("row")
+
+
 def _ascending(df: pl.DataFrame, col: str) -> bool:
     return df.height < 2 or bool(df.select((pl.col(col) >= pl.col(col).shift(1)).fill_null(True).all()).item())
 
@@ -160,13 +194,19 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     tl = timeline(ranges)
     api = innermost_at_launch(trace.api, ranges, tl)
 
-    # Each op's launch call, joined on the two key columns only (in the ops' order); the new columns
-    # are added to the ops, whose own columns are not copied.
-    launch = trace.ops.select("pid", "correlation").join(
-        api.select("pid", "correlation", launch_start="start", launch_end="end",
-                   launch_tid="tid", launch_name="name", range_id="range_id"),
-        on=["pid", "correlation"], how="left", maintain_order="left",
-    ).drop("pid", "correlation")
+    # Each op's launch call (in the ops' order); the new columns are added to the ops, whose own
+    # columns are not copied.
+    calls = api.select(launch_start="start", launch_end="end", launch_tid="tid", launch_name="name",
+                       range_id="range_id")
+    at = _launch_rows(trace.ops, api)
+    if at is not None:
+        launch = calls.select(pl.all().gather(at)) if calls.height else pl.DataFrame(
+            {c: pl.Series(c, [None] * trace.ops.height, dt) for c, dt in calls.schema.items()})
+    else:
+        launch = trace.ops.select("pid", "correlation").join(
+            pl.concat([api.select("pid", "correlation"), calls], how="horizontal"),
+            on=["pid", "correlation"], how="left", maintain_order="left",
+        ).drop("pid", "correlation")
     # The phase an op gets from its innermost range: the range's phase, or "(cycle)" for a grouping
     # range. Computed once per range and dictionary-encoded, then looked up per op.
     names = ranges.select(

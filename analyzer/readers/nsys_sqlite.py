@@ -255,9 +255,12 @@ def _read_strings(ex: _Export) -> pl.DataFrame:
 
 
 def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
-    """Replace integer string-id column `id_col` by its text in column `out`."""
+    """Replace integer string-id column `id_col` by its text in column `out` (same row order).
+
+    Only the id column goes through the join; the frame's other columns are not copied."""
     lookup = strings.rename({"id": id_col, "value": out})
-    return df.join(lookup, on=id_col, how="left").drop(id_col)
+    names = df.select(id_col).join(lookup, on=id_col, how="left", maintain_order="left").get_column(out)
+    return df.with_columns(names).drop(id_col)
 
 
 def _col(cols: set[str], name: str, alias: str, fallback: str = "NULL") -> str:
@@ -282,7 +285,8 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             label="reading kernels",
         )
         if frames:
-            df = pl.concat(frames)
+            df = pl.concat(frames, rechunk=False)
+            del frames
             df = _name_of(df, strings, "name_id", "name")
             df = _name_of(df, strings, "short_id", "short_name")
             parts.append(df.with_columns(kind=pl.lit("kernel")))
@@ -337,11 +341,21 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
     ops = pl.concat([p.with_columns(pl.col("kind").cast(pl.Categorical))
                      .select([c for c in OPS_SCHEMA if c != "op_id" and c in p.columns])
                      for p in parts], how="diagonal_relaxed")
+    del parts
     # op_id follows (start, end); ties keep the table order. Exports are usually in that order
     # already: then the sort is skipped.
     if not _in_order(ops, "start", "end"):
-        ops = ops.sort("start", "end", maintain_order=True)
+        ops = _sorted(ops, "start", "end")
     return ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+
+
+def _sorted(df: pl.DataFrame, *by: str) -> pl.DataFrame:
+    """`df` stably sorted by `by`, one column at a time: a large frame is never held twice."""
+    order = df.select(pl.arg_sort_by(*by, maintain_order=True)).to_series()
+    out = {}
+    for name in list(df.columns):
+        out[name] = df.drop_in_place(name).gather(order)
+    return pl.DataFrame(out)
 
 
 def _in_order(df: pl.DataFrame, first: str, second: str | None = None) -> bool:
