@@ -11,8 +11,8 @@ import click
 
 
 @click.command()
-@click.option("--steps", "-k", type=click.IntRange(1, 16), default=4, show_default=True,
-              help="Draft steps per cycle (verify runs steps+1 tokens).")
+@click.option("--steps", "-k", type=click.IntRange(0, 16), default=4, show_default=True,
+              help="Draft steps per cycle (verify runs steps+1 tokens); 0 is plain decoding (the baseline).")
 @click.option("--cycles", "-n", type=click.IntRange(1), default=200, show_default=True,
               help="Measured speculative cycles (after the warm-up).")
 @click.option("--warmup", type=click.IntRange(0), default=5, show_default=True)

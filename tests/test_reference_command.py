@@ -1,0 +1,32 @@
+"""`specprof reference` on the CPU (the tiny engine): plain decoding and speculative cycles."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from analyzer.cli import main
+
+
+def run(tmp_path, *args):
+    result = CliRunner().invoke(main, ["reference", "--tiny", "--cycles", "6", "--warmup", "1",
+                                       "--no-trace", "--out", str(tmp_path), *args])
+    assert result.exit_code == 0, result.output
+    return json.loads((tmp_path / "ground_truth.json").read_text())
+
+
+def test_plain_decoding_accepts_exactly_one_token_per_step(tmp_path):
+    out = run(tmp_path, "--steps", "0")
+    assert out["config"]["steps"] == 0
+    assert out["run"]["mean_accept_len"] == 1.0
+    assert out["run"]["tokens"] == 6 * out["config"]["batch"]
+
+
+def test_speculative_cycles_accept_between_one_and_k_plus_one(tmp_path):
+    out = run(tmp_path, "--steps", "3", "--draft-error", "0.0")
+    # With no injected errors nearly every draft token matches the target's greedy choice (the
+    # draft differs from the target only by a small residual, which flips a few argmaxes).
+    assert 3.5 < out["run"]["mean_accept_len"] <= 4.0
+    out = run(tmp_path, "--steps", "3", "--draft-error", "1.0")
+    assert out["run"]["mean_accept_len"] < 1.2
