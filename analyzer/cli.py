@@ -134,10 +134,10 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
         from analyzer.render import html
 
         html.write(result, html_file, manifest=analysis.manifest(trace))
-    if as_json:
-        click.echo(json_render.render(result))
-    else:
-        click.echo(terminal.render(result, cycle_limit=cycle_limit, phase_limit=phase_limit))
+    with progress.step("rendering"):
+        text = json_render.render(result) if as_json else terminal.render(
+            result, cycle_limit=cycle_limit, phase_limit=phase_limit)
+    click.echo(text)
 
 
 def _said_stored(db_path, stored) -> None:

@@ -242,7 +242,7 @@ def test_untrusted_names_stay_data(tmp_path, shared_dir):
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output and "\r" not in result.output
     out = CliRunner().invoke(main, ["analyze", str(p), "--json"])
-    parsed = json.loads(out.output)
+    parsed = json.loads(out.stdout)
     assert parsed["schema"] == "specprof.analysis/1"
     assert not Path("/tmp/pwned").exists()
 
@@ -308,7 +308,7 @@ def test_a_folder_of_rank_traces_gives_per_rank_results(tmp_path, shared_dir):
     (tmp_path / "manifest.json").write_text('{"schema": "not a trace"}')
     result = CliRunner().invoke(main, ["analyze", str(tmp_path), "--json", "--csv", str(tmp_path / "csv")])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["schema"] == "specprof.ranks/1"
     assert [r["rank"] for r in doc["ranks"]] == [0, 1, 3]
     assert all(r["analysis"]["schema"] == "specprof.analysis/1" for r in doc["ranks"])
@@ -323,7 +323,7 @@ def test_a_run_folder_with_one_trace_is_one_run():
     # fixtures/torch-k4 holds the trace, its ground truth (JSON, not a trace) and the sidecar.
     result = CliRunner().invoke(main, ["analyze", str(TORCH_K4.parent), "--json"])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["schema"] == "specprof.analysis/1" and doc["source"]["path"].endswith("trace.json.gz")
 
 
