@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from analyzer.errors import SpecprofError
 
+CONNECT_TIMEOUT = "30s"  # how long to try reaching a Dask scheduler
+
 
 @dataclass(frozen=True)
 class Options:
@@ -148,7 +150,7 @@ def _on_dask(paths: list[str], opts: Options, scheduler) -> list[Digest]:
         raise SpecprofError("--dask needs Dask's distributed scheduler: pip install 'specprof[dist]'") from None
     owned = isinstance(scheduler, str)
     try:
-        client = Client(scheduler, timeout="30s") if owned else scheduler
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT) if owned else scheduler
     except (OSError, TimeoutError) as exc:
         raise SpecprofError(f"--dask {scheduler}: cannot reach the Dask scheduler ({exc})") from None
     try:

@@ -67,7 +67,8 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
         .drop("gpu_ops")
     )
     order = pl.when(pl.col("phase") == UNATTRIBUTED).then(2).when(pl.col("phase") == IN_CYCLE).then(1).otherwise(0)
-    return out.sort(order, pl.col("attributed"), descending=[False, True])
+    # ties (phases with equal time, often 0) in name order: the same input gives the same table
+    return out.sort(order, pl.col("attributed"), pl.col("phase"), descending=[False, True, False])
 
 
 def category_table(charges: pl.DataFrame) -> pl.DataFrame:

@@ -104,7 +104,8 @@ def terminal(m, phase_limit: int = 20) -> str | None:
                 table(["rank", "last", "share", "margin mean us", "max us", "others' wait ms"], rows)]
         top = m.straggler()
         if top is not None:
-            out.append(f"  straggler: rank {top['rank']}, last at {top['last']:,} of {int(m.collectives['instances'].sum()):,}"
+            n = int(m.collectives["instances"].sum())
+            out.append(f"  straggler: rank {top['rank']}, last at {top['last']:,} of {n:,}"
                        f" collectives, by {f_us(top['margin_mean'])} us on average; the other ranks waited "
                        f"{f_ms(top['caused'])} ms for it")
             worst = m.stragglers.sort("caused", descending=True).row(0, named=True)

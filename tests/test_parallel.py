@@ -1,0 +1,104 @@
+"""Many traces at once (analyzer/parallel.py): one process per file (--jobs) and a Dask cluster (--dask, here a
+LocalCluster in this process) give exactly what the serial analysis gives, on real captures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer import parallel
+from analyzer.cli import main
+from conftest import FIXTURES
+
+K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
+
+
+@pytest.fixture(scope="module")
+def traces(request):
+    from conftest import SHARED
+
+    paths = [K4, K6]
+    if SHARED is not None:
+        paths += [str(SHARED / "nsys_sqlite" / f"nsysai_{n}.sqlite") for n in ("mfu_2gpu_before", "h100_2gpu_1s")]
+    return paths
+
+
+def analyze(*args):
+    out = CliRunner().invoke(main, ["analyze", *args])
+    assert out.exit_code == 0, out.output
+    return out
+
+
+def test_jobs_give_the_serial_result(traces, tmp_path):
+    serial = analyze(*traces, "--json").output
+    pooled = analyze(*traces, "--json", "--jobs", "3").output
+    assert pooled == serial
+    doc = json.loads(serial)
+    assert [r["path"] for r in doc["ranks"]] == sorted(traces)  # ranks unknown: in path order
+    assert all(r["analysis"]["ranks"] for r in doc["ranks"])
+    assert analyze(*traces, "--jobs", "2").output == analyze(*traces).output
+
+
+def test_stored_in_parallel_equals_stored_serially(traces, tmp_path):
+    import sqlite3
+
+    def dump(db):
+        with sqlite3.connect(db) as conn:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                 "AND name NOT IN ('imports', 'import_runs') ORDER BY name")]
+            return {t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}").fetchall())) for t in tables}
+
+    serial, pooled = str(tmp_path / "serial.db"), str(tmp_path / "pooled.db")
+    analyze(*traces, "--db", serial)
+    analyze(*traces, "--db", pooled, "--jobs", "2")
+    a, b = dump(serial), dump(pooled)
+    for t in a:  # the import time differs; nothing else may
+        rows_a = [r for r in a[t]] if t != "runs" else [r.split("imported_at")[0] for r in a[t]]
+        rows_b = [r for r in b[t]] if t != "runs" else [r.split("imported_at")[0] for r in b[t]]
+        if t == "runs":
+            with sqlite3.connect(serial) as ca, sqlite3.connect(pooled) as cb:
+                sql = "SELECT * FROM runs ORDER BY id"
+                cols = [d[0] for d in ca.execute(sql).description]
+                keep = [i for i, c in enumerate(cols) if c != "imported_at"]
+                rows_a = [[r[i] for i in keep] for r in ca.execute(sql)]
+                rows_b = [[r[i] for i in keep] for r in cb.execute(sql)]
+        assert rows_a == rows_b, t
+
+
+def test_dask_local_cluster_gives_the_serial_result(traces):
+    distributed = pytest.importorskip("dask.distributed")
+    opts = parallel.Options(as_json=True, store=True)
+    serial = parallel.analyse_many(traces, opts)
+    with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        remote = parallel.analyse_many(traces, opts, dask=client)
+        # the CLI's path: the scheduler's address
+        out = CliRunner().invoke(main, ["analyze", *traces, "--json", "--dask", c.scheduler_address])
+    assert [d.path for d in remote] == traces
+    for s, r in zip(serial, remote):
+        assert r.doc == s.doc and r.row == s.row and r.record.run == s.record.run
+    assert out.exit_code == 0, out.output
+    by_path = {d.path: d.doc for d in serial}
+    assert [r["analysis"] for r in json.loads(out.output)["ranks"]] == [by_path[p] for p in sorted(traces)]
+
+
+def test_dask_refuses_table_folders_and_says_an_unreachable_scheduler(tmp_path, monkeypatch):
+    pytest.importorskip("dask.distributed")
+    monkeypatch.setattr(parallel, "CONNECT_TIMEOUT", "2s")
+    out = CliRunner().invoke(main, ["analyze", K4, K6, "--dask", "tcp://127.0.0.1:9", "--csv", str(tmp_path)])
+    assert out.exit_code == 2 and "not with --dask" in out.output
+    out = CliRunner().invoke(main, ["analyze", K4, K6, "--dask", "tcp://127.0.0.1:9"])
+    assert out.exit_code == 2 and "cannot reach the Dask scheduler" in out.output
+
+
+def test_a_directory_of_exports_is_each_export(tmp_path):
+    for k in (2, 4):
+        shutil.copy(FIXTURES / f"reference-k{k}" / "run.sqlite", tmp_path / f"node{k}.sqlite")
+    doc = json.loads(analyze(str(tmp_path), "--json", "--jobs", "2", "--csv", str(tmp_path / "csv")).output)
+    assert [os.path.basename(r["path"]) for r in doc["ranks"]] == ["node2.sqlite", "node4.sqlite"]
+    assert sorted(os.listdir(tmp_path / "csv")) == ["trace0", "trace1"]
+    assert {s["name"] for s in doc["skew"]} >= {"draft", "verify"}

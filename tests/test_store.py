@@ -1,0 +1,176 @@
+"""The results store (analyzer/store.py) on the project's real captures: what a run's rows hold, idempotent
+re-import, foreign keys, listing, compare and sweep by run id (equal to the same commands on the files), and
+untrusted names staying data."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from analyzer import parallel, runs, store
+from analyzer.analysis import analyze, load
+from analyzer.cli import main
+from analyzer.compare import compare
+from analyzer.errors import SpecprofError
+from conftest import FIXTURES
+
+K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """A store holding K=4, K=2, K=6 (in that order: @1, @2, @3), filled through the CLI."""
+    db = str(tmp_path_factory.mktemp("store") / "results.db")
+    for args in ([K4], [K2, K6]):
+        out = CliRunner().invoke(main, ["analyze", *args, "--db", db, "--json"])
+        assert out.exit_code == 0, out.output
+    return db
+
+
+def q(db, sql, *params):
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_a_run_dir_is_stored_with_its_manifest_phases_cycles_and_sidecar_results(stored):
+    a = analyze(load(K4))
+    (run,) = q(stored, "SELECT id, path, format, cycles, steps, tokens, accept_len, preset, command, "
+                       "rank_count, wall_ns FROM runs WHERE path = ?", K4)
+    assert run[:8] == (1, K4, "nsys-sqlite", 100, 4, 5, 2.625, "reference")
+    assert json.loads(run[8])[-4:] == ["4", "--cycles", "100", "--profile-range"]
+    assert run[9] == 1 and run[10] == int(a.streams["wall"].sum())
+    phases = dict(q(stored, "SELECT phase, attributed_ns FROM phases WHERE run_id = 1"))
+    assert phases == dict(a.phases.select("phase", "attributed").iter_rows())
+    assert q(stored, "SELECT COUNT(*) FROM cycles WHERE run_id = 1") == [(100,)]
+    assert q(stored, "SELECT COUNT(*) FROM crosscheck_consistency WHERE run_id = 1")[0][0] >= 3
+    assert q(stored, "SELECT COUNT(*) FROM crosscheck_inflation WHERE run_id = 1")[0][0] > 0  # no-nsys/ baseline
+    assert q(stored, "SELECT source FROM economics WHERE run_id = 1 AND headline = 1") == [("sidecar without nsys",)]
+    # rank tables: one rank, its phases equal the run's
+    assert q(stored, "SELECT rank, device, source FROM ranks WHERE run_id = 1") == [(0, 0, "device order")]
+    rank_phases = dict(q(stored, "SELECT p.phase, p.attributed_ns FROM rank_phases p JOIN ranks k ON k.id = p.rank_id "
+                                 "WHERE k.run_id = 1"))
+    assert rank_phases == phases
+
+
+def test_reimport_is_idempotent_and_each_import_is_recorded(stored):
+    before = {t: q(stored, f"SELECT COUNT(*) FROM {t}")[0][0] for t in store.TABLES if t != "import_runs"}
+    out = CliRunner().invoke(main, ["analyze", K4, "--db", stored])
+    assert out.exit_code == 0
+    assert "already in" in out.stderr and "as run @1" in out.stderr
+    after = {t: q(stored, f"SELECT COUNT(*) FROM {t}")[0][0] for t in store.TABLES if t != "import_runs"}
+    assert {t: after[t] - before[t] for t in before} == {t: (1 if t == "imports" else 0) for t in before}
+    assert q(stored, "SELECT created FROM import_runs WHERE run_id = 1 ORDER BY import_id") == [(1,), (0,)]
+    # other analysis options are another run (the key hashes the options as well as the trace)
+    out = CliRunner().invoke(main, ["analyze", K4, "--db", stored, "--domain", "specprof"])
+    assert out.exit_code == 0 and "stored as run @4" in out.stderr
+    keys = q(stored, "SELECT trace_sha256, key FROM runs WHERE id IN (1, 4)")
+    assert keys[0][0] == keys[1][0] and keys[0][1] != keys[1][1]
+
+
+def test_foreign_keys_are_declared_and_enforced(stored):
+    with sqlite3.connect(stored) as conn:
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        fks = {t: {(r[3], r[2], r[4]) for r in conn.execute(f"PRAGMA foreign_key_list({t})")} for t in store.TABLES}
+    assert ("run_id", "runs", "id") in fks["phases"] and ("rank_id", "ranks", "id") in fks["rank_phases"]
+    assert ("cycle_id", "cycles", "id") in fks["cycle_phases"]
+    db = store.connect(stored, create=False)
+    with pytest.raises(sqlite3.IntegrityError):
+        db.conn.execute("INSERT INTO phases (run_id, phase) VALUES (999, 'x')")
+    db.conn.rollback()
+    indexes = {r[1] for r in db.conn.execute("PRAGMA index_list(phases)")}
+    assert any("run_id" in i for i in indexes)
+
+
+def test_runs_lists_every_run(stored):
+    out = CliRunner().invoke(main, ["runs", "--db", stored, "--json"])
+    doc = json.loads(out.output)
+    assert doc["schema"] == "specprof.runs/1"
+    assert [(r["ref"], r["path"], r["steps"]) for r in doc["runs"]][:3] == [("@1", K4, 4), ("@2", K2, 2), ("@3", K6, 6)]
+    text = CliRunner().invoke(main, ["runs", "--db", stored]).output
+    assert "@3" in text and "reference-k6" in text
+
+
+def test_compare_by_run_id_equals_compare_of_the_files(stored):
+    a, b = analyze(load(K4)), analyze(load(K6))
+    files = compare(a, b)
+    out = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    from_files = json.loads(CliRunner().invoke(main, ["compare", K4, K6, "--json"]).output)
+    for key in ("phases", "categories", "unit", "total"):
+        assert doc[key] == from_files[key]
+    assert doc["total"]["change_pct"] == pytest.approx(files.change_pct, abs=1e-3)
+    # a stored run against a run on disk (a CI baseline kept in the store)
+    mixed = json.loads(CliRunner().invoke(main, ["compare", "@1", K6, "--db", stored, "--json"]).output)
+    assert mixed["phases"] == from_files["phases"]
+    slower = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--fail-if-slower", "5"])
+    assert slower.exit_code == 1
+
+
+def test_sweep_by_run_id_equals_the_sweep_of_the_run_dirs(stored):
+    db = store.connect(stored, create=False)
+    from_store = runs.load_sweep(["@2", "@1", "@3"], db=db)
+    from_files = runs.load_sweep([K2, K4, K6])
+    assert from_store.fits.drop("source").equals(from_files.fits.drop("source"))
+    assert from_store.acceptance.equals(from_files.acceptance)
+    assert from_store.predictions.equals(from_files.predictions)
+    assert from_store.recommended_steps == from_files.recommended_steps
+    assert from_store.runs.drop("path").equals(from_files.runs.drop("path"))
+
+
+def test_errors_about_stored_runs_are_one_line(stored, tmp_path):
+    r = CliRunner().invoke(main, ["compare", "@1", "@99", "--db", stored])
+    assert r.exit_code == 2 and "no run with id 99" in r.output
+    r = CliRunner().invoke(main, ["compare", "@1", "@3"])
+    assert r.exit_code == 2 and "--db" in r.output
+    r = CliRunner().invoke(main, ["runs", "--db", str(tmp_path / "none.db")])
+    assert r.exit_code == 2 and "no such results database" in r.output
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    r = CliRunner().invoke(main, ["analyze", K4, "--db", str(other)])
+    assert r.exit_code == 2 and "not a specprof results store" in r.output
+    with pytest.raises(SpecprofError):
+        store.parse_run_id("@x")
+
+
+def test_untrusted_names_are_stored_as_data(tmp_path):
+    # Synthetic names (no capture has hostile ones): a phase and a kernel named like SQL stay text.
+    a = analyze(load(K4))
+    evil = "x'); DROP TABLE runs; --"
+    a.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
+                                     .otherwise(pl.col("phase")))
+    a.kernels = a.kernels.with_columns(short_name=pl.lit(evil + " kernel"))
+    rec = store.record(a, path=K4, trace_path=str(FIXTURES / "reference-k4" / "run.sqlite"),
+                       options={"test": "evil"})
+    db = store.connect(str(tmp_path / "s.db"))
+    run_id, created = store.add(db, rec)
+    assert created and db.conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)
+    assert (evil,) in db.conn.execute("SELECT phase FROM phases WHERE run_id = ?", [run_id]).fetchall()
+    assert db.conn.execute("SELECT COUNT(*) FROM kernels WHERE kernel = ?", [evil + " kernel"]).fetchone()[0] > 0
+
+
+def test_two_ranks_with_nccl_are_stored_per_rank(tmp_path, shared_dir):
+    path = str(shared_dir / "nsys_sqlite" / "nsysai_mfu_2gpu_before.sqlite")
+    db = str(tmp_path / "r.db")
+    assert CliRunner().invoke(main, ["analyze", path, "--db", db]).exit_code == 0
+    rows = q(db, "SELECT rank, device, wait_ns, transfer_ns, last_arrivals FROM ranks ORDER BY rank")
+    assert [(r[0], r[1], r[4]) for r in rows] == [(0, 0, 11), (1, 1, 22)]
+    assert [round(r[2] / 1e6, 3) for r in rows] == [10.898, 2.477]
+    assert q(db, "SELECT instances, overlap_pct FROM collectives") == [(33, 100.0)]
+    assert q(db, "SELECT COUNT(*) FROM rank_skew")[0][0] == q(db, "SELECT COUNT(*) FROM phases")[0][0]
+
+
+def test_records_built_in_workers_equal_serial_ones(tmp_path):
+    opts = parallel.Options(store=True, as_json=True)
+    serial = parallel.analyse_many([K4, K6], opts)
+    pooled = parallel.analyse_many([K4, K6], opts, jobs=2)
+    for s, p in zip(serial, pooled):
+        assert s.doc == p.doc and s.text == p.text and s.row == p.row
+        assert s.record.run == p.record.run
+        for name in s.record.tables:
+            assert s.record.tables[name].equals(p.record.tables[name]), name
