@@ -40,6 +40,8 @@ MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD"
 _PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
 
 READ_THREADS = max(1, min(4, os.cpu_count() or 1))  # parallel readers of one large table
+_GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+               "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
 
 def _uri(path: str) -> str:
@@ -83,9 +85,9 @@ class _Export:
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from None
 
-    def frame(self, sql: str, schema: dict) -> pl.DataFrame:
+    def frame(self, sql: str, schema: dict, step=None) -> pl.DataFrame:
         """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow."""
-        parts = list(self.frames(sql, schema))
+        parts = list(self.frames(sql, schema, step=step))
         return pl.concat(parts, rechunk=False) if parts else empty(schema)
 
     def frames(self, sql: str, schema: dict, batch_rows: int = 1 << 18, step=None):
@@ -134,7 +136,7 @@ class _Export:
         lo, hi = self.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')[0]
         return (0, 0) if lo is None else (int(lo), int(hi) + 1)
 
-    def parallel(self, table: str, sql: str, schema: dict, keep=None, label: str | None = None,
+    def parallel(self, table: str, sql: str, schema: dict, keep=None, step=None,
                  parts: int = READ_THREADS) -> list[pl.DataFrame]:
         """`sql` (a SELECT ... FROM table [WHERE ...]) over rowid slices of `table`, in threads.
 
@@ -149,20 +151,19 @@ class _Export:
         cuts = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
         glue = " AND " if " WHERE " in sql else " WHERE "
         queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
-        with progress.step(label or f"reading {table}", hi - lo, "rows") as step:
-            def run(q):
-                out = []
-                for df in self.frames(q, schema, step=step):
-                    df = keep(df) if keep is not None else df
-                    if df.height:
-                        out.append(df)
-                return out
+        def run(q):
+            out = []
+            for df in self.frames(q, schema, step=step):
+                df = keep(df) if keep is not None else df
+                if df.height:
+                    out.append(df)
+            return out
 
-            if parts == 1:
-                results = [run(queries[0])]
-            else:
-                with ThreadPoolExecutor(parts) as pool:
-                    results = list(pool.map(run, queries))
+        if parts == 1:
+            results = [run(queries[0])]
+        else:
+            with ThreadPoolExecutor(parts) as pool:
+                results = list(pool.map(run, queries))
         return [df for r in results for df in r]
 
     def _corrupt(self, exc: Exception) -> SpecprofError:
@@ -213,9 +214,16 @@ def read_nsys_sqlite(path: str) -> Trace:
     try:
         meta = _read_meta(ex)
         strings = _read_strings(ex)
-        ops = _read_ops(ex, strings)
-        api = _read_api(ex, strings, ops)
-        ranges, marks = _read_nvtx(ex, strings, meta)
+        gpu = sum(ex.row_span(t)[1] - ex.row_span(t)[0] for t in _GPU_TABLES if t in ex.tables)
+        with progress.step("reading GPU ops", gpu, "rows") as step:
+            ops = _read_ops(ex, strings, step)
+        calls = "CUPTI_ACTIVITY_KIND_RUNTIME"
+        span = ex.row_span(calls) if calls in ex.tables else (0, 0)
+        with progress.step("reading CUDA API calls", span[1] - span[0], "rows") as step:
+            api = _read_api(ex, strings, ops, step)
+        span = ex.row_span("NVTX_EVENTS") if "NVTX_EVENTS" in ex.tables else (0, 0)
+        with progress.step("reading NVTX ranges", span[1] - span[0], "rows") as step:
+            ranges, marks = _read_nvtx(ex, strings, meta, step)
     finally:
         ex.close()
     if not ops.is_empty():
@@ -267,7 +275,7 @@ def _col(cols: set[str], name: str, alias: str, fallback: str = "NULL") -> str:
     return f"{name} AS {alias}" if name in cols else f"{fallback} AS {alias}"
 
 
-def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
+def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     parts = []
     k = "CUPTI_ACTIVITY_KIND_KERNEL"
     cols = ex.columns(k)
@@ -282,7 +290,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
              "short_id": pl.Int64, "graph_node": pl.Int64},
-            label="reading kernels",
+            step=step,
         )
         if frames:
             df = pl.concat(frames, rechunk=False)
@@ -300,6 +308,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "copy_kind": pl.Int64,
              "graph_node": pl.Int64},
+            step=step,
         )
         kinds = pl.DataFrame({"copy_kind": list(MEMCPY_KINDS), "k": list(MEMCPY_KINDS.values())})
         df = df.join(kinds, on="copy_kind", how="left").with_columns(
@@ -315,6 +324,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {s}",
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_node": pl.Int64},
+            step=step,
         )
         memset = pl.lit("[CUDA memset]").cast(pl.Categorical)
         parts.append(df.with_columns(name=memset, short_name=memset, kind=pl.lit("memset")))
@@ -328,6 +338,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame) -> pl.DataFrame:
             f"{_col(cols, 'graphId', 'graph_id')} FROM {g}",
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_id": pl.Int64},
+            step=step,
         )
         df = df.with_columns(
             name=(pl.lit("[CUDA graph ") + pl.col("graph_id").cast(pl.Utf8).fill_null("?") + pl.lit("]"))
@@ -374,7 +385,7 @@ def _in_order(df: pl.DataFrame, first: str, second: str | None = None) -> bool:
 _SUFFIX = re.compile(r"_v\d+$")
 
 
-def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) -> pl.DataFrame:
     """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation).
 
     The table also holds every other CUDA call (syncs, queries, allocations): it is read in
@@ -406,7 +417,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame) -> pl.DataF
 
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
     parts = ex.parallel(r, f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
-                           "WHERE correlationId IS NOT NULL", schema, keep=keep, label="reading CUDA API calls")
+                           "WHERE correlationId IS NOT NULL", schema, keep=keep, step=step)
     if not parts:
         return empty(API_SCHEMA)
     df = pl.concat(parts).with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
@@ -431,7 +442,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame) -> pl.DataF
     return df
 
 
-def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
+def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
     n = "NVTX_EVENTS"
     cols = ex.columns(n)
     if not cols:
@@ -444,7 +455,7 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta):
     schema = {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
               "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64}
     parts = ex.parallel(n, f"SELECT start, end, eventType, globalTid, {end_tid}, {text}, {text_id}, {domain} "
-                           f"FROM {n} WHERE eventType IN ({types})", schema, label="reading NVTX ranges")
+                           f"FROM {n} WHERE eventType IN ({types})", schema, step=step)
     df = pl.concat(parts) if parts else empty(schema)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
         pl.col("registered").cast(pl.Utf8))
