@@ -90,6 +90,12 @@
     document.getElementById("title").textContent = "specprof · " + (base || "trace");
     document.getElementById("subtitle").textContent = (f.source || "") + "  ·  " + (f.format || "") +
       (f.tool_version ? " " + f.tool_version : "") + "  ·  generated " + f.generated;
+    var cmd = document.getElementById("command");
+    if (f.command) {
+      add(cmd, el("span", "k", "$ "), document.createTextNode(f.command));
+      if (f.nsys_flags) add(cmd, el("span", "k", "   under nsys "), document.createTextNode(f.nsys_flags));
+      cmd.title = f.command + (f.nsys_flags ? "\nnsys " + f.nsys_flags : "");
+    }
     var tiles = document.getElementById("tiles");
     function tile(v, k, title) { var t = add(el("div", "tile"), el("div", "v", v), el("div", "k", k)); if (title) t.title = title; tiles.appendChild(t); }
     var gpus = (f.gpus || []).map(function (g) { return g.name || ("GPU " + g.device); });
