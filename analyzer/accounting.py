@@ -218,21 +218,24 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
             .clip(lower_bound=0)
         ).group_by(by).agg(busy=pl.col("piece").sum()).collect()
     # Sort so that each group is one run of rows in start order (on one packed key when the keys fit
-    # in 62 bits), then scan: no hash table over the rows.
+    # in 62 bits), then scan: no hash table over the rows. Only the key, start and end travel through
+    # the sort; the group's key values are picked up at the end of each run.
     key = combined_key(df, by)
-    s = df.select(*by, "start", "end", *([key.alias("_k")] if key is not None else []))
-    run_keys = ["_k"] if key is not None else by
-    if ordered:
-        s = s.sort(run_keys, maintain_order=True)
+    if key is None:
+        key_cols, s = by, df.select(*by, "start", "end").with_row_index("_row")
     else:
-        s = s.sort(*run_keys, "start")
-    s = _prev_in_runs(s, run_keys, keep_first=True)
-    s = s.with_columns(
+        key_cols, s = ["_k"], df.select(key.alias("_k"), "start", "end").with_row_index("_row")
+    s = s.sort(key_cols, maintain_order=True) if ordered else s.sort(*key_cols, "start")
+    s = _prev_in_runs(s, key_cols, keep_first=True)
+    s = s.select(
+        "_row",
         csum=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
         .clip(lower_bound=0).cum_sum(),
         _last=pl.col("_first").shift(-1).fill_null(True),
     ).filter(pl.col("_last"))
-    return s.select(*by, busy=pl.col("csum") - pl.col("csum").shift(1).fill_null(0))
+    rows = s.get_column("_row")
+    return df.select(pl.col(by).gather(rows)).with_columns(
+        busy=(s.get_column("csum") - s.get_column("csum").shift(1).fill_null(0)))
 
 
 def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.accounting import IDLE_CATEGORIES, union_length, with_prev_end
+from analyzer.accounting import IDLE_CATEGORIES, combined_key, union_length, with_prev_end
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
@@ -125,7 +125,9 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         "pid", "correlation", "phase", "start", "prev_end", "launch_start", api="launch_name",
         api_ns=pl.col("launch_end") - pl.col("launch_start"))
     # The launch's first op (in start order): its phase, start and previous op end on its stream.
-    launches = o.filter(pl.struct("pid", "correlation").is_first_distinct()).with_columns(
+    key = combined_key(ops, ["pid", "correlation"])
+    first = (key if key is not None else pl.struct("pid", "correlation")).is_first_distinct()
+    launches = o.with_columns(_first=first).filter(pl.col("_first")).drop("_first").with_columns(
         latency=pl.col("start") - pl.col("launch_start"),
         queued=pl.col("prev_end").fill_null(pl.col("launch_start")) > pl.col("launch_start"),
         idle_latency=(pl.col("start") - pl.max_horizontal("launch_start", pl.col("prev_end").fill_null(
