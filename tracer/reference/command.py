@@ -35,8 +35,11 @@ import click
 @click.option("--torch-trace", type=click.Path(dir_okay=False), help="Also run under torch.profiler and write its trace here.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Output folder [default: $SPECPROF_OUT_DIR, else the current folder].")
+@click.option("--tp", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Tensor-parallel ranks: one process per GPU (NCCL; gloo with --tiny), an all-reduce after "
+                   "attention and after the MLP (docs/multirank.md).")
 def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, cuda_graph, device, tiny,
-              trace, ground_truth, profile_range, torch_trace, out_dir):
+              trace, ground_truth, profile_range, torch_trace, out_dir, tp):
     """Run specprof's EAGLE-shaped reference engine (PyTorch, random weights).
 
     One cycle: a K-step eager draft, a CUDA-graph verify of K+1 tokens with greedy acceptance,
@@ -57,6 +60,20 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
                            heads=max(1, hidden // 128), target_layers=target_layers,
                            cuda_graph=cuda_graph, device=device)
     out = out_dir or os.environ.get("SPECPROF_OUT_DIR") or "."
+    if tp > 1:
+        if torch_trace:
+            raise click.UsageError("--torch-trace is for one process; run --tp without it")
+        from tracer.reference import tp as parallel
+
+        ranks = parallel.launch(tp, cfg, cycles, out, warmup=warmup, ground_truth=ground_truth,
+                                profile_range=profile_range)
+        for summary in ranks:
+            r = summary["run"]
+            click.echo(f"reference: TP rank {summary['tp']['rank']} of {tp}: K={steps} cycles={r['cycles']} "
+                       f"tokens/s={r['tokens_per_s']:.1f} mean accept length={r['mean_accept_len']:.3f} "
+                       f"traced={summary['traced']}", err=True)
+        click.echo(f"reference: wrote ground_truth.json (rank 0) and ground_truth.rank<r>.json into {out}", err=True)
+        return
     summary = run_reference(cfg, cycles, out, warmup=warmup, ground_truth=ground_truth,
                             profile_range=profile_range, torch_trace=torch_trace)
     r = summary["run"]

@@ -20,6 +20,14 @@ With `steps=0` the engine is a plain (non-speculative) decoder, the baseline of 
 1 token), greedy sampling and the same host read; every request gets exactly one token per cycle. The
 `draft` and `draft_extend` ground-truth events are recorded back to back (0 ms) so the file keeps its shape.
 
+Tensor parallel (`tp`, a `Parallel` of torch.distributed): each of N processes holds 1/N of every layer's
+heads and MLP width, Megatron-style: the q projection and the MLP's up projection column-parallel, the output
+projection and the MLP's down projection row-parallel, each followed by an all-reduce (one after attention,
+one after the MLP, in the target and in the draft); embedding and LM head replicated. Every rank draws the
+full weights from the same seed and keeps its shard, so the ranks agree on the tokens (and TP=N computes what
+TP=1 computes, up to the all-reduce's summation order). With one process nothing changes: no all-reduce, the
+same weights, the same kernels.
+
 The tracer's `reference` preset wraps exactly these methods. Ground truth: CUDA events recorded
 in-stream at every phase boundary (no synchronize inside the loop), read after the run.
 
@@ -39,6 +47,30 @@ import torch
 import torch.nn.functional as F
 
 PHASE_ORDER = ("draft", "verify", "draft_extend", "accept")
+
+
+@dataclass
+class Parallel:
+    """This process's place in the tensor-parallel group (world 1: no group, no all-reduce)."""
+
+    rank: int = 0
+    world: int = 1
+    group: object = None  # a torch.distributed process group (None: the default group)
+
+    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum `x` over the ranks, in place (NCCL on GPUs, gloo on the CPU)."""
+        if self.world > 1:
+            torch.distributed.all_reduce(x, group=self.group)
+        return x
+
+    def shard(self, w: torch.Tensor, dim: int) -> torch.Tensor:
+        """This rank's 1/world of `w` along `dim` (w itself with one rank)."""
+        if self.world == 1:
+            return w
+        return w.chunk(self.world, dim=dim)[self.rank].contiguous()
+
+
+SINGLE = Parallel()
 
 
 @dataclass
@@ -68,43 +100,54 @@ class EngineConfig:
 
 
 class Layer(torch.nn.Module):
-    """A pre-norm decoder layer: attention over a fixed KV cache, then a gated MLP."""
+    """A pre-norm decoder layer: attention over a fixed KV cache, then a gated MLP. Under tensor parallelism
+    this rank's heads and MLP columns, with an all-reduce after the attention output and after the MLP."""
 
-    def __init__(self, cfg: EngineConfig, gen: torch.Generator, dtype, device):
+    def __init__(self, cfg: EngineConfig, gen: torch.Generator, dtype, device, tp: Parallel = SINGLE):
         super().__init__()
-        h, self.heads = cfg.hidden, cfg.heads
+        h = cfg.hidden
+        if cfg.heads % tp.world or (2 * h) % tp.world:
+            raise ValueError(f"{cfg.heads} heads and an MLP of {2 * h} cannot be split over {tp.world} ranks")
+        self.tp = tp
+        self.heads = cfg.heads // tp.world  # this rank's heads
         self.dh = h // cfg.heads
+        self.local = self.heads * self.dh  # this rank's width of q (= h with one rank)
         std = 1.0 / math.sqrt(h)
 
         def w(*shape):
             return (torch.randn(*shape, generator=gen, device=device, dtype=torch.float32) * std).to(dtype)
 
-        self.qkv = w(h, 3 * h)
-        self.o = w(h, h)
-        self.up = w(h, 4 * h)
-        self.down = w(2 * h, h)
-        self.k_cache = w(cfg.batch, cfg.heads, cfg.context, self.dh)
-        self.v_cache = w(cfg.batch, cfg.heads, cfg.context, self.dh)
+        # The full weights, drawn in the same order on every rank; each keeps its shard.
+        qkv, o, up, down = w(h, 3 * h), w(h, h), w(h, 4 * h), w(2 * h, h)
+        k_cache = w(cfg.batch, cfg.heads, cfg.context, self.dh)
+        v_cache = w(cfg.batch, cfg.heads, cfg.context, self.dh)
+        if tp.world == 1:
+            self.qkv, self.up = qkv, up
+        else:  # column-parallel: q, k, v each by heads; the MLP's gate and up halves each by columns
+            self.qkv = torch.cat([tp.shard(part, 1) for part in qkv.chunk(3, dim=1)], dim=1)
+            self.up = torch.cat([tp.shard(part, 1) for part in up.chunk(2, dim=1)], dim=1)
+        self.o, self.down = tp.shard(o, 0), tp.shard(down, 0)  # row-parallel
+        self.k_cache, self.v_cache = tp.shard(k_cache, 1), tp.shard(v_cache, 1)
         self.n1 = torch.ones(h, dtype=dtype, device=device)
         self.n2 = torch.ones(h, dtype=dtype, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [B, T, h]
         b, t, h = x.shape
         y = F.rms_norm(x, (h,), self.n1)
-        q = (y @ self.qkv)[..., :h].reshape(b, t, self.heads, self.dh).transpose(1, 2)
+        q = (y @ self.qkv)[..., :self.local].reshape(b, t, self.heads, self.dh).transpose(1, 2)
         a = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache)
-        x = x + a.transpose(1, 2).reshape(b, t, h) @ self.o
+        x = x + self.tp.all_reduce(a.transpose(1, 2).reshape(b, t, self.local) @ self.o)
         y = F.rms_norm(x, (h,), self.n2)
         g, u = (y @ self.up).chunk(2, dim=-1)
-        return x + (F.silu(g) * u) @ self.down
+        return x + self.tp.all_reduce((F.silu(g) * u) @ self.down)
 
 
 class Model(torch.nn.Module):
     """Embedding + layers + LM head; `residual_scale` keeps draft and target in near agreement."""
 
-    def __init__(self, cfg: EngineConfig, layers: int, embed, head, gen, dtype, device):
+    def __init__(self, cfg: EngineConfig, layers: int, embed, head, gen, dtype, device, tp: Parallel = SINGLE):
         super().__init__()
-        self.layers = torch.nn.ModuleList(Layer(cfg, gen, dtype, device) for _ in range(layers))
+        self.layers = torch.nn.ModuleList(Layer(cfg, gen, dtype, device, tp) for _ in range(layers))
         self.embed, self.head, self.scale = embed, head, cfg.residual_scale
 
     def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -218,8 +261,9 @@ def _capture(fn, static_in: torch.Tensor):
 
 
 class ReferenceWorker:
-    def __init__(self, cfg: EngineConfig, ground_truth_cycles: int = 0):
+    def __init__(self, cfg: EngineConfig, ground_truth_cycles: int = 0, tp: Parallel = SINGLE):
         self.cfg = cfg
+        self.tp = tp
         dtype = getattr(torch, cfg.dtype)
         device = torch.device(cfg.device)
         gen = torch.Generator(device=device)
@@ -227,11 +271,13 @@ class ReferenceWorker:
         std = 1.0 / math.sqrt(cfg.hidden)
         embed = (torch.randn(cfg.vocab, cfg.hidden, generator=gen, device=device) * 1.0).to(dtype)
         head = (torch.randn(cfg.hidden, cfg.vocab, generator=gen, device=device) * std).to(dtype)
-        self.target = Model(cfg, cfg.target_layers, embed, head, gen, dtype, device)
-        draft = Model(cfg, cfg.draft_layers, embed, head, gen, dtype, device)
+        self.target = Model(cfg, cfg.target_layers, embed, head, gen, dtype, device, tp)
+        draft = Model(cfg, cfg.draft_layers, embed, head, gen, dtype, device, tp)
         self.gt = GroundTruth(ground_truth_cycles, enabled=ground_truth_cycles > 0)
         self.gen = gen
         self.draft_worker = ReferenceDraftWorker(cfg, draft, self.gt, gen)
+        if tp.world > 1:  # the tracer's reference preset reads the rank from here (its sidecar header)
+            self.tp_rank = self.draft_worker.tp_rank = tp.rank
         k1 = cfg.steps + 1
         self.verify_in = torch.zeros(cfg.batch, k1, dtype=torch.long, device=device)
         self.verify_out = None
@@ -301,6 +347,8 @@ class ReferenceScheduler:
 
     def __init__(self, worker: ReferenceWorker):
         self.worker = worker
+        if hasattr(worker, "tp_rank"):
+            self.tp_rank = worker.tp_rank
 
     def process_batch_result(self, batch: Batch, result: Result) -> None:
         """The one host read per cycle: wait for the accept-count copy, then hand it on."""
@@ -332,22 +380,23 @@ class RunResult:
         return self.tokens / (self.wall_ns / 1e9) if self.wall_ns else 0.0
 
 
-def build(cfg: EngineConfig, ground_truth_cycles: int = 0) -> tuple[ReferenceWorker, ReferenceScheduler, Batch]:
+def build(cfg: EngineConfig, ground_truth_cycles: int = 0,
+          tp: Parallel = SINGLE) -> tuple[ReferenceWorker, ReferenceScheduler, Batch]:
     torch.manual_seed(cfg.seed)
-    worker = ReferenceWorker(cfg, ground_truth_cycles)
+    worker = ReferenceWorker(cfg, ground_truth_cycles, tp)
     worker.capture()
     tokens = torch.randint(0, cfg.vocab, (cfg.batch,), generator=worker.gen, device=cfg.device)
     return worker, ReferenceScheduler(worker), Batch(tokens, cfg.batch)
 
 
 def run(cfg: EngineConfig, cycles: int, warmup: int = 5, ground_truth: bool = True,
-        profile_range: bool = False) -> RunResult:
+        profile_range: bool = False, tp: Parallel = SINGLE) -> RunResult:
     """Build, warm up, then prefill + `cycles` timed cycles.
 
     With `profile_range`, the timed part is bracketed by cudaProfilerStart/Stop, so that
     `nsys --capture-range=cudaProfilerApi` captures exactly it.
     """
-    worker, sched, batch = build(cfg, ground_truth_cycles=cycles if ground_truth else 0)
+    worker, sched, batch = build(cfg, ground_truth_cycles=cycles if ground_truth else 0, tp=tp)
     gt = worker.gt
     saved, gt.enabled = gt.enabled, False
     sched.run(batch, warmup)
@@ -356,6 +405,8 @@ def run(cfg: EngineConfig, cycles: int, warmup: int = 5, ground_truth: bool = Tr
     cuda = cfg.device.startswith("cuda")
     if cuda:
         torch.cuda.synchronize()
+    if tp.world > 1:
+        torch.distributed.barrier(group=tp.group)  # every rank starts the measured part together
     if profile_range and cuda:
         torch.cuda.profiler.start()
     t0 = time.perf_counter_ns()

@@ -12,7 +12,7 @@ import json
 import os
 import statistics
 
-from tracer.reference.engine import PHASE_ORDER, EngineConfig, run
+from tracer.reference.engine import PHASE_ORDER, SINGLE, EngineConfig, Parallel, run
 
 GROUND_TRUTH_SCHEMA = "specprof.ground_truth/1"
 
@@ -25,8 +25,9 @@ def enable_tracer(preset: str = "reference") -> None:
 
 def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
                   ground_truth: bool = True, profile_range: bool = False,
-                  torch_trace: str | None = None) -> dict:
-    """Run the engine and write ground_truth.json; returns the summary written."""
+                  torch_trace: str | None = None, tp: Parallel = SINGLE) -> dict:
+    """Run the engine and write ground_truth.json (under tensor parallelism: rank 0's; rank r > 0 writes
+    ground_truth.rank<r>.json); returns the summary written."""
     # SGLang calls load_plugins() in every scheduler; the engine does the same. It patches
     # nothing unless SPECPROF_TRACE=1.
     from tracer import plugin
@@ -42,11 +43,11 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         with torch.profiler.profile(activities=activities) as prof:
             result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
-                         profile_range=profile_range)
+                         profile_range=profile_range, tp=tp)
         prof.export_chrome_trace(torch_trace)
     else:
         result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
-                     profile_range=profile_range)
+                     profile_range=profile_range, tp=tp)
     means = {}
     if result.ground_truth:
         for phase in PHASE_ORDER:
@@ -68,6 +69,10 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
         "mean_ms": means,
         "cycles": result.ground_truth,
     }
-    with open(os.path.join(out_dir, "ground_truth.json"), "w", encoding="utf-8") as fh:
+    name = "ground_truth.json"
+    if tp.world > 1:
+        summary["tp"] = {"rank": tp.rank, "world": tp.world}
+        name = "ground_truth.json" if tp.rank == 0 else f"ground_truth.rank{tp.rank}.json"
+    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=1)
     return summary
