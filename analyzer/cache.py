@@ -1,4 +1,5 @@
-"""A cache of the parsed tables of an nsys export, as Parquet, so that the next analysis skips SQLite.
+"""A cache of the parsed tables of an nsys export, as Parquet, so that the next analysis skips SQLite;
+and of the analysis itself, so that the same analysis again reads its tables.
 
 The cache of `DIR/RUN.sqlite` is the folder `DIR/.RUN.sqlite.specprof-cache/` (or, where DIR cannot
 be written, `$XDG_CACHE_HOME/specprof/<hash of the path>-RUN.sqlite/`, ~/.cache by default). It holds
@@ -8,6 +9,10 @@ the Trace's tables (`ops`, `api`, `ranges`, `marks`) and `key.json`:
   changed or replaced file, or a cache copied beside another export, does not match;
 - `CACHE_SCHEMA` and a hash of the code that makes and reads the tables (the reader, the Trace
   model, this module): a cache written by another version of specprof is not used.
+
+Beside them, `analysis-<hash>/` holds the last analysis of those tables: the columns the analysis adds
+to the ops, its other tables and notes, keyed by the options that shape it (grouping ranges, NVTX
+domains, category rules) and a hash of the analysis code. `analyze` uses it when everything matches.
 
 A cache that does not match, or cannot be read, is ignored (and rewritten); a cache that cannot be
 written is skipped with a note on stderr. The cache never makes an analysis fail.
@@ -32,12 +37,16 @@ TABLES = ("ops", "api", "ranges", "marks")
 SUFFIX = ".specprof-cache"
 EDGE = 64 * 1024
 _CODE = ("readers/nsys_sqlite.py", "trace.py", "cache.py")
+_ANALYSIS_CODE = ("analysis.py", "projection.py", "accounting.py", "summary.py", "categories.py")
+# What an analysis adds and keeps: tables of Analysis, and the ops' added columns.
+ANALYSIS_TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",
+                   "streams", "devices", "kernels", "unattributed")
 
 
-def _code_hash() -> str:
+def _code_hash(files=_CODE) -> str:
     h = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
-    for rel in _CODE:
+    for rel in files:
         try:
             with open(os.path.join(here, rel), "rb") as fh:
                 h.update(fh.read())
@@ -120,3 +129,103 @@ def store(path: str, trace: Trace) -> str | None:
                 shutil.rmtree(tmp, ignore_errors=True)
     print(f"specprof: note: the parsed tables of {path} were not cached ({'; '.join(errors)})", file=sys.stderr)
     return None
+
+
+def options(grouping, rules, domains) -> dict:
+    """What shapes an analysis besides the tables: its options and the code."""
+    return {"grouping": list(grouping), "domains": list(domains),
+            "rules": [[r.category, r.pattern] for r in rules], "code": _code_hash(_ANALYSIS_CODE)}
+
+
+def _analysis_folder(folder: str, opts: dict) -> str:
+    digest = hashlib.sha256(json.dumps(opts, sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(folder, f"analysis-{digest}")
+
+
+def _matching_folder(path: str) -> str | None:
+    try:
+        want = key(path)
+    except OSError:
+        return None
+    for folder in locations(path):
+        try:
+            with open(os.path.join(folder, "key.json"), encoding="utf-8") as fh:
+                if json.load(fh).get("key") == want:
+                    return folder
+        except Exception:
+            continue
+    return None
+
+
+def load_analysis(path: str, opts: dict, trace: Trace):
+    """The cached analysis of `trace` (read from this cache) with options `opts`, or None."""
+    from analyzer.analysis import Analysis
+
+    folder = _matching_folder(path)
+    if folder is None:
+        return None
+    sub = _analysis_folder(folder, opts)
+    try:
+        with open(os.path.join(sub, "analysis.json"), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("options") != opts:
+            return None
+        added = pl.read_parquet(os.path.join(sub, "ops_added.parquet"))
+        if added.height != trace.ops.height:
+            return None
+        tables = {t: pl.read_parquet(os.path.join(sub, f"{t}.parquet")) for t in ANALYSIS_TABLES}
+        ranges = tables["ranges"]
+        kept = Trace(ops=trace.ops, api=trace.api, ranges=ranges.select(list(trace.ranges.columns)),
+                     marks=trace.marks, meta=trace.meta)
+        return Analysis(trace=kept, grouping=tuple(opts["grouping"]), ops=trace.ops.with_columns(added),
+                        notes=list(doc["notes"]), **tables)
+    except Exception:
+        return None
+
+
+def store_analysis(path: str, opts: dict, a) -> None:
+    """Keep analysis `a` of the export at `path` (whose tables are cached) for `load_analysis`."""
+    folder = _matching_folder(path)
+    if folder is None:
+        return
+    sub = _analysis_folder(folder, opts)
+    tmp = None
+    try:
+        tmp = tempfile.mkdtemp(prefix="analysis.tmp-", dir=folder)
+        added = [c for c in a.ops.columns if c not in a.trace.ops.columns]
+        a.ops.select(added).write_parquet(os.path.join(tmp, "ops_added.parquet"), compression="lz4",
+                                          statistics=False)
+        for t in ANALYSIS_TABLES:
+            getattr(a, t).write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False)
+        with open(os.path.join(tmp, "analysis.json"), "w", encoding="utf-8") as fh:
+            json.dump({"options": opts, "notes": a.notes}, fh)
+        for old in os.listdir(folder):  # one analysis kept per export: the latest
+            if old.startswith("analysis-"):
+                shutil.rmtree(os.path.join(folder, old), ignore_errors=True)
+        os.replace(tmp, sub)
+    except Exception as exc:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"specprof: note: the analysis of {path} was not cached ({getattr(exc, 'strerror', None) or exc})",
+              file=sys.stderr)
+
+
+def analyze(path: str, grouping, rules, domains=(), enabled: bool = True):
+    """`analysis.analyze(analysis.load(path), ...)`, through the cache when `enabled` (nsys exports)."""
+    from analyzer import analysis, progress
+
+    if not enabled:
+        return analysis.analyze(analysis.load(path), grouping=grouping, rules=rules, domains=domains)
+    trace = analysis.load(path, cache=True)
+    if trace.meta.format != "nsys-sqlite":
+        return analysis.analyze(trace, grouping=grouping, rules=rules, domains=domains)
+    export = analysis.resolve(path)
+    opts = options(grouping, rules, domains)
+    with progress.step("reading the cached analysis"):
+        cached = load_analysis(export, opts, trace)
+    if cached is not None:
+        return cached
+    result = analysis.analyze(trace, grouping=grouping, rules=rules, domains=domains)
+    with progress.step("caching the analysis"):
+        store_analysis(export, opts, result)
+    return result

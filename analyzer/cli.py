@@ -113,8 +113,9 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     from analyzer import progress
 
     progress.enable(progress.wanted(quiet))  # bars on stderr for the steps that take seconds
-    result = analysis.analyze(analysis.load(trace, cache=not no_cache), grouping=tuple(grouping), rules=rules,
-                              domains=tuple(domains))
+    from analyzer import cache
+
+    result = cache.analyze(trace, tuple(grouping), rules, tuple(domains), enabled=not no_cache)
     from analyzer import runs
 
     result = runs.enrich(result, runs.locate(trace, sidecars, baseline_sidecars), server_log=server_log,

@@ -143,3 +143,45 @@ def test_cached_tables_keep_their_types(export):
     trace = cache.load(str(export))
     assert trace.ops.schema["name"] == pl.Categorical
     assert trace.ops.schema["start"] == pl.Int64
+
+
+def _same_analysis(a, b):
+    for t in ("ops", "ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",
+              "streams", "devices", "kernels", "unattributed"):
+        x, y = getattr(a, t), getattr(b, t)
+        assert x.schema == y.schema, t
+        assert x.equals(y), t
+    assert a.notes == b.notes
+    assert a.segments.equals(b.segments)
+    for t in cache.TABLES:
+        assert getattr(a.trace, t).equals(getattr(b.trace, t)), t
+
+
+def test_the_same_analysis_again_comes_from_the_cache(export):
+    from analyzer.categories import default_rules
+
+    rules = default_rules()
+    first = cache.analyze(str(export), ("cycle",), rules)
+    opts = cache.options(("cycle",), rules, ())
+    trace = cache.load(str(export))
+    again = cache.load_analysis(str(export), opts, trace)
+    assert again is not None
+    _same_analysis(first, again)
+    _same_analysis(first, cache.analyze(str(export), ("cycle",), rules))
+    # Other options: not that analysis.
+    assert cache.load_analysis(str(export), cache.options(("verify",), rules, ()), trace) is None
+    assert cache.load_analysis(str(export), cache.options(("cycle",), rules[1:], ()), trace) is None
+    assert cache.load_analysis(str(export), cache.options(("cycle",), rules, ("specprof",)), trace) is None
+    other = cache.analyze(str(export), ("cycle",), rules, ("specprof",))
+    _same_analysis(other, analyze(read_nsys_sqlite(str(export)), domains=("specprof",)))
+
+
+def test_analysis_cache_follows_the_file(export):
+    from analyzer.categories import default_rules
+
+    rules = default_rules()
+    cache.analyze(str(export), ("cycle",), rules)
+    st = os.stat(export)
+    os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    trace = read_nsys_sqlite(str(export))
+    assert cache.load_analysis(str(export), cache.options(("cycle",), rules, ()), trace) is None
