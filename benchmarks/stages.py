@@ -1,0 +1,117 @@
+"""Time one `specprof analyze` of an nsys export, step by step: wall time, CPU time and peak memory.
+
+Runs the same path as `specprof analyze TRACE --json` (read, or the cache; projection; categories;
+accounting; summaries; the JSON; with the cache as `specprof analyze` uses it, or --no-cache) in this process, and prints one JSON object: total wall and CPU
+seconds, the process's peak RSS, and per step (the progress steps of analyzer/progress.py) its wall
+and CPU seconds and the peak RSS sampled while it ran. Run it in a fresh process per measurement
+(benchmarks/perf_nsys.py does), so that peak RSS means something.
+
+    python3 benchmarks/stages.py /tmp/k4x64.sqlite [--no-cache]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * PAGE
+
+
+class Recorder:
+    """Listens to progress steps; a sampler thread keeps the peak RSS of the steps running."""
+
+    def __init__(self, every_s: float = 0.01):
+        self.steps: list[dict] = []
+        self.open: list[dict] = []
+        self.every_s = every_s
+        self.stop = False
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self):
+        while not self.stop:
+            rss = rss_bytes()
+            with self.lock:
+                for s in self.open:
+                    s["peak_rss"] = max(s["peak_rss"], rss)
+            time.sleep(self.every_s)
+
+    def __call__(self, event, name, info):
+        now, cpu, rss = time.perf_counter(), time.process_time(), rss_bytes()
+        with self.lock:
+            if event == "start":
+                self.open.append({"step": name, "t0": now, "c0": cpu, "rss_before": rss, "peak_rss": rss,
+                                  "depth": len(self.open)})
+                return
+            for i in range(len(self.open) - 1, -1, -1):
+                if self.open[i]["step"] == name:
+                    s = self.open.pop(i)
+                    break
+            else:
+                return
+        s["wall_s"] = round(now - s.pop("t0"), 3)
+        s["cpu_s"] = round(cpu - s.pop("c0"), 3)
+        s["peak_rss"] = max(s["peak_rss"], rss)
+        s["rows"] = info.get("done") or None
+        self.steps.append(s)
+
+
+def measure(path: str, cache: bool = True) -> dict:
+    from analyzer import analysis, progress
+    from analyzer.render import json as json_render
+
+    rec = Recorder()
+    progress.listen(rec)
+    t0, c0 = time.perf_counter(), time.process_time()
+    with progress.step("total"):
+        if cache:  # as `specprof analyze` does: the cached tables, or the cached analysis itself
+            from analyzer import cache as cached
+            from analyzer.categories import default_rules
+
+            result = cached.analyze(path, analysis.DEFAULT_GROUPING, default_rules())
+        else:
+            result = analysis.analyze(analysis.load(path))
+        trace = result.trace
+        with progress.step("rendering JSON"):
+            text = json_render.render(result)
+    rec.stop = True
+    out = {
+        "path": path,
+        "bytes": os.path.getsize(path),
+        "cache": cache,
+        "ops": result.ops.height,
+        "api_rows_kept": trace.api.height,
+        "ranges": trace.ranges.height,
+        "wall_s": round(time.perf_counter() - t0, 3),
+        "cpu_s": round(time.process_time() - c0, 3),
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "json_bytes": len(text),
+        "steps": [s for s in rec.steps if s["step"] != "total"],
+    }
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--no-cache", action="store_true")
+    args = ap.parse_args(argv)
+    print(json.dumps(measure(args.trace, cache=not args.no_cache)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
