@@ -15,8 +15,8 @@ reference capture's own non-launching CUDA calls up to 312,500 N runtime rows. m
 - nsys-ai: `nsys-ai skill run nvtx_kernel_map FILE --format json -p limit=1000000000 --max-rows 1`, its innermost-NVTX
   projection of every kernel, first with no cache of its own (it builds its Parquet cache beside the file),
   then again (cache present). nsys-ai is not a dependency: install it in a venv of its own (docs/performance.md);
-- `nsys stats -r nvtx_gpu_proj_trace -f csv FILE` when `nsys` is on PATH (the GPU machine), as NVIDIA's own
-  projection of the same file.
+- `nsys stats -q -r nvtx_gpu_proj_trace -f csv FILE` when nsys is there (--nsys, $NSYS or PATH: the GPU
+  machine), NVIDIA's own projection of the same file.
 
 Ratios are wall-time ratios on the same file in the same run (peer time / specprof time: above 1 means
 specprof is faster). Timings are never asserted in CI; this is a measurement, not a test.
@@ -90,6 +90,29 @@ def _specprof_stages(path: str, cache: bool) -> dict:
     return json.loads(p.stdout)
 
 
+def _has_polars() -> bool:
+    try:
+        import polars  # noqa: F401
+    except ImportError:  # the GPU machine's image: nsys stats alone there
+        print("benchmarks: no polars here: specprof is not measured on this machine", file=sys.stderr)
+        return False
+    return True
+
+
+def _row_counts(path: str) -> dict:
+    """Rows per table that the analyses read: the same inputs, whatever the machine that built them."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in
+                ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                 "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds") if t in have}
+    finally:
+        con.close()
+
+
 def _drop_specprof_cache(path: str) -> None:
     from analyzer import cache
 
@@ -105,8 +128,9 @@ def _drop_nsysai_cache(path: str) -> None:
             os.remove(f)
 
 
-def run(folder: str, sizes: list[int], nsys_ai: str | None, out: str | None) -> dict:
+def run(folder: str, sizes: list[int], nsys_ai: str | None, out: str | None, nsys: str | None = None) -> dict:
     sys.path.insert(0, ROOT)
+    nsys = nsys or os.environ.get("NSYS") or shutil.which("nsys")
     rows = []
     for n in sizes:
         path = os.path.join(folder, f"mix{n}.sqlite")
@@ -117,11 +141,13 @@ def run(folder: str, sizes: list[int], nsys_ai: str | None, out: str | None) -> 
                 pass
         row = {"size": n, "path": path, "bytes": os.path.getsize(path)}
         print(f"== mix{n}: {row['bytes'] / 1e9:.2f} GB", file=sys.stderr)
-        row["specprof_cold"] = _specprof_stages(path, cache=False)
-        _drop_specprof_cache(path)
-        row["specprof_first"] = _specprof_stages(path, cache=True)
-        row["specprof_cached"] = _specprof_stages(path, cache=True)
-        _drop_specprof_cache(path)
+        row["tables"] = _row_counts(path)
+        if _has_polars():
+            row["specprof_cold"] = _specprof_stages(path, cache=False)
+            _drop_specprof_cache(path)
+            row["specprof_first"] = _specprof_stages(path, cache=True)
+            row["specprof_cached"] = _specprof_stages(path, cache=True)
+            _drop_specprof_cache(path)
         if nsys_ai:
             _drop_nsysai_cache(path)
             # Every kernel mapped (limit), only one row printed (--max-rows): the mapping, not the JSON, is timed.
@@ -130,9 +156,9 @@ def run(folder: str, sizes: list[int], nsys_ai: str | None, out: str | None) -> 
             row["nsysai_cold"] = measured(cmd)
             row["nsysai_cached"] = measured(cmd)
             _drop_nsysai_cache(path)
-        if shutil.which("nsys"):
+        if nsys:
             prefix = os.path.join(folder, f"nsys-stats-mix{n}")
-            row["nsys_stats"] = measured(["nsys", "stats", "-r", "nvtx_gpu_proj_trace", "-f", "csv", "-o", prefix,
+            row["nsys_stats"] = measured([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "-f", "csv", "-o", prefix,
                                           "--force-overwrite", "true", path])
         rows.append(row)
         print(_line(row), file=sys.stderr)
@@ -151,11 +177,15 @@ def _machine() -> dict:
         load = os.getloadavg()
     except OSError:
         load = None
-    import polars
+    try:
+        import polars
 
+        version = polars.__version__
+    except ImportError:
+        version = None
     return {"cpus": os.cpu_count(), "memory_bytes": mem, "python": platform.python_version(),
-            "polars": polars.__version__, "platform": platform.platform(), "loadavg_at_end": load,
-            "nsys": shutil.which("nsys"), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "polars": version, "platform": platform.platform(), "loadavg_at_end": load,
+            "nsys": os.environ.get("NSYS") or shutil.which("nsys"), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 def _w(d: dict | None) -> float | None:
@@ -216,6 +246,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", default="/tmp/specprof-bench")
     ap.add_argument("--sizes", default="1,4,16,64")
     ap.add_argument("--nsys-ai", help="the nsys-ai executable (in its own venv)")
+    ap.add_argument("--nsys", help="the nsys executable [default: $NSYS, or nsys on PATH]")
     ap.add_argument("--out", help="write the raw results (JSON) here")
     ap.add_argument("--results", help="for `table`: a JSON file written by `run --out`")
     args = ap.parse_args(argv)
@@ -223,7 +254,7 @@ def main(argv=None) -> int:
     if args.what == "build":
         build(args.dir, sizes)
     elif args.what == "run":
-        run(args.dir, sizes, args.nsys_ai, args.out)
+        run(args.dir, sizes, args.nsys_ai, args.out, args.nsys)
     else:
         with open(args.results) as fh:
             result = json.load(fh)
