@@ -250,6 +250,7 @@ class _Parser:
     def run(self) -> None:
         import ijson
 
+        self.backend = ijson.backend
         try:
             fh = _open(self.path)
         except OSError as exc:
@@ -522,6 +523,9 @@ class _Parser:
         for key in ("displayTimeUnit", "traceName", "trace_id"):
             if isinstance(top.get(key), str):
                 meta.extra[key] = top[key][:1000]
+        if not str(getattr(self, "backend", "yajl2_c")).startswith("yajl2"):
+            meta.notes.append(f"ijson runs on its {self.backend} backend here (no yajl2_c): reading is "
+                              "several times slower; reinstall ijson from its wheels")
         if self.array_format:
             meta.notes.append("the trace is a bare JSON array of events (Chrome's array format): no "
                               "device properties, rank or base time")
