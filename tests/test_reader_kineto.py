@@ -221,9 +221,11 @@ def test_malformed_events_are_skipped_and_counted(tmp_path, shared_dir):
         {**kernel, "ts": "soon"}, {**kernel, "dur": None}, {**kernel, "args": {"correlation": "x"}},
         {**kernel, "name": {"nested": ["name"]}},  # named by its JSON text
         {"ph": "X", "cat": "user_annotation", "name": "r", "pid": "p", "tid": 1, "ts": 1, "dur": 1},
+        {**kernel, "ts": 5e16}, {**kernel, "dur": 1e300}, {**kernel, "dur": -3},  # no int64 ns time
     ]
     t = read_kineto(str(_write(tmp_path / "m.json", doc)))
-    assert t.ops.height == 5 and t.meta.skipped == {"malformed_events": 8}
+    assert t.ops.height == 5
+    assert t.meta.skipped == {"malformed_events": 8, "gpu_events_with_bad_times": 3}
     assert '{"nested": ["name"]}' in t.ops["name"].cast(pl.Utf8).to_list()
 
 

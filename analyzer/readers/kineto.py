@@ -549,6 +549,10 @@ class _Parser:
                 meta.notes.append("timestamps are larger than any microsecond epoch value: read as "
                                   "nanoseconds")
             return np.rint(t).astype(np.int64) + base
+        # Values whose nanoseconds (plus the base) would not fit in int64 are as bad as NaN.
+        limit = (np.iinfo(np.int64).max - max(base, 0)) / 1000.0 - 1.0
+        finite &= np.abs(t) < limit
+        t = np.where(finite, t, 0.0)
         whole = np.floor(t)
         frac = np.rint((t - whole) * 1000.0).astype(np.int64)
         ns = whole.astype(np.int64) * 1000 + frac + base
@@ -559,11 +563,11 @@ class _Parser:
     def _times(self, ts: array, dur: array, base: int, what: str, meta: TraceMeta):
         start = self._to_ns(ts, base, what, meta)
         d = np.frombuffer(dur, dtype=np.float64) if len(dur) else np.zeros(0)
-        if meta.extra.get("timestamps_in_ns"):
-            d_ns = np.rint(np.where(np.isfinite(d), d, -1.0)).astype(np.int64)
-        else:
-            d_ns = np.rint(np.where(np.isfinite(d), d, -1.0) * 1000.0).astype(np.int64)
+        scale = 1.0 if meta.extra.get("timestamps_in_ns") else 1000.0
+        ok = np.isfinite(d) & (np.abs(d) < 1e15)  # longer than 30 years: not a duration
+        d_ns = np.rint(np.where(ok, d, -1.0) * scale).astype(np.int64)
         bad = (start == np.iinfo(np.int64).min) | (d_ns < 0)
+        bad |= start > np.iinfo(np.int64).max - np.maximum(d_ns, 0)
         n_bad = int(bad.sum())
         if n_bad:
             self.skipped[f"{what}_with_bad_times"] = self.skipped.get(f"{what}_with_bad_times", 0) + n_bad
