@@ -7,7 +7,7 @@ tracer's one-time start (once per server process) is not counted as per-cycle co
 process (acceptance does not depend on the tracer), so the ratio on/off of cycle rates is the
 ratio of decode throughputs. Reports the median ratio over the pairs.
 
-    python3 benchmarks/tracer_overhead_gpu.py --pairs 7 --cycles 300 --json overhead.json
+    python3 benchmarks/tracer_overhead_gpu.py --pairs 15 --cycles 250 --attribute --json overhead.json
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=20, help="untimed cycles after each switch")
     ap.add_argument("--json", dest="json_path")
     ap.add_argument("--tiny", action="store_true", help="a CPU-sized engine, to try the harness without a GPU")
+    ap.add_argument("--attribute", action="store_true", help="also run the tracer with NVTX calls as no-ops")
     args = ap.parse_args()
 
     import torch
@@ -41,33 +42,51 @@ def main() -> None:
     sched.run(batch, 20)
     sync()
     sidecars = tempfile.mkdtemp(prefix="specprof-overhead-")
+    from tracer.ranges import NoNvtx
 
-    def block(traced: bool) -> float:
-        if traced:
+    # Modes: "off" (nothing patched), "on" (the tracer as it ships), and, with --attribute, "on_no_nvtx"
+    # (wrappers and sidecar, NVTX calls replaced by no-ops): the difference tells what NVTX costs.
+    modes = ["off", "on"] + (["on_no_nvtx"] if args.attribute else [])
+
+    def block(mode: str) -> tuple[float, float]:
+        plugin.uninstall()
+        if mode == "on":
             plugin.install("reference", sidecars, import_modules=True)
-        else:
-            plugin.uninstall()
+        elif mode == "on_no_nvtx":
+            plugin.install("reference", sidecars, import_modules=True, nvtx_factory=NoNvtx)
         # Steady state only: a session's one-time start (sidecar file, flusher thread, NVTX domain,
-        # the first clock marks) happens once per server process, not once per 200 cycles.
+        # the first clock marks) happens once per server process, not once per block.
         sched.run(batch, args.warm)
         sync()
-        t0 = time.perf_counter_ns()
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         sched.run(batch, args.cycles)
         sync()
-        return args.cycles / ((time.perf_counter_ns() - t0) / 1e9)
+        wall, cpu = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+        return args.cycles / (wall / 1e9), cpu / args.cycles / 1e3
 
-    block(True)  # warm both paths once, unmeasured
-    block(False)
-    pairs = []
+    for m in modes:  # warm every path once, unmeasured
+        block(m)
+    rounds = []
     for i in range(args.pairs):
-        order = (False, True) if i % 2 == 0 else (True, False)
-        rates = {traced: block(traced) for traced in order}
-        pairs.append({"off_cycles_per_s": rates[False], "on_cycles_per_s": rates[True],
-                      "ratio": rates[True] / rates[False], "order": "off,on" if i % 2 == 0 else "on,off"})
-        print(f"pair {i}: off {rates[False]:8.2f} cycles/s  on {rates[True]:8.2f} cycles/s  "
-              f"on/off {rates[True] / rates[False]:.4f}", flush=True)
+        order = modes[i % len(modes):] + modes[: i % len(modes)]
+        got = {m: block(m) for m in order}
+        row = {"order": ",".join(order)}
+        for m in modes:
+            row[f"{m}_cycles_per_s"], row[f"{m}_cpu_us_per_cycle"] = got[m]
+        for m in modes[1:]:
+            row[f"ratio_{m}"] = got[m][0] / got["off"][0]
+        rounds.append(row)
+        print(f"round {i}: " + "  ".join(f"{m} {got[m][0]:8.2f} cycles/s ({got[m][1]:7.1f} us CPU)" for m in order),
+              flush=True)
     plugin.uninstall()
-    median = statistics.median(p["ratio"] for p in pairs)
+    summary = {}
+    for m in modes[1:]:
+        ratio = statistics.median(r[f"ratio_{m}"] for r in rounds)
+        cpu = statistics.median(r[f"{m}_cpu_us_per_cycle"] - r["off_cpu_us_per_cycle"] for r in rounds)
+        summary[m] = {"median_ratio": ratio, "overhead_percent": (1.0 - ratio) * 100.0,
+                      "median_added_main_thread_cpu_us_per_cycle": cpu}
+        print(f"{m}: median throughput ratio vs off {ratio:.4f} (overhead {(1 - ratio) * 100:.2f}%), "
+              f"main-thread CPU added {cpu:.1f} us per cycle")
     result = {
         "benchmark": "tracer overhead on decode throughput (reference engine, no nsys)",
         "gpu": torch.cuda.get_device_name(0) if cuda else "cpu",
@@ -75,11 +94,11 @@ def main() -> None:
         "config": {"steps": cfg.steps, "batch": cfg.batch, "hidden": cfg.hidden,
                    "target_layers": cfg.target_layers, "cycles_per_block": args.cycles,
                    "untimed_cycles_after_switch": args.warm},
-        "pairs": pairs,
-        "median_ratio_on_off": median,
-        "overhead_percent": (1.0 - median) * 100.0,
+        "rounds": rounds,
+        "summary": summary,
+        "median_ratio_on_off": summary["on"]["median_ratio"],
+        "overhead_percent": summary["on"]["overhead_percent"],
     }
-    print(f"median on/off throughput ratio {median:.4f}: tracer overhead {(1 - median) * 100:.2f}%")
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)

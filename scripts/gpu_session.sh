@@ -4,6 +4,7 @@
 #   captures   the reference engine under nsys and without it, for each K in KS (default 4 2 6):
 #              run.sqlite, NVIDIA's nvtx_gpu_proj_trace CSV, sidecars, ground_truth.json, manifest.json
 #   torch      a torch.profiler trace of the engine with the tracer on (K=4)
+#   tp         the reference engine tensor-parallel on 2 GPUs (NCCL all-reduce), K=4, with and without nsys
 #   graphtrace the reference engine captured with --cuda-graph-trace=graph (graph-level rows), K=4
 #   overhead   the tracer's cost on decode throughput (interleaved on/off pairs, no nsys)
 #   nsysstats  NVIDIA's `nsys stats -r nvtx_gpu_proj_trace` timed on scaled copies of reference-k4
@@ -54,6 +55,16 @@ if want torch; then
     && gzip -9 "$R/torch-k4/trace.json"
 fi
 
+if want tp; then
+  # Needs 2 GPUs (nvidia-h200-x2). NVLink multicast stays off, as those machines require.
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  log "capture: reference engine TP=2, K=4, under nsys"
+  specprof capture --preset reference --nvidia-stats --capture-range cudaProfilerApi -o "$R/reference-k4-tp2" -- \
+    python3 -m analyzer reference --tp 2 --steps 4 --cycles "$CYCLES" --profile-range
+  log "no nsys, tracer on: TP=2, K=4"
+  specprof reference --trace --tp 2 --steps 4 --cycles "$CYCLES" --out "$R/reference-k4-tp2/no-nsys"
+fi
+
 if want graphtrace; then
   log "capture with --cuda-graph-trace=graph (one row per graph launch): K=4"
   G="$R/reference-k4-graph"; mkdir -p "$G"
@@ -66,7 +77,7 @@ fi
 
 if want overhead; then
   log "tracer overhead on the reference engine"
-  python3 benchmarks/tracer_overhead_gpu.py --pairs "${PAIRS:-15}" --cycles "${BLOCK:-200}" --json "$OUT/overhead.json"
+  python3 benchmarks/tracer_overhead_gpu.py --pairs "${PAIRS:-15}" --cycles "${BLOCK:-200}" --attribute --json "$OUT/overhead.json"
 fi
 
 if want nsysstats; then
