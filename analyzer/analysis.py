@@ -12,6 +12,8 @@ from analyzer.errors import SpecprofError
 from analyzer.trace import Trace
 
 DEFAULT_GROUPING = ("cycle",)
+TRACER_DOMAIN = "specprof"
+ALL_DOMAINS = "*"  # in `domains`: every range is a phase candidate, whatever its domain
 
 
 @dataclass
@@ -140,11 +142,25 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
             trace.meta.path,
         )
     notes = list(trace.meta.notes)
+    if ALL_DOMAINS in domains:
+        domains = ()
+    elif not domains:
+        # The tracer's own ranges define the phases when they are there: NCCL's NVTX ranges (or any
+        # library's) inside a phase would otherwise take its GPU work away from it.
+        present = set(trace.ranges["domain"].unique().to_list())
+        if TRACER_DOMAIN in present and len(present) > 1:
+            others = ", ".join(sorted(d or "(default)" for d in present - {TRACER_DOMAIN}))
+            notes.append(f"phases come from the specprof tracer's ranges (NVTX domain {TRACER_DOMAIN}); "
+                         f"ranges of other domains ({others}) are left out: --all-domains keeps them")
+            kept = trace.ranges.filter(pl.col("domain") == TRACER_DOMAIN)
+            trace = Trace(ops=trace.ops, api=trace.api, ranges=kept, marks=trace.marks, meta=trace.meta,
+                          collectives=trace.collectives)
     if domains:
         kept = trace.ranges.filter(pl.col("domain").is_in(domains))
         notes.append(f"phases from NVTX domains {', '.join(domains)} only "
                      f"({kept.height} of {trace.ranges.height} ranges)")
-        trace = Trace(ops=trace.ops, api=trace.api, ranges=kept, marks=trace.marks, meta=trace.meta)
+        trace = Trace(ops=trace.ops, api=trace.api, ranges=kept, marks=trace.marks, meta=trace.meta,
+                      collectives=trace.collectives)
     if trace.ranges.is_empty():
         notes.append("no phases found: the trace has no NVTX (or record_function) ranges, so every "
                      "op is unattributed; per-kernel and per-category results still hold. Run the "

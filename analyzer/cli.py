@@ -21,6 +21,20 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
 
 
+def _remember_all_domains(ctx, param, value):
+    if value:
+        ctx.meta["all_domains"] = True
+
+
+def _domains(domains) -> tuple[str, ...]:
+    """--domain values, or the wildcard when --all-domains was given."""
+    from analyzer.analysis import ALL_DOMAINS
+
+    if click.get_current_context().meta.get("all_domains"):
+        return (ALL_DOMAINS,)
+    return tuple(domains)
+
+
 def _analysis_options(command):
     """--categories, --group-range, --domain: how a trace is analysed (analyze, report, compare)."""
     for option in reversed((
@@ -29,7 +43,10 @@ def _analysis_options(command):
         click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
                      help="Range name that groups one cycle (not a phase). Repeatable."),
         click.option("--domain", "domains", multiple=True,
-                     help="Take phases only from ranges of this NVTX domain (e.g. specprof). Repeatable."),
+                     help="Take phases only from ranges of this NVTX domain. Repeatable. Default: the "
+                          "specprof tracer's domain when the trace has it, else every range."),
+        click.option("--all-domains", is_flag=True, expose_value=False, callback=_remember_all_domains,
+                     help="Phases from ranges of every NVTX domain (NCCL's own ranges too)."),
     )):
         command = option(command)
     return command
@@ -101,7 +118,7 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     if len(traces) > 1:
         from analyzer import parallel
 
-        opts = parallel.Options(grouping=tuple(grouping), domains=tuple(domains), rules=tuple(rules),
+        opts = parallel.Options(grouping=tuple(grouping), domains=_domains(domains), rules=tuple(rules),
                                 cache=not no_cache, as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit,
                                 csv_dir=csv_dir, parquet_dir=parquet_dir)
         text, stored = ranks.run(traces, opts, html_file, jobs=jobs, dask=dask_address, db=db_path,
@@ -115,7 +132,7 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     progress.enable(progress.wanted(quiet))  # bars on stderr for the steps that take seconds
     from analyzer import cache
 
-    result = cache.analyze(trace, tuple(grouping), rules, tuple(domains), enabled=not no_cache)
+    result = cache.analyze(trace, tuple(grouping), rules, _domains(domains), enabled=not no_cache)
     from analyzer import runs
 
     result = runs.enrich(result, runs.locate(trace, sidecars, baseline_sidecars), server_log=server_log,
@@ -125,7 +142,7 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
 
         files = runs.locate(trace, sidecars, baseline_sidecars)
         _said_stored(db_path, parallel.store_one(
-            db_path, result, trace, files, rules, tuple(domains), sys.argv[1:], server_log=server_log,
+            db_path, result, trace, files, rules, _domains(domains), sys.argv[1:], server_log=server_log,
             log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms))
     if csv_dir:
         tables.write(result, csv_dir, "csv")
@@ -178,7 +195,7 @@ def report(run, output, categories_file, grouping, domains, baseline_run, baseli
     from analyzer.render import html
 
     rules = categories.load_rules(categories_file)
-    result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
+    result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
     from analyzer import runs
 
     # cross-check and economics when the run has a sidecar
@@ -241,7 +258,7 @@ def compare(a, b, as_json, fail_pct, categories_file, grouping, domains, db_path
     db = store.connect(db_path, create=False) if db_path else None
 
     def analysed(path):
-        x = analysis.analyze(analysis.load(path), grouping=tuple(grouping), rules=rules, domains=tuple(domains))
+        x = analysis.analyze(analysis.load(path), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
         return x.trace.meta.path, x.cycles.height, x.charges
 
     result = comparing.compare_charges(*(store.side(x, db, analysed) for x in (a, b)))

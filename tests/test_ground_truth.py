@@ -15,7 +15,11 @@ import pytest
 from analyzer.analysis import analyze, load
 from conftest import FIXTURES
 
-RUNS = sorted(FIXTURES.glob("reference-k*"))
+SPECULATIVE = [FIXTURES / f"reference-k{k}" for k in (2, 4, 6)] + [FIXTURES / "reference-k4-graph"]
+
+
+def tol(expected: float) -> float:
+    return max(0.03 * expected, 0.1)
 
 
 def compare(run):
@@ -29,20 +33,59 @@ def compare(run):
     return truth, per_inst, {r["phase"]: r["ms"] / n for r in cycles.iter_rows(named=True)}, n
 
 
-@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+@pytest.mark.parametrize("run", SPECULATIVE, ids=lambda p: p.name)
 def test_attributed_time_matches_cuda_events(run):
     truth, per_inst, per_cycle, n = compare(run)
     assert n == truth["run"]["cycles"] == len(truth["cycles"])
     for phase in ("draft", "verify", "draft_extend", "accept"):
         expected = truth["mean_ms"][phase]
-        tol = max(0.03 * expected, 0.1)
-        assert abs(per_inst[phase] - expected) <= tol, (phase, per_inst[phase], expected)
-        assert abs(per_cycle.get(phase, 0.0) - expected) <= tol, (phase, per_cycle.get(phase), expected)
+        assert abs(per_inst[phase] - expected) <= tol(expected), (phase, per_inst[phase], expected)
+        assert abs(per_cycle.get(phase, 0.0) - expected) <= tol(expected), (phase, per_cycle.get(phase), expected)
 
 
-@pytest.mark.parametrize("run", RUNS, ids=lambda p: p.name)
+@pytest.mark.parametrize("run", SPECULATIVE, ids=lambda p: p.name)
 def test_accounting_is_tighter_than_the_tolerance_on_the_busy_phases(run):
     # What the fixtures show (docs/attribution.md): within 2% on draft and verify.
     truth, per_inst, _, _ = compare(run)
     for phase in ("draft", "verify", "draft_extend"):
         assert abs(per_inst[phase] / truth["mean_ms"][phase] - 1) < 0.02, phase
+
+
+def test_graph_level_capture_reads_one_op_per_graph_launch():
+    # --cuda-graph-trace=graph: CUPTI_ACTIVITY_KIND_GRAPH_TRACE rows, no per-node kernels.
+    a = analyze(load(str(FIXTURES / "reference-k4-graph" / "run.sqlite")))
+    graphs = a.ops.filter(pl.col("kind") == "graph")
+    assert graphs.height == 60  # verify + draft extend, 30 cycles
+    assert set(graphs["phase"].cast(pl.Utf8).unique()) == {"verify", "draft_extend"}
+
+
+def test_plain_decoding_attributes_the_host_gap_before_each_step_to_verify():
+    # K = 0: every step waits for its host read, so the GPU idles through the host work between
+    # the previous step's accept and this step's verify; the model charges that wait to the next
+    # op's phase (verify), while the events start at verify's own boundary. So attributed verify
+    # = event verify + that host gap, which the CPU ranges measure independently.
+    run = FIXTURES / "reference-k0"
+    truth = json.loads((run / "ground_truth.json").read_text())
+    a = analyze(load(str(run / "run.sqlite")))
+    verify = a.phases.filter(pl.col("phase") == "verify").row(0, named=True)
+    attributed = verify["attributed"] / verify["instances"] / 1e6
+    r = a.ranges.filter(pl.col("name") != "cycle").sort("tid", "start").with_columns(
+        prev_end=pl.col("end").shift(1).over("tid"))
+    gap = r.filter(pl.col("name") == "verify").select((pl.col("start") - pl.col("prev_end")).mean()).item() / 1e6
+    expected = truth["mean_ms"]["verify"] + gap
+    assert abs(attributed - expected) <= tol(expected), (attributed, truth["mean_ms"]["verify"], gap)
+    assert truth["run"]["mean_accept_len"] == 1.0
+
+
+def test_tensor_parallel_capture_per_rank_matches_each_ranks_events():
+    # TP = 2 on two H200s: rank r's CUDA events against the time attributed on device r.
+    run = FIXTURES / "reference-k4-tp2"
+    a = analyze(load(str(run / "run.sqlite")))
+    per = a.charges.group_by("device", pl.col("phase").cast(pl.Utf8)).agg(ms=pl.col("ns").sum() / 1e6)
+    for device, name in ((0, "ground_truth.json"), (1, "ground_truth.rank1.json")):
+        truth = json.loads((run / name).read_text())
+        n = len(truth["cycles"])
+        got = {r["phase"]: r["ms"] / n for r in per.filter(pl.col("device") == device).iter_rows(named=True)}
+        for phase in ("draft", "verify", "draft_extend"):
+            expected = truth["mean_ms"][phase]
+            assert abs(got[phase] - expected) <= tol(expected), (device, phase, got[phase], expected)
