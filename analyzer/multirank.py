@@ -165,17 +165,21 @@ def analyze(a, tp_ranks: dict[int, int] | None = None) -> MultiRank:
     charges = _charges(a)
     ranges = a.ranges.drop([c for c in ("gpu_start", "gpu_end", "gpu_ops", "gpu_launches") if c in a.ranges.columns])
     ph_rows, cat_rows, rank_rows = [], [], []
+    # One rank whose process holds every range (a single-GPU capture): its tables are the whole analysis's.
+    whole = ranks.height == 1 and ranges.filter(pl.col("pid") != ranks["pid"][0]).is_empty()
     for r in ranks.iter_rows(named=True):
         mine = (pl.col("pid") == r["pid"]) & (pl.col("device") == r["device"])
-        ops = a.ops.filter(mine)
+        ops = a.ops if whole else a.ops.filter(mine)
         streams = owners.filter(mine).select("device", "stream")
-        ch = charges.join(streams, on=["device", "stream"], how="semi")
-        rng = ranges.filter(pl.col("pid") == r["pid"])
-        proj = projection.range_projection(rng, ops)
-        phases = summary.phase_table(rng, proj, ops, ch, a.grouping)
+        ch = charges if whole else charges.join(streams, on=["device", "stream"], how="semi")
+        if whole:
+            phases, cats = a.phases, a.categories
+        else:
+            rng = ranges.filter(pl.col("pid") == r["pid"])
+            phases = summary.phase_table(rng, projection.range_projection(rng, ops), ops, ch, a.grouping)
+            cats = summary.category_table(ch)
         ph_rows.append(phases.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
-        cat_rows.append(summary.category_table(ch).select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"),
-                                                          pl.all()))
+        cat_rows.append(cats.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
         busy = union_length(ops, ["device"], ordered=True, few=True)
         rank_rows.append({**r, "streams": streams.height, "wall": r["last"] - r["first"],
                           "busy": int(busy["busy"].sum() or 0), "attributed": int(ch["ns"].sum() or 0)})
