@@ -102,8 +102,10 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
-    `specprof capture`. Several traces, or a directory of Kineto traces (one per rank), give one
-    result per rank (docs/kineto.md). With the tracer's
+    `specprof capture`. Several traces, or a directory of Kineto traces (one per rank) or of exports, give one
+    result per trace (docs/kineto.md), analysed in parallel with --jobs N or on a Dask cluster with --dask;
+    a capture of several GPUs adds per-rank results (docs/multirank.md). --db appends the runs to a results
+    database (docs/store.md). With the tracer's
     sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics
     (docs/crosscheck.md, docs/economics.md).
     """
