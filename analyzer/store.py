@@ -97,6 +97,11 @@ TABLES: dict[str, tuple[dict, str | None, list, list]] = {
                               "marks": _INT, "offset_ns": _INT, "drift_ppm": _FLOAT, "matched_cycles": _INT,
                               "first_index": _INT, "last_index": _INT, "residual_p50_ns": _INT,
                               "residual_max_ns": _INT}, None, RUN_FK, [(["run_id"], False)]),
+    "crosscheck_accept": ({"run_id": _INT, "sidecar_accept_len": _FLOAT, "sidecar_per_cycle_mean": _FLOAT,
+                           "request_rounds": _INT, "cycles": _INT, "log_lines": _INT, "log_mean": _FLOAT,
+                           "log_weighted": _FLOAT, "log_accept_rate_mean": _FLOAT, "gap": _FLOAT,
+                           "overlap_bound": _FLOAT, "verdict": _TEXT, "explanations": _TEXT},
+                          None, RUN_FK, [(["run_id"], False)]),
     "economics": ({"run_id": _INT, "source": _TEXT, "profiled": _INT, "cycles": _INT, "cycle_ns": _INT,
                    "accept_len": _FLOAT, "batch": _FLOAT, "tokens_per_s": _FLOAT, "baseline_ns": _INT,
                    "baseline_tokens_per_s": _FLOAT, "speedup": _FLOAT, "break_even_accept_len": _FLOAT,
@@ -272,6 +277,14 @@ def record(a, *, path: str, trace_path: str, options: dict, manifest: dict | Non
         if c.inflation is not None:
             tables["crosscheck_inflation"] = c.inflation
         tables["crosscheck_alignment"] = c.alignment
+        if c.accept is not None:
+            x = c.accept
+            tables["crosscheck_accept"] = pl.DataFrame([{
+                "sidecar_accept_len": x.sidecar_pooled, "sidecar_per_cycle_mean": x.sidecar_per_cycle,
+                "request_rounds": x.request_rounds, "cycles": x.cycles, "log_lines": x.log_lines,
+                "log_mean": x.log_mean, "log_weighted": x.log_weighted, "log_accept_rate_mean": x.log_rate_mean,
+                "gap": x.gap, "overlap_bound": x.overlap_bound, "verdict": x.verdict,
+                "explanations": json.dumps(x.explanations)}])
         notes += [("crosscheck", n) for n in c.notes]
     if econ is not None:
         tables["economics"] = econ.estimates.with_columns(

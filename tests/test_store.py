@@ -175,3 +175,20 @@ def test_records_built_in_workers_equal_serial_ones(tmp_path):
         for name in s.record.tables:  # rows of a table: their order is not part of the result
             a, b = s.record.tables[name], p.record.tables[name]
             assert a.sort(a.columns, nulls_last=True).equals(b.sort(b.columns, nulls_last=True)), name
+
+
+def test_the_server_log_reconciliation_is_stored(tmp_path):
+    # The server log is SYNTHETIC (no capture here ran SGLang): made from the real K=4 sidecar's accept counts
+    # as SGLang's metrics reporter writes them (tests/test_crosscheck.py `synthetic_log`).
+    from analyzer.readers.sidecar import find
+    from test_crosscheck import raw_cycles, synthetic_log
+
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(synthetic_log(raw_cycles(find(K4)[0]), interval=35)) + "\n")
+    db = str(tmp_path / "s.db")
+    out = CliRunner().invoke(main, ["analyze", K4, "--server-log", str(log), "--log-interval", "35", "--db", db])
+    assert out.exit_code == 0, out.output
+    (row,) = q(db, "SELECT verdict, log_lines, explanations FROM crosscheck_accept")
+    assert row[0] in ("agree", "explained") and row[1] > 0 and isinstance(json.loads(row[2]), list)
+    # the log is part of the run's key: the same run without it is another run
+    assert "stored as run @2" in CliRunner().invoke(main, ["analyze", K4, "--db", db]).stderr
