@@ -17,14 +17,14 @@ UNATTRIBUTED = "(unattributed)"  # no enclosing range, or no launch record in th
 
 I64_MIN = -(2**63)
 
-# torch.autograd.profiler.emit_nvtx names ranges "aten::mm, seq = 12, op_id = 34, sizes = [...]":
-# one phase per operator, not per call.
-_EMIT_NVTX_SUFFIX = r",\s*(seq|op_id|sizes|input_op_ids|stream)\s*=.*$"
+# torch.autograd.profiler.emit_nvtx names ranges "aten::mm, seq = 12, op_id = 34, sizes = [...]", and
+# torch.profiler numbers its steps "ProfilerStep#550": one phase per operator or step, not per call.
+_PER_CALL_SUFFIX = r",\s*(seq|op_id|sizes|input_op_ids|stream)\s*=.*$|#\d+$"
 
 
 def phase_names(ranges: pl.DataFrame) -> pl.DataFrame:
-    """Add `phase`: the range name with per-call suffixes (emit_nvtx's op ids) removed."""
-    return ranges.with_columns(phase=pl.col("name").str.replace(_EMIT_NVTX_SUFFIX, ""))
+    """Add `phase`: the range name with per-call suffixes (emit_nvtx's op ids, step numbers) removed."""
+    return ranges.with_columns(phase=pl.col("name").str.replace(_PER_CALL_SUFFIX, ""))
 
 
 def nest(ranges: pl.DataFrame) -> pl.DataFrame:

@@ -93,3 +93,14 @@ def test_grouping_range_ops_get_the_in_cycle_phase(shared_dir):
     ops = project(trace, grouping=("ncclGroupEnd",))["ops"]
     assert ops.filter(pl.col("phase") == IN_CYCLE).height == 64
     assert ops.filter(pl.col("phase") == "ncclGroupEnd").is_empty()
+
+
+def test_per_call_suffixes_fold_into_one_phase(shared_dir):
+    # torch.profiler numbers its steps (ProfilerStep#550, ...): one phase, five instances.
+    from analyzer.analysis import analyze, load
+
+    a = analyze(load(str(shared_dir / "torch_kineto" / "hta_negative_queue_length_values_check__rank0.json.gz")))
+    steps = a.phases.filter(pl.col("phase").str.starts_with("ProfilerStep"))
+    assert steps["phase"].to_list() == ["ProfilerStep"] and steps["instances"].item() == 5
+    # A name whose '#' is not followed by a number only is kept as it is.
+    assert "Optimizer.step#FusedAdam.step" in set(a.phases["phase"])
