@@ -60,3 +60,29 @@ def test_gpu_names_from_target_info(shared_dir):
     assert trace.meta.gpus == [{"device": 0, "name": "NVIDIA GeForce RTX 3080"}]
     assert trace.ranges.is_empty()
     assert set(trace.ops["kind"]) == {"kernel", "memcpy"}
+
+
+def test_runtime_and_driver_call_sharing_a_correlation_id_keep_the_outer_one(tmp_path):
+    # No capture here has it; CUPTI can give a runtime call and the driver call it makes one correlation id.
+    # Planted in a copy of a real capture: a driver call inside a launch call, same correlation id.
+    import shutil
+
+    from conftest import FIXTURES
+
+    db = tmp_path / "run.sqlite"
+    shutil.copyfile(FIXTURES / "reference-k4" / "run.sqlite", db)
+    con = sqlite3.connect(db)
+    start, end, tid, corr = con.execute(
+        "SELECT r.start, r.end, r.globalTid, r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId ORDER BY r.start LIMIT 1").fetchone()
+    name = con.execute("SELECT id FROM StringIds WHERE value LIKE 'cuLaunchKernel%' LIMIT 1").fetchone()
+    name = name[0] if name else con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, "
+                "returnValue) VALUES (?, ?, 1, ?, ?, ?, 0)", (start + 1, end - 1, tid, corr, name))
+    con.commit()
+    con.close()
+    trace = read_nsys_sqlite(str(db))
+    assert trace.api.select(pl.struct("pid", "correlation").is_unique().all()).item()
+    row = trace.api.filter(pl.col("correlation") == corr)
+    assert row.height == 1 and row["start"][0] == start and row["end"][0] == end
+    assert (trace.api["start"].diff().drop_nulls() >= 0).all()

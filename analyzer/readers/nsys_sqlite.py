@@ -433,13 +433,34 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     if not _in_order(df, "start"):
         df = df.sort("start", maintain_order=True)
     # A runtime call and the driver call it makes can share a correlation id: keep the outer one
-    # (the earlier). Only the ids that occur twice need the (slower) de-duplication.
-    twice = df.select(pl.struct("pid", "correlation").is_duplicated().alias("d")).get_column("d")
-    if twice.any():
+    # (the earlier). Whether any id occurs twice is checked on one sorted integer column (a hash over
+    # the rows costs hundreds of MB); only then are the repeated ids found and de-duplicated.
+    key = _process_correlation_key(df)
+    if key is not None:
+        ordered = key.sort()
+        repeated = bool((ordered == ordered.shift(1)).any())
+        del ordered
+    else:
+        repeated = True
+    twice = df.select(pl.struct("pid", "correlation").is_duplicated().alias("d")).get_column("d") \
+        if repeated else None
+    if twice is not None and twice.any():
         df = pl.concat([df.filter(~twice),
                         df.filter(twice).unique(["pid", "correlation"], keep="first", maintain_order=True)])
         df = df.sort("start", maintain_order=True)
     return df
+
+
+def _process_correlation_key(df: pl.DataFrame) -> pl.Series | None:
+    """(pid, correlation) packed into one Int64 (process number << 40 | correlation id), or None when
+    correlation ids do not fit in 40 bits."""
+    lo, hi = df.select(lo=pl.col("correlation").min(), hi=pl.col("correlation").max()).row(0)
+    if lo is None or lo < 0 or hi >= 1 << 40:
+        return None
+    pids = df.get_column("pid").unique().sort()
+    rank = pl.DataFrame({"pid": pids, "_n": pl.int_range(pids.len(), eager=True).cast(pl.Int64) * (1 << 40)})
+    return df.select("pid", "correlation").join(rank, on="pid", how="left", maintain_order="left").select(
+        k=pl.col("_n") + pl.col("correlation")).get_column("k")
 
 
 def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
