@@ -177,3 +177,30 @@ def test_json_and_terminal_on_two_ranks(captures):
     assert skew["collectives"][0]["instances"] == 31 and skew["straggler"]["rank"] in (0, 1)
     text = CliRunner().invoke(main, ["analyze", path]).output
     assert "Ranks: 2 (process, device) pairs" in text and "Stragglers" in text and "straggler: rank" in text
+
+
+def test_the_real_tensor_parallel_capture():
+    # fixtures/reference-k4-tp2: the reference engine at TP = 2 on two H200s, NCCL all-reduce after
+    # attention and after the MLP (issue 9). The numbers docs/multirank.md quotes.
+    from analyzer.readers.sidecar import find, read_sidecars
+    from conftest import FIXTURES
+
+    run = FIXTURES / "reference-k4-tp2"
+    a = analyze(load(str(run)))
+    m = multirank.analyze(a, multirank.sidecar_ranks(read_sidecars(find(str(run))).files))
+    ranks = {r["rank"]: r for r in m.ranks.iter_rows(named=True)}
+    assert set(ranks) == {0, 1} and {r["device"] for r in ranks.values()} == {0, 1}
+    assert all(r["source"] == "sidecar" and r["unmatched"] == 0 for r in ranks.values())
+    # 2 all-reduces per layer per forward, every one matched on both ranks.
+    assert m.comm.filter(pl.col("rank") == 0).height == m.comm.filter(pl.col("rank") == 1).height == 2618
+    for r in ranks.values():
+        assert r["comm"] == r["wait"] + r["transfer"]
+    # The transfer is the same on both ranks (about 23 ms each); the waiting is not: rank 0 waits
+    # for rank 1, whose launch-bound draft runs slower under nsys.
+    assert abs(ranks[0]["transfer"] - ranks[1]["transfer"]) < 0.01 * ranks[0]["transfer"]
+    assert ranks[0]["wait"] > 100 * ranks[1]["wait"]
+    straggler = m.stragglers.sort("last", descending=True).row(0, named=True)
+    assert straggler["rank"] == 1 and straggler["share"] > 0.6
+    draft0 = m.comm_phases.filter((pl.col("rank") == 0) & (pl.col("phase") == "draft")).row(0, named=True)
+    assert draft0["wait"] > 0.95 * draft0["comm"]
+    assert round(ranks[0]["wait"] / 1e6, 3) == 489.038 and round(ranks[1]["transfer"] / 1e6, 3) == 22.938
