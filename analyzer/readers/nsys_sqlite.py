@@ -426,7 +426,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     if pids.len() == 1 and pids[0] is not None:
         df = df.filter(pl.col("pid") == pids[0])
     else:
-        df = df.join(ops.select("pid", "correlation").unique(), on=["pid", "correlation"], how="semi")
+        df = _launched_here(df, ops)
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
     names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").cast(pl.Categorical))
     df = _name_of(df, names, "name_id", "name")
@@ -451,16 +451,31 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     return df
 
 
-def _process_correlation_key(df: pl.DataFrame) -> pl.Series | None:
-    """(pid, correlation) packed into one Int64 (process number << 40 | correlation id), or None when
-    correlation ids do not fit in 40 bits."""
+def _process_correlation_key(df: pl.DataFrame, pids: pl.Series | None = None) -> pl.Series | None:
+    """(pid, correlation) packed into one Int64 (process number << 40 | correlation id; processes
+    numbered in `pids`, default df's), or None when correlation ids do not fit in 40 bits."""
     lo, hi = df.select(lo=pl.col("correlation").min(), hi=pl.col("correlation").max()).row(0)
     if lo is None or lo < 0 or hi >= 1 << 40:
         return None
-    pids = df.get_column("pid").unique().sort()
+    pids = df.get_column("pid").unique().drop_nulls().sort() if pids is None else pids
     rank = pl.DataFrame({"pid": pids, "_n": pl.int_range(pids.len(), eager=True).cast(pl.Int64) * (1 << 40)})
     return df.select("pid", "correlation").join(rank, on="pid", how="left", maintain_order="left").select(
         k=pl.col("_n") + pl.col("correlation")).get_column("k")
+
+
+def _launched_here(df: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `df` whose (pid, correlation) an op carries, in df's order. Membership by an as-of
+    join of two sorted integer columns: a hash table over tens of millions of op keys costs GBs."""
+    pids = pl.concat([df.get_column("pid"), ops.get_column("pid")]).unique().drop_nulls().sort()
+    mine, theirs = _process_correlation_key(df, pids), _process_correlation_key(ops, pids)
+    if mine is None or theirs is None:
+        return df.join(ops.select("pid", "correlation").unique(), on=["pid", "correlation"], how="semi",
+                       maintain_order="left")
+    right = pl.DataFrame({"k": theirs.drop_nulls().sort()}).with_columns(hit=pl.col("k")).set_sorted("k")
+    left = pl.DataFrame({"k": mine, "_row": pl.int_range(df.height, eager=True)}).drop_nulls("k").sort("k")
+    found = left.join_asof(right, on="k", strategy="backward", check_sortedness=False)
+    rows = found.filter(pl.col("hit") == pl.col("k")).get_column("_row").sort()
+    return df[rows]
 
 
 def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
