@@ -189,3 +189,14 @@ def test_k2_under_nsys_the_verdict_flips(derived_baseline_ms):
     assert profiled["verdict"].startswith("speculation loses")
     assert any(v.startswith("beware: the verdict flips with the cycle measured by the sidecar under nsys")
                for v in e["verdict"])
+
+
+def test_k4_against_the_measured_plain_decode_capture():
+    # fixtures/reference-k0: the same engine in plain decoding on the H200 (docs/economics.md's example).
+    result = CliRunner().invoke(main, ["analyze", str(K4), "--json", "--baseline", str(FIXTURES / "reference-k0")])
+    assert result.exit_code == 0, result.output
+    e = json.loads(result.output)["economics"]
+    assert round(e["baseline_ms"], 3) == 2.533 and "reference-k0" in e["baseline_source"]
+    headline = e["estimates"][0]
+    assert headline["speedup"] == pytest.approx(1.46, abs=0.005)
+    assert headline["break_even_accept_len"] == pytest.approx(1.801, abs=0.001)
