@@ -15,15 +15,18 @@ import click
               help="Draft steps per cycle (verify runs steps+1 tokens); 0 is plain decoding (the baseline).")
 @click.option("--cycles", "-n", type=click.IntRange(1), default=200, show_default=True,
               help="Measured speculative cycles (after the warm-up).")
-@click.option("--warmup", type=click.IntRange(0), default=5, show_default=True)
+@click.option("--warmup", type=click.IntRange(0), default=5, show_default=True,
+              help="Cycles run before the measured ones (CUDA-graph capture, allocator, caches).")
 @click.option("--batch", type=click.IntRange(1), default=8, show_default=True, help="Requests per batch.")
 @click.option("--draft-error", type=click.FloatRange(0, 1), default=0.25, show_default=True,
               help="Probability that a draft token is wrong (accept rate per position = 1 - this).")
-@click.option("--hidden", type=click.IntRange(16), default=6144, show_default=True)
-@click.option("--target-layers", type=click.IntRange(1), default=8, show_default=True)
+@click.option("--hidden", type=click.IntRange(16), default=6144, show_default=True,
+              help="Model width (heads of 128); sets how long verify and each draft step run.")
+@click.option("--target-layers", type=click.IntRange(1), default=8, show_default=True,
+              help="Layers of the target model (the draft has one).")
 @click.option("--graph/--no-graph", "cuda_graph", default=True, show_default=True,
               help="Replay verify and draft-extend as CUDA graphs.")
-@click.option("--device", default="cuda", show_default=True)
+@click.option("--device", default="cuda", show_default=True, help="The torch device to run on.")
 @click.option("--tiny", is_flag=True, help="A CPU-sized engine (for trying the tool without a GPU).")
 @click.option("--trace/--no-trace", "trace", default=None,
               help="Force the specprof tracer on or off [default: on when SPECPROF_TRACE=1, as under "

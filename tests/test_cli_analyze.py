@@ -1,0 +1,71 @@
+"""`specprof analyze` on a real capture: the terminal tables, the JSON contract, CSV and Parquet."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
+from analyzer.render.tables import TABLES
+from conftest import FIXTURES
+
+K4 = FIXTURES / "reference-k4"
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, ["analyze", str(K4), "--no-cache", "-q", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return json.loads(invoke("--json"))
+
+
+def test_json_contract(doc):
+    assert doc["schema"] == "specprof.analysis/1"
+    assert {"path", "format", "nsys_version", "gpus"} <= set(doc["source"])
+    assert doc["source"]["gpus"] == [{"device": 0, "name": "NVIDIA H200"}]
+    names = [p["name"] for p in doc["phases"]]
+    assert set(names) == {"draft", "verify", "draft_extend", "prefill", "accept"}
+    for p in doc["phases"]:
+        assert {"name", "instances", "cpu_ms", "gpu_span_ms", "gpu_busy_ms", "attributed_ms", "categories"} <= set(p)
+        # the categories split the attributed time exactly (to the rounding of each value)
+        assert sum(p["categories"].values()) == pytest.approx(p["attributed_ms"], abs=1e-5 * (1 + len(p["categories"])))
+    wall = sum(s["wall_ms"] for s in doc["streams"])
+    assert sum(p["attributed_ms"] for p in doc["phases"]) == pytest.approx(wall, abs=1e-4)
+    assert len(doc["cycles"]) == 100 and [c["index"] for c in doc["cycles"]] == list(range(100))
+    first = doc["cycles"][0]
+    assert {"index", "start_ns", "phases"} <= set(first)
+    assert set(first["phases"]["verify"]) == {"attributed_ms", "gpu_busy_ms", "cpu_ms"}
+    assert doc["unattributed"]["ops"] == 0 and doc["unattributed"]["ms"] == 0.0
+
+
+def test_per_cycle_sums_equal_the_phase_totals_inside_cycles(doc):
+    verify = next(p for p in doc["phases"] if p["name"] == "verify")
+    in_cycles = sum(c["phases"]["verify"]["attributed_ms"] for c in doc["cycles"])
+    assert in_cycles == pytest.approx(verify["attributed_ms"], rel=1e-6)
+
+
+def test_terminal_sections():
+    out = invoke("--cycles", "3")
+    for heading in ("Phases (totals over instances", "Attributed ms by category", "Per cycle: attributed ms",
+                    "Launch overhead", "GPU streams", "Top kernels per phase"):
+        assert heading in out
+    assert "first 3 of 100 cycles" in out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_tables_written(tmp_path, doc, fmt):
+    invoke(f"--{fmt}", str(tmp_path))
+    read = pl.read_csv if fmt == "csv" else pl.read_parquet
+    for name in TABLES:
+        assert (tmp_path / f"{name}.{fmt}").is_file(), name
+    phases = read(tmp_path / f"phases.{fmt}")
+    assert sorted(phases["phase"].to_list()) == sorted(p["name"] for p in doc["phases"])
+    assert read(tmp_path / f"cycles.{fmt}").height == 100
+    assert read(tmp_path / f"ops.{fmt}").height == 21126
