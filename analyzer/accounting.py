@@ -218,15 +218,38 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
             .clip(lower_bound=0)
         ).group_by(by).agg(busy=pl.col("piece").sum()).collect()
     # Sort so that each group is one run of rows in start order (on one packed key when the keys fit
-    # in 62 bits), then scan: no hash table over the rows. Only the key, start and end travel through
-    # the sort; the group's key values are picked up at the end of each run.
+    # in 62 bits), then scan: no hash table over the rows. Only the key, start and end are gathered in
+    # that order; the group's key values are picked up at the end of each run.
     key = combined_key(df, by)
     if key is None:
-        key_cols, s = by, df.select(*by, "start", "end").with_row_index("_row")
-    else:
-        key_cols, s = ["_k"], df.select(key.alias("_k"), "start", "end").with_row_index("_row")
-    s = s.sort(key_cols, maintain_order=True) if ordered else s.sort(*key_cols, "start")
-    s = _prev_in_runs(s, key_cols, keep_first=True)
+        return _union_by_columns(df, by, ordered)
+    order = df.select(pl.arg_sort_by(key, maintain_order=True) if ordered
+                      else pl.arg_sort_by(key, pl.col("start"))).to_series()
+    s = df.select(k=key.gather(order), start=pl.col("start").gather(order), end=pl.col("end").gather(order))
+    first = pl.col("k").ne_missing(pl.col("k").shift(1)).fill_null(True)
+    base = pl.when(first).then(pl.col("start")).forward_fill()
+    width, groups, low = s.select(w=(pl.col("end") - base).max(), g=first.sum(), lo=(pl.col("end") - base).min()).row(0)
+    width, groups, low = int(width or 0) + 1, int(groups or 0), int(low or 0)
+    if low < 0 or (groups + 1) * width >= 1 << 62:
+        return _union_by_columns(df, by, ordered)
+    # One cumulative max over the whole column: each group's ends, rebased to its first start, are
+    # lifted by (group number x the widest group), so no earlier group's value exceeds a later one's.
+    lift = first.cum_sum().cast(pl.Int64) * width
+    prev = pl.when(first).then(None).otherwise((lift + pl.col("end") - base).cum_max().shift(1) - lift + base)
+    piece = (pl.col("end") - pl.max_horizontal("start", prev.fill_null(pl.col("start")))).clip(lower_bound=0)
+    runs = s.select(csum=piece.cum_sum(), last=first.shift(-1).fill_null(True))
+    del s
+    ends = runs.get_column("last")
+    csum = runs.get_column("csum").filter(ends)
+    rows = order.filter(ends)
+    return df.select(pl.col(by).gather(rows)).with_columns(busy=csum - csum.shift(1).fill_null(0))
+
+
+def _union_by_columns(df: pl.DataFrame, by: list[str], ordered: bool) -> pl.DataFrame:
+    """union_length when the keys do not pack into one integer: sort on the key columns."""
+    s = df.select(*by, "start", "end").with_row_index("_row")
+    s = s.sort(by, maintain_order=True) if ordered else s.sort(*by, "start")
+    s = _prev_in_runs(s, by, keep_first=True)
     s = s.select(
         "_row",
         csum=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))

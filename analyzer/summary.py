@@ -40,8 +40,8 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     )
     # Busy: per innermost range instance, the union of its own ops' intervals. An op's phase
     # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
-    own = ops.select("range_id", "start", "end").filter(pl.col("range_id").is_not_null())
-    per_range = union_length(own, ["range_id"], ordered=True).join(
+    # (All ops go in, the ones of no range as one group of their own: no filtered copy of the ops.)
+    per_range = union_length(ops, ["range_id"], ordered=True).filter(pl.col("range_id").is_not_null()).join(
         ranges.filter(~pl.col("name").is_in(grouping)).select("range_id", "phase"), on="range_id", how="inner")
     busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     loose = ops.select("phase", "device", "stream", "start", "end").filter(
@@ -89,8 +89,7 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
         return cycles, empty
     att = _text(_ns(charges).filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
         attributed=pl.col("ns").sum()))
-    in_cycles = ops.select("cycle", "phase", "start", "end").filter(pl.col("cycle").is_not_null())
-    busy = _text(union_length(in_cycles, ["cycle", "phase"], ordered=True).rename(
+    busy = _text(union_length(ops, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null()).rename(
         {"busy": "gpu_busy"}))
     cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
         "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum())
