@@ -77,18 +77,26 @@ def locations(path: str) -> list[str]:
     return [os.path.join(folder, f".{name}{SUFFIX}"), os.path.join(user, "specprof", f"{digest}-{name}")]
 
 
-def load(path: str) -> Trace | None:
-    """The cached Trace of the export at `path`, or None when there is no matching cache."""
+def _matching(path: str):
+    """(folder, key.json's content) of each cache of `path` whose key matches the export as it is now."""
     try:
         want = key(path)
     except OSError:
-        return None
+        return
     for folder in locations(path):
         try:
             with open(os.path.join(folder, "key.json"), encoding="utf-8") as fh:
                 doc = json.load(fh)
-            if doc.get("key") != want:
-                continue
+        except Exception:  # none there, or unreadable
+            continue
+        if isinstance(doc, dict) and doc.get("key") == want:
+            yield folder, doc
+
+
+def load(path: str) -> Trace | None:
+    """The cached Trace of the export at `path`, or None when there is no matching cache."""
+    for folder, doc in _matching(path):
+        try:
             tables = {t: pl.read_parquet(os.path.join(folder, f"{t}.parquet")) for t in TABLES}
             meta = doc["meta"]
             meta["threads"] = {int(k): v for k, v in meta.get("threads", {}).items()}
@@ -143,18 +151,7 @@ def _analysis_folder(folder: str, opts: dict) -> str:
 
 
 def _matching_folder(path: str) -> str | None:
-    try:
-        want = key(path)
-    except OSError:
-        return None
-    for folder in locations(path):
-        try:
-            with open(os.path.join(folder, "key.json"), encoding="utf-8") as fh:
-                if json.load(fh).get("key") == want:
-                    return folder
-        except Exception:
-            continue
-    return None
+    return next((folder for folder, _ in _matching(path)), None)
 
 
 def load_analysis(path: str, opts: dict, trace: Trace):
