@@ -1,6 +1,7 @@
 """Time one `specprof analyze` of an nsys export, step by step: wall time, CPU time and peak memory.
 
-Runs the same path as `specprof analyze TRACE --json` (read, or the cache; projection; categories;
+Runs the same path as `specprof analyze TRACE --json --all-domains` (every NVTX range projected, as the
+peers do; read, or the cache; projection; categories;
 accounting; summaries; the JSON; with the cache as `specprof analyze` uses it, or --no-cache) in this process, and prints one JSON object: total wall and CPU
 seconds, the process's peak RSS, and per step (the progress steps of analyzer/progress.py) its wall
 and CPU seconds and the peak RSS sampled while it ran. Run it in a fresh process per measurement
@@ -69,9 +70,13 @@ class Recorder:
         self.steps.append(s)
 
 
-def measure(path: str, cache: bool = True) -> dict:
+def measure(path: str, cache: bool = True, tracer_only: bool = False) -> dict:
+    """`tracer_only`: phases from the specprof tracer's NVTX domain alone, as `specprof analyze` does by
+    default when a trace has it; else every range is projected (--all-domains), as the peers do."""
     from analyzer import analysis, progress
     from analyzer.render import json as json_render
+
+    domains = () if tracer_only else (analysis.ALL_DOMAINS,)
 
     rec = Recorder()
     progress.listen(rec)
@@ -81,9 +86,9 @@ def measure(path: str, cache: bool = True) -> dict:
             from analyzer import cache as cached
             from analyzer.categories import default_rules
 
-            result = cached.analyze(path, analysis.DEFAULT_GROUPING, default_rules())
+            result = cached.analyze(path, analysis.DEFAULT_GROUPING, default_rules(), domains)
         else:
-            result = analysis.analyze(analysis.load(path))
+            result = analysis.analyze(analysis.load(path), domains=domains)
         trace = result.trace
         with progress.step("rendering JSON"):
             text = json_render.render(result)
@@ -108,8 +113,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--no-cache", action="store_true")
+    ap.add_argument("--tracer-domain-only", action="store_true",
+                    help="project only the tracer's ranges (the CLI's default when a trace has them), not all")
     args = ap.parse_args(argv)
-    print(json.dumps(measure(args.trace, cache=not args.no_cache)))
+    print(json.dumps(measure(args.trace, cache=not args.no_cache, tracer_only=args.tracer_domain_only)))
     return 0
 
 
