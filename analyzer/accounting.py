@@ -193,13 +193,6 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
     return pieces.select(list(SEGMENT_SCHEMA))
 
 
-def stream_walls(ops: pl.DataFrame) -> pl.DataFrame:
-    """Per (device, stream): first op start, last op end and wall time."""
-    return ops.group_by("device", "stream").agg(
-        first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len()
-    ).with_columns(wall=pl.col("last") - pl.col("first")).sort("device", "stream")
-
-
 def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bool = False) -> pl.DataFrame:
     """Length of the union of [start, end) intervals per group `by`: (by..., busy).
 
@@ -316,5 +309,5 @@ def _prev_in_runs(s: pl.DataFrame, by: list[str], keep_first: bool = False) -> p
     ).drop(drop)
 
 
-__all__ = ["segments", "tile", "charges", "cpu_waits", "with_prev_end", "stream_walls", "union_length",
+__all__ = ["segments", "tile", "charges", "cpu_waits", "with_prev_end", "union_length",
            "IDLE_CATEGORIES", "CPU_WAIT", "LAUNCH", "IDLE", "IN_CYCLE", "UNATTRIBUTED"]

@@ -137,12 +137,12 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     result = cache.analyze(trace, tuple(grouping), rules, _domains(domains), enabled=not no_cache)
     from analyzer import runs
 
-    result = runs.enrich(result, runs.locate(trace, sidecars, baseline_sidecars), server_log=server_log,
+    files = runs.locate(trace, sidecars, baseline_sidecars)
+    result = runs.enrich(result, files, server_log=server_log,
                          baseline_run=baseline_run, baseline_ms=baseline_ms, log_interval=log_interval)
     if db_path:
         from analyzer import parallel
 
-        files = runs.locate(trace, sidecars, baseline_sidecars)
         _said_stored(db_path, parallel.store_one(
             db_path, result, trace, files, rules, _domains(domains), sys.argv[1:], server_log=server_log,
             log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms))
