@@ -39,7 +39,8 @@ MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD"
 
 _PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
 
-READ_THREADS = max(1, min(4, os.cpu_count() or 1))  # parallel readers of one large table
+READ_THREADS = max(1, min(8, os.cpu_count() or 1))  # parallel readers of one large table
+SLICE_ROWS = 2_000_000  # rows per query of a large table: bounds what a filtered read holds at once
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
@@ -66,6 +67,7 @@ class _Export:
                 path,
             ) from None
         self.tables = {r[0] for r in rows}
+        self._spans: dict[str, tuple[int, int]] = {}
         if not self.tables & {"StringIds", "META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL",
                               "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
             raise SpecprofError(
@@ -86,85 +88,76 @@ class _Export:
             raise self._corrupt(exc) from None
 
     def frame(self, sql: str, schema: dict, step=None) -> pl.DataFrame:
-        """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow."""
-        parts = list(self.frames(sql, schema, step=step))
-        return pl.concat(parts, rechunk=False) if parts else empty(schema)
+        """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow.
 
-    def frames(self, sql: str, schema: dict, batch_rows: int = 1 << 18, step=None):
-        """Run `sql` and yield its rows in frames of up to `batch_rows`, cast to `schema`.
-
-        Lets a caller filter a large table batch by batch, so that it never holds all of it. Each
-        call opens its own ADBC connection, so calls can run in parallel threads (the driver
-        releases the GIL while SQLite steps through rows). `step` (a progress step) advances by
-        the rows read.
+        Each call opens its own ADBC connection, so calls can run in parallel threads (the driver
+        and polars release the GIL while SQLite steps through rows and Arrow arrays are imported).
+        The stream goes straight from the driver into polars (the Arrow C stream interface): no
+        pyarrow. `step` (a progress step) advances by the rows read.
         """
+        import adbc_driver_manager as adbc
         import adbc_driver_sqlite
-        import adbc_driver_sqlite.dbapi as adbc
 
+        db = con = stmt = None
         try:
-            con = adbc.connect(_uri(self.path))
-        except Exception as exc:  # adbc raises its own DatabaseError hierarchy
+            db = adbc.AdbcDatabase(driver=adbc_driver_sqlite._driver_path(), uri=_uri(self.path))
+            con = adbc.AdbcConnection(db)
+            stmt = adbc.AdbcStatement(con)
+            # One Arrow batch per slice (parallel() bounds a query to SLICE_ROWS): one chunk per column.
+            stmt.set_options(**{adbc_driver_sqlite.StatementOptions.BATCH_ROWS.value: str(SLICE_ROWS)})
+            stmt.set_sql_query(sql)
+            stream, _ = stmt.execute_query()
+            df = pl.DataFrame(stream)
+        except adbc.Error as exc:  # the driver's own DatabaseError hierarchy
             raise self._corrupt(exc) from None
-        try:
-            cur = con.cursor()
-            cur.adbc_statement.set_options(
-                **{adbc_driver_sqlite.StatementOptions.BATCH_ROWS.value: str(batch_rows)})
-            cur.execute(sql)
-            reader = cur.fetch_record_batch()
-        except Exception as exc:
-            con.close()
-            raise self._corrupt(exc) from None
-        try:
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except Exception as exc:
-                    raise self._corrupt(exc) from None
-                if step is not None:
-                    step.advance(batch.num_rows)
-                df = pl.from_arrow(batch)
-                if df.width and df.height:
-                    yield df.rename(dict(zip(df.columns, schema))).cast(schema)
         finally:
-            cur.close()
-            con.close()
+            for handle in (stmt, con, db):
+                if handle is not None:
+                    handle.close()
+        if step is not None:
+            step.advance(df.height)
+        if not df.width:
+            return empty(schema)
+        return df.rename(dict(zip(df.columns, schema))).cast(schema)
 
     def row_span(self, table: str) -> tuple[int, int]:
-        """(lowest rowid, highest rowid + 1) of `table`: both ends of its B-tree, no scan."""
-        lo, hi = self.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')[0]
-        return (0, 0) if lo is None else (int(lo), int(hi) + 1)
+        """(lowest rowid, highest rowid + 1) of `table`: both ends of its B-tree, no scan.
+
+        Two scalar subqueries: SQLite answers a lone min() or max() from the B-tree's edge, but
+        `SELECT min(rowid), max(rowid)` scans the whole table (0.7 s for 10 M kernels)."""
+        if table not in self._spans:
+            lo, hi = self.rows(f'SELECT (SELECT min(rowid) FROM "{table}"), '
+                               f'(SELECT max(rowid) FROM "{table}")')[0]
+            self._spans[table] = (0, 0) if lo is None else (int(lo), int(hi) + 1)
+        return self._spans[table]
 
     def parallel(self, table: str, sql: str, schema: dict, keep=None, step=None,
-                 parts: int = READ_THREADS) -> list[pl.DataFrame]:
+                 slice_rows: int = SLICE_ROWS) -> list[pl.DataFrame]:
         """`sql` (a SELECT ... FROM table [WHERE ...]) over rowid slices of `table`, in threads.
 
         Frames come back in rowid order, each passed through `keep` (a frame -> frame filter)
-        first when given. SQLite decodes rows on one core per connection: slicing the table by
-        rowid (a range search on the B-tree, no scan) uses every core.
+        first when given, so that a large table filtered slice by slice is never held whole.
+        SQLite decodes rows on one core per connection: slicing the table by rowid (a range
+        search on the B-tree, no scan) uses every core.
         """
         lo, hi = self.row_span(table)
         if hi <= lo:
             return []
-        parts = max(1, min(parts, (hi - lo) // 200_000 + 1))
+        parts = max(min(READ_THREADS, (hi - lo) // 200_000 + 1), -(-(hi - lo) // slice_rows))
         cuts = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
         glue = " AND " if " WHERE " in sql else " WHERE "
         queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
+
         def run(q):
-            out = []
-            for df in self.frames(q, schema, step=step):
-                df = keep(df) if keep is not None else df
-                if df.height:
-                    out.append(df)
-            return out
+            df = self.frame(q, schema, step=step)
+            return keep(df) if keep is not None and df.height else df
 
         if parts == 1:
             results = [run(queries[0])]
         else:
-            with ThreadPoolExecutor(parts) as pool:
+            with ThreadPoolExecutor(min(parts, READ_THREADS)) as pool:
                 results = list(pool.map(run, queries))
-        return [df for r in results for df in r]
+        return [df for df in results if df.height]
 
     def _corrupt(self, exc: Exception) -> SpecprofError:
         return SpecprofError(
@@ -214,7 +207,7 @@ def read_nsys_sqlite(path: str) -> Trace:
     try:
         meta = _read_meta(ex)
         strings = _read_strings(ex)
-        gpu = sum(ex.row_span(t)[1] - ex.row_span(t)[0] for t in _GPU_TABLES if t in ex.tables)
+        gpu = sum(hi - lo for lo, hi in (ex.row_span(t) for t in _GPU_TABLES if t in ex.tables))
         with progress.step("reading GPU ops", gpu, "rows") as step:
             ops = _read_ops(ex, strings, step)
         calls = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -262,13 +255,34 @@ def _read_strings(ex: _Export) -> pl.DataFrame:
     return ex.frame("SELECT id, value FROM StringIds", schema).with_columns(pl.col("value").cast(pl.Categorical))
 
 
-def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+def _name_table(strings: pl.DataFrame) -> pl.Series | None:
+    """The names laid out by string id (nsys numbers strings from 0), or None when the ids are
+    spread too wide for that."""
+    ids = strings.get_column("id")
+    lo, hi = (ids.min(), ids.max()) if ids.len() else (None, None)
+    if lo is None or lo < 0 or hi >= _DENSE_IDS:
+        return None
+    return pl.DataFrame({"id": pl.int_range(hi + 1, eager=True, dtype=pl.Int64)}).join(
+        strings, on="id", how="left", maintain_order="left").get_column("value")
+
+
+def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str,
+             table: pl.Series | None = None) -> pl.DataFrame:
     """Replace integer string-id column `id_col` by its text in column `out` (same row order).
 
-    Only the id column goes through the join; the frame's other columns are not copied."""
+    With `table` (`_name_table(strings)`), each row's name is a gather, no hash join over millions
+    of rows; otherwise one join on the id column. The frame's other columns are not copied."""
+    if table is not None:
+        at = df.get_column(id_col)
+        inside = ((at >= 0) & (at < table.len())).fill_null(False)
+        names = table.gather(at.zip_with(inside, pl.Series([None], dtype=pl.Int64)))
+        return df.with_columns(names.alias(out)).drop(id_col)
     lookup = strings.rename({"id": id_col, "value": out})
     names = df.select(id_col).join(lookup, on=id_col, how="left", maintain_order="left").get_column(out)
     return df.with_columns(names).drop(id_col)
+
+
+_DENSE_IDS = 1 << 24  # string ids below this are looked up in a table indexed by id
 
 
 def _col(cols: set[str], name: str, alias: str, fallback: str = "NULL") -> str:
@@ -282,6 +296,12 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     if cols:
         name_col = "demangledName" if "demangledName" in cols else "shortName"
         short_col = "shortName" if "shortName" in cols else name_col
+        table = _name_table(strings)
+
+        def named(df: pl.DataFrame) -> pl.DataFrame:  # per slice, in the reading thread
+            df = _name_of(df, strings, "name_id", "name", table)
+            return _name_of(df, strings, "short_id", "short_name", table)
+
         frames = ex.parallel(
             k,
             f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
@@ -290,13 +310,11 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
              "short_id": pl.Int64, "graph_node": pl.Int64},
-            step=step,
+            keep=named, step=step,
         )
         if frames:
             df = pl.concat(frames, rechunk=False)
             del frames
-            df = _name_of(df, strings, "name_id", "name")
-            df = _name_of(df, strings, "short_id", "short_name")
             parts.append(df.with_columns(kind=pl.lit("kernel")))
     m = "CUPTI_ACTIVITY_KIND_MEMCPY"
     cols = ex.columns(m)
@@ -389,9 +407,8 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation).
 
     The table also holds every other CUDA call (syncs, queries, allocations): it is read in
-    batches, in parallel slices, and each batch keeps only calls whose correlation id an op
-    carries (a lookup in a bitmap of the ops' correlation ids, O(1) per row); the process is
-    checked once at the end.
+    parallel rowid slices, and each slice keeps only the calls whose (process, correlation id)
+    an op carries: one gather per row in a bitmap with a bit per (process number, id).
     """
     r = "CUPTI_ACTIVITY_KIND_RUNTIME"
     cols = ex.columns(r)
@@ -401,35 +418,60 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     if corr.is_empty():
         return empty(API_SCHEMA)
     lo, hi = int(corr.min()), int(corr.max())
-    if lo >= 0 and hi < 1 << 31:
-        bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, hi).scatter(corr, True)
-
-        def keep(batch: pl.DataFrame) -> pl.DataFrame:
-            c = batch.get_column("correlation")
-            inside = (c >= 0) & (c <= hi)
-            batch = batch.filter(inside)
-            return batch.filter(bitmap.gather(batch.get_column("correlation")))
-    else:  # ids outside a bitmap's reach (no export seen has them): a hash lookup per batch
-        wanted = corr.unique()
-
-        def keep(batch: pl.DataFrame) -> pl.DataFrame:
-            return batch.filter(pl.col("correlation").is_in(wanted.implode()))
-
+    op_pids = ops.get_column("pid").unique().sort()
+    stride = hi + 1
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
-    parts = ex.parallel(r, f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
-                           "WHERE correlationId IS NOT NULL", schema, keep=keep, step=step)
-    if not parts:
-        return empty(API_SCHEMA)
-    df = pl.concat(parts).with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
-    # The same correlation id in another process launched nothing here.
-    pids = ops.get_column("pid").unique()
-    if pids.len() == 1 and pids[0] is not None:
-        df = df.filter(pl.col("pid") == pids[0])
-    else:
-        df = _launched_here(df, ops)
+    sql = (f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
+           "WHERE correlationId IS NOT NULL")
+    if lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32:
+        # One bit per (process, correlation id) that an op carries: the process's number x
+        # stride + the id. Each slice keeps its calls by one gather in that bitmap.
+        number = list(range(op_pids.len()))
+
+        def keys(pid: pl.Series, c: pl.Series) -> pl.Series:
+            n = pid.replace_strict(op_pids, number, default=None, return_dtype=pl.Int64)
+            ok = (n.is_not_null() & (c >= 0) & (c <= hi)).fill_null(False)
+            return (n * stride + c).zip_with(ok, pl.Series([None], dtype=pl.Int64))
+
+        bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, stride * op_pids.len() - 1)
+        bitmap = bitmap.scatter(keys(ops.get_column("pid"), ops.get_column("correlation")).drop_nulls(), True)
+
+        def keep(batch: pl.DataFrame) -> pl.DataFrame:
+            batch = batch.with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
+            at = keys(batch.get_column("pid"), batch.get_column("correlation"))
+            return batch.filter(bitmap.gather(at).fill_null(False))
+
+        parts = ex.parallel(r, sql, schema, keep=keep, step=step)
+        if not parts:
+            return empty(API_SCHEMA)
+        df = pl.concat(parts)
+        del parts, bitmap
+    else:  # ops of no known process, or ids beyond a bitmap's reach (no export seen has them)
+        if lo >= 0 and hi < 1 << 31:
+            bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, hi).scatter(corr, True)
+
+            def keep(batch: pl.DataFrame) -> pl.DataFrame:
+                c = batch.get_column("correlation")
+                batch = batch.filter((c >= 0) & (c <= hi))
+                return batch.filter(bitmap.gather(batch.get_column("correlation")))
+        else:
+            wanted = corr.unique()
+
+            def keep(batch: pl.DataFrame) -> pl.DataFrame:
+                return batch.filter(pl.col("correlation").is_in(wanted.implode()))
+
+        parts = ex.parallel(r, sql, schema, keep=keep, step=step)
+        if not parts:
+            return empty(API_SCHEMA)
+        df = pl.concat(parts).with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
+        # The same correlation id in another process launched nothing here.
+        if op_pids.len() == 1 and op_pids[0] is not None:
+            df = df.filter(pl.col("pid") == op_pids[0])
+        else:
+            df = _launched_here(df, ops)
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
     names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").cast(pl.Categorical))
-    df = _name_of(df, names, "name_id", "name")
+    df = _name_of(df, names, "name_id", "name", _name_table(names))
     if not _in_order(df, "start"):
         df = df.sort("start", maintain_order=True)
     # A runtime call and the driver call it makes can share a correlation id: keep the outer one
