@@ -62,7 +62,10 @@ def with_prev_end(ops: pl.DataFrame) -> pl.DataFrame:
     (start, end, op_id) order; null for a stream's first op. Keeps the row order."""
     if "prev_end" in ops.columns:
         ops = ops.drop("prev_end")
-    prev = pl.col("end").cum_max().shift(1).over("device", "stream")
+    # A window over one packed integer key: over the two columns polars hashes row-encoded pairs
+    # (0.9 s and 0.65 GB transient at 11 M ops, against 0.5 s and a few MB).
+    key = combined_key(ops, ["device", "stream"])
+    prev = pl.col("end").cum_max().shift(1).over(key if key is not None else pl.struct("device", "stream"))
     if _in_op_order(ops):
         return ops.with_columns(prev_end=prev)
     order = ops.select("device", "stream", "start", "end", "op_id").with_row_index("_row").sort(
@@ -205,7 +208,9 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
         ordered = False  # said to be in start order, but is not: sort
     if few and ordered:
-        s = df.lazy().select(*by, "start", "end").with_columns(prev=pl.col("end").cum_max().shift(1).over(by))
+        key = combined_key(df, by)
+        s = df.lazy().select(*by, "start", "end").with_columns(
+            prev=pl.col("end").cum_max().shift(1).over(key if key is not None else by))
         return s.with_columns(
             piece=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
             .clip(lower_bound=0)
@@ -216,12 +221,16 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     key = combined_key(df, by)
     if key is None:
         return _union_by_columns(df, by, ordered)
-    order = df.select(pl.arg_sort_by(key, maintain_order=True) if ordered
-                      else pl.arg_sort_by(key, pl.col("start"))).to_series()
+    order = _stable_order(df, key) if ordered else None
+    if order is None:
+        order = df.select(pl.arg_sort_by(key, maintain_order=True) if ordered
+                          else pl.arg_sort_by(key, pl.col("start"))).to_series()
     s = df.select(k=key.gather(order), start=pl.col("start").gather(order), end=pl.col("end").gather(order))
     first = pl.col("k").ne_missing(pl.col("k").shift(1)).fill_null(True)
     base = pl.when(first).then(pl.col("start")).forward_fill()
-    width, groups, low = s.select(w=(pl.col("end") - base).max(), g=first.sum(), lo=(pl.col("end") - base).min()).row(0)
+    # (lazy: the repeated sub-expressions are computed once)
+    width, groups, low = s.lazy().select(w=(pl.col("end") - base).max(), g=first.sum(),
+                                         lo=(pl.col("end") - base).min()).collect().row(0)
     width, groups, low = int(width or 0) + 1, int(groups or 0), int(low or 0)
     if low < 0 or (groups + 1) * width >= 1 << 62:
         return _union_by_columns(df, by, ordered)
@@ -230,12 +239,26 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     lift = first.cum_sum().cast(pl.Int64) * width
     prev = pl.when(first).then(None).otherwise((lift + pl.col("end") - base).cum_max().shift(1) - lift + base)
     piece = (pl.col("end") - pl.max_horizontal("start", prev.fill_null(pl.col("start")))).clip(lower_bound=0)
-    runs = s.select(csum=piece.cum_sum(), last=first.shift(-1).fill_null(True))
+    runs = s.lazy().select(csum=piece.cum_sum(), last=first.shift(-1).fill_null(True)).collect()
     del s
     ends = runs.get_column("last")
     csum = runs.get_column("csum").filter(ends)
     rows = order.filter(ends)
     return df.select(pl.col(by).gather(rows)).with_columns(busy=csum - csum.shift(1).fill_null(0))
+
+
+def _stable_order(df: pl.DataFrame, key: pl.Expr) -> pl.Series | None:
+    """The row order of a stable sort of `df` by `key`, as UInt32 positions: the key and the row
+    number packed into one integer and the values sorted (about 3x faster than a stable arg-sort
+    at 11 M rows). None when the two do not fit in 62 bits."""
+    n = df.height
+    row_bits = max(1, (n - 1).bit_length())
+    k = df.select(key.alias("k")).get_column("k")
+    lo, hi = k.min(), k.max()
+    if lo is None or ((hi - lo + 1).bit_length() + row_bits) > 62 or n >= 1 << 32:
+        return None
+    packed = ((k - lo) * (1 << row_bits) + pl.int_range(n, eager=True, dtype=pl.Int64)).sort()
+    return (packed & ((1 << row_bits) - 1)).cast(pl.UInt32)
 
 
 def _union_by_columns(df: pl.DataFrame, by: list[str], ordered: bool) -> pl.DataFrame:

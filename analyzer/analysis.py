@@ -179,12 +179,13 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         proj = projection.range_projection(ranges, ops)
         ranges = ranges.join(proj, on="range_id", how="left")
         step.advance()
-        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping)
+        per_range = summary.range_busy(ops)
+        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping, per_range)
         step.advance()
         if trace.meta.skipped:
             for reason, n in trace.meta.skipped.items():
                 notes.append(f"{n} rows not used: {reason.replace('_', ' ')}")
-        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, charged, grouping)),
+        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, charged, grouping, per_range)),
                            ("categories", lambda: summary.category_table(charged)),
                            ("launch", lambda: summary.launch_table(ops)),
                            ("streams", lambda: summary.stream_table(ops, charged)),

@@ -68,15 +68,20 @@ def load_rules(path: str | None = None) -> list[Rule]:
 
 
 def categorize(ops: pl.DataFrame, rules: list[Rule]) -> pl.DataFrame:
-    """Add a `category` column. Matching runs once per distinct name, not per op."""
-    names = ops.select("kind", "name").unique()
+    """Add a `category` column: memcpy and memset by the op's kind, kernels by the first rule whose
+    pattern their name matches (`other` when none does). The patterns run once per distinct name;
+    each op's category is then a dictionary lookup of its name (no join over the ops)."""
+    names = ops.select(pl.col("name").unique()).get_column("name").drop_nulls()
     text = pl.col("name").cast(pl.Utf8).fill_null("")
-    kind = pl.col("kind").cast(pl.Utf8)
-    expr = pl.when(kind == "memcpy").then(pl.lit(MEMCPY)).when(kind == "memset").then(pl.lit(MEMSET))
-    for rule in rules:
-        expr = expr.when(text.str.contains("(?i)" + rule.pattern)).then(pl.lit(rule.category))
-    names = names.with_columns(category=expr.otherwise(pl.lit(OTHER)).cast(pl.Categorical))
-    # Join on the two key columns only and add the result: the ops' own columns are not copied.
-    category = ops.select("kind", "name").join(names, on=["kind", "name"], how="left", nulls_equal=True,
-                                               maintain_order="left").get_column("category")
-    return ops.with_columns(category)
+    expr = pl.lit(OTHER)
+    for rule in reversed(rules):
+        expr = pl.when(text.str.contains("(?i)" + rule.pattern)).then(pl.lit(rule.category)).otherwise(expr)
+    table = pl.DataFrame({"name": names}).select(expr.alias("category")).get_column("category")
+    unnamed = pl.DataFrame({"name": pl.Series([None], dtype=pl.Utf8)}).select(expr).item()
+    by_name = ops.get_column("name").replace_strict(names, table.cast(pl.Categorical), default=None,
+                                                    return_dtype=pl.Categorical)
+    kind = pl.col("kind")
+    return ops.with_columns(by_name.alias("category")).with_columns(
+        category=pl.when(kind == "memcpy").then(pl.lit(MEMCPY).cast(pl.Categorical))
+        .when(kind == "memset").then(pl.lit(MEMSET).cast(pl.Categorical))
+        .otherwise(pl.col("category").fill_null(pl.lit(unnamed).cast(pl.Categorical))))

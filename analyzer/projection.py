@@ -144,13 +144,14 @@ def _launch_rows(ops: pl.DataFrame, api: pl.DataFrame) -> pl.Series | None:
     pids = pl.concat([api.get_column("pid"), ops.get_column("pid")]).unique().drop_nulls().sort()
     dense = (hi + 1) * max(1, pids.len()) <= max(1 << 24, 4 * (ops.height + api.height))
     stride = hi + 1 if dense else 1 << 40
-    slot = pl.DataFrame({"pid": pids, "slot": pl.int_range(pids.len(), eager=True).cast(pl.Int64) * stride})
+    slots = pl.int_range(pids.len(), eager=True).cast(pl.Int64) * stride
 
     def keys(df):
-        k = df.select("pid", "correlation").join(slot, on="pid", how="left", maintain_order="left")
-        c = k.get_column("correlation")
+        # A dictionary lookup of the (few) processes, not a join over the rows.
+        slot = df.get_column("pid").replace_strict(pids, slots, default=None, return_dtype=pl.Int64)
+        c = df.get_column("correlation")
         inside = ((c >= 0) & (c <= hi)).fill_null(False)
-        return (k.get_column("slot") + c).zip_with(inside, pl.Series([None], dtype=pl.Int64))
+        return (slot + c).zip_with(inside, pl.Series([None], dtype=pl.Int64))
 
     rows = pl.int_range(api.height, eager=True).cast(pl.UInt32)
     at = keys(ops)
@@ -215,11 +216,13 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
         .cast(pl.Categorical),
     )
     rid = launch.get_column("range_id")
-    reason = (pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record"))
-              .when(pl.col("range_id").is_null()).then(pl.lit("no_enclosing_range")).otherwise(None))
+    cat = pl.Categorical  # literals typed as categoricals: no string column of all the ops' length
+    reason = (pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record", dtype=cat))
+              .when(pl.col("range_id").is_null()).then(pl.lit("no_enclosing_range", dtype=cat))
+              .otherwise(pl.lit(None, dtype=cat)))
     launch = launch.with_columns(
         cycle=lookup(names, rid, "cycle"),
-        unattributed=reason.cast(pl.Categorical),
+        unattributed=reason,
         phase=lookup(names, rid, "op_phase").fill_null(pl.lit(UNATTRIBUTED).cast(pl.Categorical)),
     )
     ops = trace.ops.with_columns(launch)

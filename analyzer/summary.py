@@ -24,11 +24,19 @@ def _ns(charges: pl.DataFrame) -> pl.DataFrame:
     return charges if "ns" in charges.columns else charges.with_columns(ns=pl.col("end") - pl.col("start"))
 
 
+def range_busy(ops: pl.DataFrame) -> pl.DataFrame:
+    """Per innermost range instance, the union of its own ops' intervals: (range_id, busy). Ops of no
+    range are one group of their own (null range_id). `ops` in op_id (start) order."""
+    return union_length(ops, ["range_id"], ordered=True)
+
+
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
-                charges: pl.DataFrame, grouping: tuple[str, ...]) -> pl.DataFrame:
+                charges: pl.DataFrame, grouping: tuple[str, ...],
+                per_range: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals).
 
-    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges (or segments).
+    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges (or segments);
+    `per_range`: `range_busy(ops)` when the caller has it already.
     """
     charges = _ns(charges)
     phases = ranges.filter(~pl.col("phase").is_in(grouping))
@@ -41,7 +49,7 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     # Busy: per innermost range instance, the union of its own ops' intervals. An op's phase
     # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
     # (All ops go in, the ones of no range as one group of their own: no filtered copy of the ops.)
-    per_range = union_length(ops, ["range_id"], ordered=True).filter(pl.col("range_id").is_not_null()).join(
+    per_range = (range_busy(ops) if per_range is None else per_range).filter(pl.col("range_id").is_not_null()).join(
         ranges.filter(~pl.col("name").is_in(grouping)).select("range_id", "phase"), on="range_id", how="inner")
     busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     loose = ops.select("phase", "device", "stream", "start", "end").filter(
@@ -78,8 +86,11 @@ def category_table(charges: pl.DataFrame) -> pl.DataFrame:
 
 
 def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
-                grouping: tuple[str, ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The cycles (one row each, in order per process) and a long table cycle x phase."""
+                grouping: tuple[str, ...], per_range: pl.DataFrame | None = None
+                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The cycles (one row each, in order per process) and a long table cycle x phase.
+
+    `per_range`: `range_busy(ops)` when the caller has it already (it is reused: see `_cycle_busy`)."""
     cycles = ranges.filter(pl.col("name").is_in(grouping)).sort("pid", "start").with_columns(
         index=pl.int_range(pl.len()).over("pid").cast(pl.Int64)
     ).select(cycle="range_id", pid="pid", index="index", start="start", end="end")
@@ -89,8 +100,7 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
         return cycles, empty
     att = _text(_ns(charges).filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
         attributed=pl.col("ns").sum()))
-    busy = _text(union_length(ops, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null()).rename(
-        {"busy": "gpu_busy"}))
+    busy = _text(_cycle_busy(ranges, ops, grouping, per_range).rename({"busy": "gpu_busy"}))
     cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
         "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum())
     keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
@@ -104,6 +114,29 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
         .sort("cycle", "phase")
     )
     return cycles, long
+
+
+def _cycle_busy(ranges: pl.DataFrame, ops: pl.DataFrame, grouping: tuple[str, ...],
+                per_range: pl.DataFrame | None) -> pl.DataFrame:
+    """GPU busy per (cycle, phase): the union of the ops with that cycle and phase, cycle not null.
+
+    An op's cycle and phase follow from its innermost range, so where a (cycle, phase) has one range
+    instance (the usual case: one draft, one verify per cycle), its union is that range's, already
+    in `per_range`; only the ops of pairs with several instances are unioned again."""
+    if per_range is None:
+        return union_length(ops, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null())
+    phase = pl.when(pl.col("name").is_in(grouping)).then(pl.lit(IN_CYCLE)).otherwise(pl.col("phase"))
+    owner = ranges.select("range_id", "cycle", phase=phase.cast(ops.schema["phase"])).filter(
+        pl.col("cycle").is_not_null())
+    inst = per_range.join(owner, on="range_id", how="inner").with_columns(
+        n=pl.len().over("cycle", "phase"))
+    single = inst.filter(pl.col("n") == 1).select("cycle", "phase", "busy")
+    several = inst.filter(pl.col("n") > 1)
+    if several.is_empty():
+        return single
+    redo = ops.filter(pl.col("range_id").is_in(several.get_column("range_id").implode()))
+    again = union_length(redo, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null())
+    return pl.concat([single, again.select("cycle", "phase", "busy")])
 
 
 def launch_table(ops: pl.DataFrame) -> pl.DataFrame:

@@ -91,6 +91,17 @@ def conform(df: pl.DataFrame, schema: dict) -> pl.DataFrame:
     return df.select(columns)
 
 
+def single_chunk(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with every column in one contiguous chunk, copied column by column (so a large frame is
+    never held twice). A frame whose columns are chunked differently (slices read in parallel, a
+    Parquet file's row groups, then columns added whole by the analysis) makes polars re-align
+    all of its columns in many operations: a copy of the whole frame each time."""
+    if all(df.get_column(c).n_chunks() == 1 for c in df.columns):
+        return df
+    out = df.clone()
+    return pl.DataFrame([out.drop_in_place(c).rechunk() for c in df.columns])
+
+
 @dataclass
 class TraceMeta:
     path: str
@@ -117,9 +128,9 @@ class Trace:
     collectives: pl.DataFrame | None = None  # optional, COLLECTIVES_SCHEMA
 
     def __post_init__(self):
-        self.ops = conform(self.ops, OPS_SCHEMA)
-        self.api = conform(self.api, API_SCHEMA)
-        self.ranges = conform(self.ranges, RANGES_SCHEMA)
+        self.ops = single_chunk(conform(self.ops, OPS_SCHEMA))
+        self.api = single_chunk(conform(self.api, API_SCHEMA))
+        self.ranges = single_chunk(conform(self.ranges, RANGES_SCHEMA))
         self.marks = conform(self.marks, MARKS_SCHEMA)
         if self.collectives is not None:
             self.collectives = conform(self.collectives, COLLECTIVES_SCHEMA)

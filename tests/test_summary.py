@@ -1,0 +1,47 @@
+"""Summaries computed the fast way equal the direct computation: GPU busy per (cycle, phase) from the
+per-range unions (summary.range_busy) against one union over all ops per (cycle, phase), on real
+captures; one synthetic edge case that no capture shows (a phase twice in one cycle, its GPU work
+overlapping on two streams)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from analyzer import summary
+from analyzer.analysis import analyze, load
+from analyzer.trace import Trace, TraceMeta
+from conftest import FIXTURES, shared_nsys
+
+CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-graph" / "run.sqlite",
+            FIXTURES / "reference-k4-tp2" / "run.sqlite", FIXTURES / "torch-k4" / "trace.json.gz",
+            *shared_nsys()]
+
+
+@pytest.mark.parametrize("domains", [(), ("*",)], ids=["tracer-ranges", "all-ranges"])
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_cycle_busy_from_range_unions_equals_direct_union(path, domains):
+    a = analyze(load(str(path)), domains=domains)
+    direct = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping)[1]
+    reused = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping, summary.range_busy(a.ops))[1]
+    assert reused.sort("cycle", "phase").equals(direct.sort("cycle", "phase"))
+    assert a.cycle_phases.sort("cycle", "phase").equals(direct.sort("cycle", "phase"))
+
+
+def test_a_phase_twice_in_one_cycle_counts_its_overlap_once():
+    # Synthetic. Cycle [0, 1000) on thread 7 holds two draft ranges, [10, 100) and [200, 300); each
+    # launches one kernel (at 20 and 210), on streams 1 and 2, running [400, 600) and [500, 700).
+    # Per range instance the busy time is 200 + 200; for the cycle's draft it is the union, 300.
+    ranges = pl.DataFrame({"range_id": [0, 1, 2], "pid": [1] * 3, "tid": [7] * 3, "start": [0, 10, 200],
+                           "end": [1000, 100, 300], "name": ["cycle", "draft", "draft"],
+                           "domain": ["specprof"] * 3})
+    api = pl.DataFrame({"pid": [1, 1], "tid": [7, 7], "start": [20, 210], "end": [30, 220],
+                        "name": ["cudaLaunchKernel"] * 2, "correlation": [1, 2]})
+    ops = pl.DataFrame({"op_id": [0, 1], "kind": ["kernel"] * 2, "start": [400, 500], "end": [600, 700],
+                        "device": [0, 0], "stream": [1, 2], "pid": [1, 1], "correlation": [1, 2],
+                        "name": ["gemm"] * 2, "short_name": ["gemm"] * 2, "graph_node": [None, None]})
+    trace = Trace(ops=ops, api=api, ranges=ranges, marks=pl.DataFrame(), meta=TraceMeta("synthetic", "nsys-sqlite"))
+    a = analyze(trace)
+    draft = a.cycle_phases.filter(pl.col("phase") == "draft")
+    assert draft["gpu_busy"].to_list() == [300]
+    assert a.phases.filter(pl.col("phase") == "draft")["gpu_busy"].to_list() == [400]
