@@ -69,3 +69,23 @@ def test_tables_written(tmp_path, doc, fmt):
     assert sorted(phases["phase"].to_list()) == sorted(p["name"] for p in doc["phases"])
     assert read(tmp_path / f"cycles.{fmt}").height == 100
     assert read(tmp_path / f"ops.{fmt}").height == 21126
+
+
+def test_json_text_survives_hostile_phase_names():
+    # Range names come from other programs: one that imitates the renderer's own layout (a cycle
+    # boundary, a placeholder-like token) must come back as the same string, the document intact.
+    from dataclasses import replace
+
+    from analyzer import analysis
+    from analyzer.render import json as json_render
+
+    a = analysis.analyze(analysis.load(str(K4)))
+    hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['
+    a = replace(a, cycle_phases=a.cycle_phases.with_columns(
+        phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase"))))
+    text = json_render.render(a)
+    doc = json.loads(text)
+    assert doc == json.loads(json.dumps(json_render.to_dict(a)))
+    assert len(doc["cycles"]) == a.cycles.height
+    assert all(hostile in c["phases"] for c in doc["cycles"])
+    assert text.count('\n  {"index": ') == a.cycles.height
