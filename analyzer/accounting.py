@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+from analyzer.engine import collect
+from analyzer.projection import IN_CYCLE, UNATTRIBUTED, lookup
 
 SEGMENT_SCHEMA = {
     "device": pl.Int64,
@@ -92,7 +93,7 @@ def cpu_waits(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
     waits = ops.lazy().filter(_GAP & pl.col("launch_start").is_not_null()).select(
         "device", "stream", "op_id", "launch_tid", "prev_end", op_phase="phase", op_cycle="cycle",
         split=_SPLIT,
-    ).filter(pl.col("split") > pl.col("prev_end")).rename({"prev_end": "a", "split": "b"}).collect()
+    ).filter(pl.col("split") > pl.col("prev_end")).rename({"prev_end": "a", "split": "b"}).pipe(collect)
     return _split_by_open_range(waits, ranges, tl, grouping).cast(SEGMENT_SCHEMA)
 
 
@@ -118,7 +119,7 @@ def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
             *keys, category=pl.lit(CPU_WAIT).cast(cat), ns="ns"),
     ]
     out = pl.concat([p.cast({k: v for k, v in CHARGE_SCHEMA.items()}) for p in parts]).filter(pl.col("ns") > 0)
-    return out.collect().sort("device", "stream", "cycle", "phase", "category", nulls_last=False)
+    return collect(out).sort("device", "stream", "cycle", "phase", "category", nulls_last=False)
 
 
 def tile(ops: pl.DataFrame, waits: pl.DataFrame, window: tuple[int, int] | None = None) -> pl.DataFrame:
@@ -164,34 +165,45 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
     if waits.is_empty():
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
     look = tl.select("tid", "t", "row").sort("t")
-    w = waits.with_row_index("w").sort("a")
-    w = w.join_asof(look.rename({"row": "first"}), left_on="a", right_on="t",
-                    by_left="launch_tid", by_right="tid", strategy="backward",
-                    check_sortedness=False).drop("t")
+    w = waits.sort("a").join_asof(look.rename({"row": "first"}), left_on="a", right_on="t",
+                                  by_left="launch_tid", by_right="tid", strategy="backward",
+                                  check_sortedness=False).drop("t")
     w = w.sort("b").join_asof(look.rename({"row": "last"}), left_on="b", right_on="t",
                               by_left="launch_tid", by_right="tid", strategy="backward",
-                              allow_exact_matches=False, check_sortedness=False).drop("t")
-    # A thread with no ranges at all has no timeline rows: one piece, nothing open.
+                              allow_exact_matches=False, check_sortedness=False).drop("t", "launch_tid")
+    # A thread with no ranges at all has no timeline rows: one piece, nothing open. Most waits lie
+    # within one timeline row; only the others are exploded into one piece per row they cross.
     w = w.with_columns(pl.col("first").fill_null(-1), pl.col("last").fill_null(-1))
-    pieces = w.with_columns(row=pl.int_ranges("first", pl.col("last") + 1)).explode("row")
-    pieces = pieces.with_columns(pl.col("row").fill_null(-1))
-    rows = tl.select("row", "t", "state", t_next=pl.col("t").shift(-1).over("tid"))
-    pieces = pieces.join(rows, on="row", how="left")
+    one = w.filter(pl.col("first") == pl.col("last")).drop("last").rename({"first": "row"})
+    many = w.filter(pl.col("first") != pl.col("last")).with_columns(
+        row=pl.int_ranges("first", pl.col("last") + 1)).explode("row").drop("first", "last")
+    pieces = pl.concat([one, many.with_columns(pl.col("row").fill_null(-1))])
+    del w, one, many
+    # A timeline row's time, state and the next boundary on its thread: `row` is the position in
+    # tl (sorted by thread, time), so these are gathers.
+    same = pl.col("tid") == pl.col("tid").shift(-1)
+    rows = tl.select("t", "state", t_next=pl.when(same).then(pl.col("t").shift(-1)))
+    at = pieces.get_column("row")
+    at = at.zip_with(at >= 0, pl.Series([None], dtype=at.dtype))
+    pieces = pieces.with_columns(rows.select(pl.all().gather(at)))
     pieces = pieces.with_columns(
         start=pl.max_horizontal("a", pl.col("t").fill_null(pl.col("a"))),
         end=pl.min_horizontal("b", pl.col("t_next").fill_null(pl.col("b"))),
     ).filter(pl.col("end") > pl.col("start"))
-    info = ranges.select(state="range_id", s_name="phase", s_cycle="cycle")
-    pieces = pieces.join(info, on="state", how="left")
-    own = pl.col("s_name").is_null() | pl.col("s_name").is_in(grouping)
+    state = pieces.get_column("state")
+    info = ranges.select("range_id", s_name=pl.col("phase").cast(pl.Categorical), s_cycle="cycle",
+                         s_group=pl.col("phase").is_in(grouping))
+    pieces = pieces.with_columns(s_name=lookup(info, state, "s_name"), s_cycle=lookup(info, state, "s_cycle"),
+                                 s_group=lookup(info, state, "s_group").fill_null(False))
+    own = pl.col("s_name").is_null() | pl.col("s_group")
     pieces = pieces.with_columns(
-        phase=pl.when(own).then(pl.col("op_phase").cast(pl.Utf8)).otherwise(pl.col("s_name")),
+        phase=pl.when(own).then(pl.col("op_phase")).otherwise(pl.col("s_name")),
         # The cycle open at that instant: the grouping range itself, the cycle around the open
         # range (none when that range is outside every cycle), or, with nothing open, the next op's.
-        cycle=pl.when(pl.col("s_name").is_in(grouping)).then(pl.col("state"))
+        cycle=pl.when(pl.col("s_group")).then(pl.col("state"))
         .when(pl.col("s_name").is_not_null()).then(pl.col("s_cycle"))
         .otherwise(pl.col("op_cycle")),
-        category=pl.lit(CPU_WAIT),
+        category=pl.lit(CPU_WAIT, dtype=pl.Categorical),
     )
     return pieces.select(list(SEGMENT_SCHEMA))
 
@@ -208,13 +220,9 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
         ordered = False  # said to be in start order, but is not: sort
     if few and ordered:
-        key = combined_key(df, by)
-        s = df.lazy().select(*by, "start", "end").with_columns(
-            prev=pl.col("end").cum_max().shift(1).over(key if key is not None else by))
-        return s.with_columns(
-            piece=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
-            .clip(lower_bound=0)
-        ).group_by(by).agg(busy=pl.col("piece").sum()).collect()
+        out = _union_few(df, by)
+        if out is not None:
+            return out
     # Sort so that each group is one run of rows in start order (on one packed key when the keys fit
     # in 62 bits), then scan: no hash table over the rows. Only the key, start and end are gathered in
     # that order; the group's key values are picked up at the end of each run.
@@ -259,6 +267,26 @@ def _stable_order(df: pl.DataFrame, key: pl.Expr) -> pl.Series | None:
         return None
     packed = ((k - lo) * (1 << row_bits) + pl.int_range(n, eager=True, dtype=pl.Int64)).sort()
     return (packed & ((1 << row_bits) - 1)).cast(pl.UInt32)
+
+
+FEW_GROUPS = 64
+
+
+def _union_few(df: pl.DataFrame, by: list[str]) -> pl.DataFrame | None:
+    """union_length for rows in start order with few groups: each group's rows are selected in
+    place (still in start order) and scanned with one running max; no sort, no window over all the
+    rows (a window over 11 M ops held 0.5 GB more). None when there are more than FEW_GROUPS."""
+    groups = collect(df.lazy().group_by(by).agg(n=pl.len()))
+    if groups.height > FEW_GROUPS:
+        return None
+    piece = (pl.col("end") - pl.max_horizontal("start", pl.col("end").cum_max().shift(1).fill_null(
+        pl.col("start")))).clip(lower_bound=0)
+    busy = []
+    for values in groups.select(by).iter_rows():
+        match = pl.all_horizontal([pl.col(k).is_null() if v is None else pl.col(k) == v
+                                   for k, v in zip(by, values)])
+        busy.append(df.lazy().filter(match).select(piece.sum()).collect().item() or 0)
+    return groups.select(by).with_columns(busy=pl.Series(busy, dtype=pl.Int64))
 
 
 def _union_by_columns(df: pl.DataFrame, by: list[str], ordered: bool) -> pl.DataFrame:

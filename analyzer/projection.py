@@ -240,7 +240,7 @@ def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         .group_by("range_id")
         .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
              gpu_ops=pl.len().cast(pl.Int64), gpu_launches=pl.col("correlation").n_unique().cast(pl.Int64))
-        .collect()
+        .collect(engine="streaming")
     )
     stats = ranges.select("range_id", "parent", "depth").join(own, on="range_id", how="left").with_columns(
         pl.col("gpu_ops").fill_null(0), pl.col("gpu_launches").fill_null(0)

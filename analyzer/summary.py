@@ -9,6 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.accounting import IDLE_CATEGORIES, combined_key, union_length, with_prev_end
+from analyzer.engine import collect
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
@@ -52,15 +53,15 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     per_range = (range_busy(ops) if per_range is None else per_range).filter(pl.col("range_id").is_not_null()).join(
         ranges.filter(~pl.col("name").is_in(grouping)).select("range_id", "phase"), on="range_id", how="inner")
     busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
-    loose = ops.select("phase", "device", "stream", "start", "end").filter(
-        pl.col("phase").cast(pl.Utf8).is_in([IN_CYCLE, UNATTRIBUTED]))
+    loose = collect(ops.lazy().select("phase", "device", "stream", "start", "end").filter(
+        pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])))
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
     # (and per stream, so that concurrent streams do not hide each other).
     loose_busy = _text(union_length(loose, ["phase", "device", "stream"], ordered=True, few=True)
                        .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
     attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))
-    op_counts = _text(ops.group_by("phase").agg(ops=pl.len().cast(pl.Int64)))
+    op_counts = _text(collect(ops.lazy().group_by("phase").agg(ops=pl.len().cast(pl.Int64))))
     names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
     out = (
         names.join(inst, on="phase", how="left")
@@ -174,13 +175,13 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         latency_max=pl.col("latency").max(),
         idle_latency_p50=pl.col("idle_latency").quantile(0.5, "nearest"),
         idle_latency_p90=pl.col("idle_latency").quantile(0.9, "nearest"),
-    ).collect()).sort("api_ns", descending=True)
+    ).pipe(collect)).sort("api_ns", descending=True)
 
 
 def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
     """Per (device, stream): wall, busy (union), and the idle kinds."""
-    walls = ops.group_by("device", "stream").agg(
-        first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64))
+    walls = collect(ops.lazy().group_by("device", "stream").agg(
+        first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64)))
     c = _ns(charges).group_by("device", "stream", "category").agg(pl.col("ns").sum()).with_columns(
         kind=pl.when(pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).then(pl.col("category").cast(pl.Utf8))
         .otherwise(pl.lit("busy")))
@@ -193,8 +194,8 @@ def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
 
 def device_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Per device: wall (first to last op on any stream) and the union of all its ops."""
-    walls = ops.group_by("device").agg(first=pl.col("start").min(), last=pl.col("end").max(),
-                                       streams=pl.col("stream").n_unique().cast(pl.Int64))
+    walls = collect(ops.lazy().group_by("device").agg(first=pl.col("start").min(), last=pl.col("end").max(),
+                                                      streams=pl.col("stream").n_unique().cast(pl.Int64)))
     busy = union_length(ops, ["device"], ordered=True, few=True)
     return walls.join(busy, on="device", how="left").with_columns(
         wall=pl.col("last") - pl.col("first")).sort("device")
@@ -202,13 +203,13 @@ def device_table(ops: pl.DataFrame) -> pl.DataFrame:
 
 def top_kernels(ops: pl.DataFrame, per_phase: int = 5) -> pl.DataFrame:
     """The kernels with the most GPU time, per phase."""
-    k = _text(ops.group_by("phase", "short_name", "category").agg(
-        count=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()))
+    k = _text(collect(ops.lazy().group_by("phase", "short_name", "category").agg(
+        count=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())))
     return k.sort("phase", "ns", descending=[False, True]).group_by("phase", maintain_order=True).head(per_phase)
 
 
 def unattributed_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Ops no range claims, by reason: ops and their GPU time."""
-    return _text(ops.select("unattributed", "start", "end").filter(pl.col("unattributed").is_not_null()).group_by(
-        reason="unattributed").agg(
-        ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())).sort("reason")
+    return _text(collect(ops.lazy().select("unattributed", "start", "end").filter(
+        pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
+        ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()))).sort("reason")
