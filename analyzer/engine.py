@@ -15,3 +15,25 @@ import polars as pl
 def collect(query: pl.LazyFrame) -> pl.DataFrame:
     """Run a lazy query over the ops on the streaming engine."""
     return query.collect(engine="streaming")
+
+
+_libc = None
+
+
+def trim_c_heap() -> None:
+    """Give the memory freed on the C heap back to the operating system (glibc's malloc_trim; a
+    no-op elsewhere). The SQLite driver builds its Arrow batches with malloc; once polars has taken
+    the rows and the batches are released, glibc keeps the freed pages (0.4 GB at 10 M ops) where
+    polars' own allocator cannot reuse them."""
+    global _libc
+    if _libc is None:
+        try:
+            import ctypes
+            import ctypes.util
+
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.malloc_trim(0)

@@ -135,7 +135,8 @@ def _cycle_busy(ranges: pl.DataFrame, ops: pl.DataFrame, grouping: tuple[str, ..
     several = inst.filter(pl.col("n") > 1)
     if several.is_empty():
         return single
-    redo = ops.filter(pl.col("range_id").is_in(several.get_column("range_id").implode()))
+    redo = collect(ops.lazy().select("range_id", "cycle", "phase", "start", "end").filter(
+        pl.col("range_id").is_in(several.get_column("range_id").implode())))
     again = union_length(redo, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null())
     return pl.concat([single, again.select("cycle", "phase", "busy")])
 
