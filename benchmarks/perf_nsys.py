@@ -57,10 +57,16 @@ def build(folder: str, sizes: list[int]) -> None:
     os.makedirs(folder, exist_ok=True)
     for n in sizes:
         dst = os.path.join(folder, f"mix{n}.sqlite")
+        done = dst + ".built"  # written after a complete build: a second call keeps the input
+        if os.path.exists(dst) and os.path.exists(done):
+            print(f"benchmarks: {dst} is there already", file=sys.stderr)
+            continue
         cmd = [sys.executable, os.path.join(HERE, "scale_nsys.py"), FIXTURE, str(8 * n), dst,
                "--add", f"{heavy}:{n}", "--api-rows", str(API_ROWS_PER_UNIT * n)]
         print("+", " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True)
+        with open(done, "w") as fh:
+            fh.write(" ".join(cmd) + "\n")
 
 
 def measured(cmd: list[str], stdout=subprocess.DEVNULL, env=None, timeout_s: int = 3600) -> dict:
@@ -183,7 +189,11 @@ def _machine() -> dict:
         version = polars.__version__
     except ImportError:
         version = None
-    return {"cpus": os.cpu_count(), "memory_bytes": mem, "python": platform.python_version(),
+    try:
+        cores = len(os.sched_getaffinity(0))  # what taskset gave this run
+    except (AttributeError, OSError):
+        cores = None
+    return {"cpus": os.cpu_count(), "cores_usable": cores, "memory_bytes": mem, "python": platform.python_version(),
             "polars": version, "platform": platform.platform(), "loadavg_at_end": load,
             "nsys": os.environ.get("NSYS") or shutil.which("nsys"), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 

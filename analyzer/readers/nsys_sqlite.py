@@ -41,7 +41,15 @@ MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD"
 
 _PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
 
-READ_THREADS = max(1, min(8, os.cpu_count() or 1))  # parallel readers of one large table
+def _cores() -> int:
+    """The cores this process may run on (its affinity, as `taskset` sets it), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+READ_THREADS = max(1, min(8, _cores()))  # parallel readers of one large table
 SLICE_ROWS = 2_000_000  # rows per query of a large table: bounds what a filtered read holds at once
 _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
