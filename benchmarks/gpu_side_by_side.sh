@@ -8,7 +8,8 @@
 # Needs, beside the checkout (carried, git-ignored): .debs/ (libdw1, libelf1: ../shared/gpu/README.md),
 # .bench-traces/nsys_sqlite/nsysai_h100_2gpu_1s.sqlite (from ../shared/traces) and .whl-analysis/ (the wheels
 # of polars, polars-runtime-32, adbc-driver-manager and adbc-driver-sqlite for that machine's Python: the
-# image has none of them and reaches no registry; `pip download` them here, docs/performance.md).
+# image has none of them and reaches no registry; `pip download` them here, docs/performance.md), as wheels or,
+# to fit the device's 64 MiB carry limit, unzipped into one folder and packed as .whl-analysis/site.tar.xz.
 # SIZES (default "64"); results in $OUT/perf_nsys_h200_side_by_side*.json.
 set -eu -o pipefail
 OUT=${OUT:-$PWD/out}
@@ -18,7 +19,12 @@ if ls .debs/*.deb >/dev/null 2>&1; then
   export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fi
 if [ ! -d /tmp/sp-site/polars ]; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/sp-site .whl-analysis/*.whl
+  mkdir -p /tmp/sp-site
+  if [ -f .whl-analysis/site.tar.xz ]; then  # the wheels unpacked, xz-compressed: fits the carry limit
+    tar -C /tmp/sp-site -xJf .whl-analysis/site.tar.xz
+  else
+    python3 -m pip install -q --no-index --no-deps --target /tmp/sp-site .whl-analysis/*.whl
+  fi
 fi
 export PYTHONPATH=/tmp/sp-site:$PWD
 export NSYS=${NSYS:-$(command -v nsys || echo /opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys)}
