@@ -123,8 +123,11 @@ def store(path: str, trace: Trace) -> str | None:
             os.makedirs(parent, exist_ok=True)
             tmp = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".tmp-", dir=parent)
             for t in TABLES:
-                getattr(trace, t).write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4",
-                                                statistics=False)
+                # One row group per table: read back, each column is one chunk (as a Trace keeps
+                # them), not dozens to be copied together.
+                df = getattr(trace, t)
+                df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
+                                 row_group_size=max(1, df.height))
             with open(os.path.join(tmp, "key.json"), "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, default=str)
             if os.path.isdir(folder):
@@ -191,9 +194,11 @@ def store_analysis(path: str, opts: dict, a) -> None:
         tmp = tempfile.mkdtemp(prefix="analysis.tmp-", dir=folder)
         added = [c for c in a.ops.columns if c not in a.trace.ops.columns]
         a.ops.select(added).write_parquet(os.path.join(tmp, "ops_added.parquet"), compression="lz4",
-                                          statistics=False)
+                                          statistics=False, row_group_size=max(1, a.ops.height))
         for t in ANALYSIS_TABLES:
-            getattr(a, t).write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False)
+            df = getattr(a, t)
+            df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
+                             row_group_size=max(1, df.height))
         with open(os.path.join(tmp, "analysis.json"), "w", encoding="utf-8") as fh:
             json.dump({"options": opts, "notes": a.notes}, fh)
         for old in os.listdir(folder):  # one analysis kept per export: the latest
