@@ -8,15 +8,7 @@
 # (a copy of shared/traces/nsys_sqlite/nsysai_h100_2gpu_1s.sqlite under .bench-traces/nsys_sqlite/).
 # SIZES (default "1 4 16 64"); results in $OUT/perf_nsys_h200.json.
 set -eu -o pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-if ls .debs/*.deb >/dev/null 2>&1; then
-  mkdir -p /tmp/dw && for f in .debs/*.deb; do dpkg -x "$f" /tmp/dw; done
-  export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
-export NSYS=${NSYS:-$(command -v nsys || echo /opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys)}
-export SPECPROF_SHARED_TRACES=${SPECPROF_SHARED_TRACES:-$PWD/.bench-traces}
-"$NSYS" --version
+. benchmarks/gpu_env.sh
 SIZES=$(echo "${SIZES:-1 4 16 64}" | tr ' ' ',')
 python3 benchmarks/perf_nsys.py build --dir /tmp/specprof-bench --sizes "$SIZES"
 python3 benchmarks/perf_nsys.py run --dir /tmp/specprof-bench --sizes "$SIZES" --out "$OUT/perf_nsys_h200.json"

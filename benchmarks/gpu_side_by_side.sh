@@ -12,12 +12,7 @@
 # to fit the device's 64 MiB carry limit, unzipped into one folder and packed as .whl-analysis/site.tar.xz.
 # SIZES (default "64"); results in $OUT/perf_nsys_h200_side_by_side*.json.
 set -eu -o pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-if ls .debs/*.deb >/dev/null 2>&1; then
-  mkdir -p /tmp/dw && for f in .debs/*.deb; do dpkg -x "$f" /tmp/dw; done
-  export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
+. benchmarks/gpu_env.sh
 if [ ! -d /tmp/sp-site/polars ]; then
   mkdir -p /tmp/sp-site
   if [ -f .whl-analysis/site.tar.xz ]; then  # the wheels unpacked, xz-compressed: fits the carry limit
@@ -27,9 +22,6 @@ if [ ! -d /tmp/sp-site/polars ]; then
   fi
 fi
 export PYTHONPATH=/tmp/sp-site:$PWD
-export NSYS=${NSYS:-$(command -v nsys || echo /opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys)}
-export SPECPROF_SHARED_TRACES=${SPECPROF_SHARED_TRACES:-$PWD/.bench-traces}
-"$NSYS" --version
 python3 -c "import polars, adbc_driver_sqlite; print('polars', polars.__version__)"
 SIZES=$(echo "${SIZES:-64}" | tr ' ' ',')
 CORES=${CORES:-0,1}
