@@ -231,6 +231,11 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
         return _union_by_columns(df, by, ordered)
     if df.height > PART_ROWS:
         return _union_in_parts(df, by, key, ordered)
+    return _union_sorted(df, by, key, ordered)
+
+
+def _union_sorted(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool) -> pl.DataFrame:
+    """union_length by one sort on the packed key `key`, then one scan."""
     packed = _stable_order(df, key) if ordered else None
     if packed is not None:  # the sorted keys come with the order: only start and end are gathered
         order, sorted_keys = packed
@@ -291,8 +296,8 @@ def _union_in_parts(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool
     out = []
     for part in range(parts):
         sub = df.select(*by, "start", "end").filter(k % parts == part)
-        if sub.height:
-            out.append(union_length(sub, by, ordered=ordered))
+        if sub.height:  # one sort per part, never split again (one group may hold most rows)
+            out.append(_union_sorted(sub, by, combined_key(sub, by), ordered))
         del sub
     return pl.concat(out)
 

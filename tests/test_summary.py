@@ -45,3 +45,22 @@ def test_a_phase_twice_in_one_cycle_counts_its_overlap_once():
     draft = a.cycle_phases.filter(pl.col("phase") == "draft")
     assert draft["gpu_busy"].to_list() == [300]
     assert a.phases.filter(pl.col("phase") == "draft")["gpu_busy"].to_list() == [400]
+
+
+@pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_union_paths_agree(path, monkeypatch):
+    # The same union by every path: one sort, in parts of whole groups (forced small here), and the
+    # in-place scan of few groups; null groups included (ops of no range, or no cycle).
+    from analyzer import accounting
+
+    ops = analyze(load(str(path)), domains=("*",)).ops
+    for by in (["range_id"], ["cycle", "phase"], ["device", "stream"], ["device"]):
+        whole = accounting.union_length(ops, by, ordered=True).sort(by)
+        few = accounting.union_length(ops, by, ordered=True, few=True).sort(by)
+        monkeypatch.setattr(accounting, "PART_ROWS", 1000)
+        parts = accounting.union_length(ops, by, ordered=True).sort(by)
+        monkeypatch.undo()
+        assert parts.equals(whole), by
+        if few.height <= accounting.FEW_GROUPS:
+            assert few.equals(whole), by
+        assert ops.height > 2000  # so the parts path really ran in parts
