@@ -86,3 +86,30 @@ def test_runtime_and_driver_call_sharing_a_correlation_id_keep_the_outer_one(tmp
     row = trace.api.filter(pl.col("correlation") == corr)
     assert row.height == 1 and row["start"][0] == start and row["end"][0] == end
     assert (trace.api["start"].diff().drop_nulls() >= 0).all()
+
+
+@pytest.mark.parametrize("name", ["reference-k4", "reference-k4-graph", "reference-k4-tp2", "reference-k0",
+                                  *[f"shared:{p.name}" for p in shared_nsys()]])
+def test_skipping_calls_that_launch_nothing_changes_no_launch_record(name, monkeypatch):
+    # The reader leaves known non-launching CUDA calls (queries, events, syncs) out of its query;
+    # that list may only cost time: the launch calls read, and so every op's launch record, are the
+    # same without it, on every capture.
+    from analyzer.readers import nsys_sqlite
+    from conftest import FIXTURES, SHARED
+
+    path = str(SHARED / "nsys_sqlite" / name[7:]) if name.startswith("shared:") else \
+        str(FIXTURES / name / "run.sqlite")
+    if name == "reference-k4":  # the list does apply to a real capture
+        ex = nsys_sqlite._Export(path)
+        try:
+            skipped = nsys_sqlite._not_launches(nsys_sqlite._read_strings(ex),
+                                                ex.columns("CUPTI_ACTIVITY_KIND_RUNTIME"))
+        finally:
+            ex.close()
+        assert skipped.startswith(" AND nameId NOT IN (")
+    with_list = read_nsys_sqlite(path)
+    monkeypatch.setattr(nsys_sqlite, "NOT_LAUNCHES", frozenset())
+    without = read_nsys_sqlite(path)
+    assert with_list.api.height == without.api.height
+    assert with_list.api.with_columns(pl.col("name").cast(pl.Utf8)).equals(
+        without.api.with_columns(pl.col("name").cast(pl.Utf8)))

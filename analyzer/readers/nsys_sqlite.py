@@ -448,7 +448,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     stride = hi + 1
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
     sql = (f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
-           "WHERE correlationId IS NOT NULL")
+           "WHERE correlationId IS NOT NULL" + _not_launches(strings, cols))
     if lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32:
         # One bit per (process, correlation id) that an op carries: the process's number x
         # stride + the id. Each slice keeps its calls by one gather in that bitmap.
@@ -517,6 +517,41 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
                         df.filter(twice).unique(["pid", "correlation"], keep="first", maintain_order=True)])
         df = df.sort("start", maintain_order=True)
     return df
+
+
+# CUDA calls that never launch GPU work (no kernel, memcpy, memset or graph record carries their
+# correlation id): queries, events, stream and device synchronisation, capture state, module and library
+# loading. A real capture has more of them than launches (reference-k4: cuKernelGetName,
+# cuKernelGetAttribute and cudaStreamIsCapturing alone are 3 of every 5 runtime rows). SQLite skips
+# them in the query, so the driver never converts them; leaving one out of this list costs time, never
+# a result (tests/test_reader_nsys.py reads every capture with and without it).
+NOT_LAUNCHES = frozenset({
+    "cuKernelGetName", "cuKernelGetAttribute", "cuKernelSetAttribute", "cuKernelGetFunction",
+    "cuLibraryLoadData", "cuLibraryGetKernel", "cuLibraryUnload", "cuModuleLoadData", "cuModuleGetFunction",
+    "cuModuleUnload", "cuFuncGetAttribute", "cuFuncSetAttribute", "cuGetProcAddress",
+    "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxSynchronize", "cuProfilerStart", "cuProfilerStop",
+    "cuStreamIsCapturing", "cuStreamGetCaptureInfo", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent",
+    "cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags", "cuEventSynchronize", "cuEventQuery",
+    "cuEventDestroy", "cuPointerGetAttribute", "cuPointerGetAttributes", "cuMemGetInfo",
+    "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaStreamSynchronize", "cudaStreamQuery",
+    "cudaStreamWaitEvent", "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
+    "cudaStreamDestroy", "cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventRecord",
+    "cudaEventRecordWithFlags", "cudaEventSynchronize", "cudaEventQuery", "cudaEventDestroy",
+    "cudaEventElapsedTime", "cudaDeviceSynchronize", "cudaGetDevice", "cudaSetDevice", "cudaGetDeviceCount",
+    "cudaGetDeviceProperties", "cudaDeviceGetAttribute", "cudaGetLastError", "cudaPeekAtLastError",
+    "cudaFuncGetAttributes", "cudaFuncSetAttribute", "cudaPointerGetAttributes", "cudaMemGetInfo",
+    "cudaProfilerStart", "cudaProfilerStop", "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
+})
+
+
+def _not_launches(strings: pl.DataFrame, cols: set[str]) -> str:
+    """` AND nameId NOT IN (...)`: the string ids of NOT_LAUNCHES in this export (integers read from
+    it, version suffixes ignored), or "" when there are none."""
+    if "nameId" not in cols or strings.is_empty():
+        return ""
+    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").is_in(list(NOT_LAUNCHES)))
+    ids = sorted(int(i) for i in ids.get_column("id").to_list())
+    return f" AND nameId NOT IN ({','.join(map(str, ids))})" if ids else ""
 
 
 def _process_correlation_key(df: pl.DataFrame, pids: pl.Series | None = None) -> pl.Series | None:
