@@ -208,21 +208,27 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
     return pieces.select(list(SEGMENT_SCHEMA))
 
 
-def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bool = False) -> pl.DataFrame:
+def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bool = False,
+                 where: pl.Expr | None = None) -> pl.DataFrame:
     """Length of the union of [start, end) intervals per group `by`: (by..., busy).
 
     `ordered`: the rows are already in start order (the ops are), so a stable sort by the group
     keys alone puts them in (by, start) order; `few`: there are few groups (devices, streams), so
-    the rows are left in start order and each group is scanned in place.
+    the rows are left in start order and each group is scanned in place; `where`: only the rows it
+    selects (with `few`, selected in place: no copy of them is made).
     """
     if df.is_empty():
         return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
     if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
         ordered = False  # said to be in start order, but is not: sort
     if few and ordered:
-        out = _union_few(df, by)
+        out = _union_few(df, by, where)
         if out is not None:
             return out
+    if where is not None:
+        df = collect(df.lazy().select(*by, "start", "end").filter(where))
+        if df.is_empty():
+            return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
     # Sort so that each group is one run of rows in start order (on one packed key when the keys fit
     # in 62 bits), then scan: no hash table over the rows. Only the key, start and end are gathered in
     # that order; the group's key values are picked up at the end of each run.
@@ -302,11 +308,13 @@ def _union_in_parts(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool
     return pl.concat(out)
 
 
-def _union_few(df: pl.DataFrame, by: list[str]) -> pl.DataFrame | None:
-    """union_length for rows in start order with few groups: each group's rows are selected in
-    place (still in start order) and scanned with one running max; no sort, no window over all the
-    rows (a window over 11 M ops held 0.5 GB more). None when there are more than FEW_GROUPS."""
-    groups = collect(df.lazy().group_by(by).agg(n=pl.len()))
+def _union_few(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame | None:
+    """union_length for rows in start order with few groups: each group's rows (of those `where`
+    selects) are selected in place (still in start order) and scanned with one running max; no
+    sort, no window over all the rows (a window over 11 M ops held 0.5 GB more). None when there
+    are more than FEW_GROUPS."""
+    where = pl.lit(True) if where is None else where
+    groups = collect(df.lazy().filter(where).group_by(by).agg(n=pl.len()))
     if groups.height > FEW_GROUPS:
         return None
     piece = (pl.col("end") - pl.max_horizontal("start", pl.col("end").cum_max().shift(1).fill_null(
@@ -315,7 +323,7 @@ def _union_few(df: pl.DataFrame, by: list[str]) -> pl.DataFrame | None:
     for values in groups.select(by).iter_rows():
         match = pl.all_horizontal([pl.col(k).is_null() if v is None else pl.col(k) == v
                                    for k, v in zip(by, values)])
-        busy.append(df.lazy().filter(match).select(piece.sum()).collect().item() or 0)
+        busy.append(df.lazy().filter(where & match).select(piece.sum()).collect().item() or 0)
     return groups.select(by).with_columns(busy=pl.Series(busy, dtype=pl.Int64))
 
 

@@ -169,10 +169,12 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         p = projection.project(trace, grouping)
     with progress.step("categorising kernels"):
         ops = categories.categorize(p["ops"], rules if rules is not None else categories.default_rules())
-    ranges = p["ranges"]
+    ranges, timeline = p["ranges"], p["timeline"]
+    del p  # (the projected ops without categories, and the timeline, are not held past their use)
     with progress.step("accounting every nanosecond"):
         ops = accounting.with_prev_end(ops)
-        waits = accounting.cpu_waits(ops, ranges, p["timeline"], grouping)
+        waits = accounting.cpu_waits(ops, ranges, timeline, grouping)
+        del timeline
         charged = accounting.charges(ops, waits)
     tables = {}
     with progress.step("summarising", 9, "tables") as step:

@@ -53,11 +53,10 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     per_range = (range_busy(ops) if per_range is None else per_range).filter(pl.col("range_id").is_not_null()).join(
         ranges.filter(~pl.col("name").is_in(grouping)).select("range_id", "phase"), on="range_id", how="inner")
     busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
-    loose = collect(ops.lazy().select("phase", "device", "stream", "start", "end").filter(
-        pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])))
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
-    # (and per stream, so that concurrent streams do not hide each other).
-    loose_busy = _text(union_length(loose, ["phase", "device", "stream"], ordered=True, few=True)
+    # (and per stream, so that concurrent streams do not hide each other), over those ops in place.
+    loose = pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])
+    loose_busy = _text(union_length(ops, ["phase", "device", "stream"], ordered=True, few=True, where=loose)
                        .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
     attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))

@@ -64,3 +64,9 @@ def test_union_paths_agree(path, monkeypatch):
         if few.height <= accounting.FEW_GROUPS:
             assert few.equals(whole), by
         assert ops.height > 2000  # so the parts path really ran in parts
+    # Over the rows a predicate selects, in place, equals over a filtered copy.
+    loose = pl.col("phase").is_in(["(cycle)", "(unattributed)"]) | (pl.col("stream") % 2 == 0)
+    by = ["phase", "device", "stream"]
+    in_place = accounting.union_length(ops, by, ordered=True, few=True, where=loose).sort(by)
+    copied = accounting.union_length(ops.filter(loose), by, ordered=True).sort(by)
+    assert in_place.equals(copied)
