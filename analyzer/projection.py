@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.engine import collect
+
 # Phase names for ops that no phase range claims.
 IN_CYCLE = "(cycle)"  # launched inside a grouping range (cycle) but outside any phase range
 UNATTRIBUTED = "(unattributed)"  # no enclosing range, or no launch record in the capture
@@ -240,7 +242,7 @@ def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         .group_by("range_id")
         .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
              gpu_ops=pl.len().cast(pl.Int64), gpu_launches=pl.col("correlation").n_unique().cast(pl.Int64))
-        .collect(engine="streaming")
+        .pipe(collect)
     )
     stats = ranges.select("range_id", "parent", "depth").join(own, on="range_id", how="left").with_columns(
         pl.col("gpu_ops").fill_null(0), pl.col("gpu_launches").fill_null(0)

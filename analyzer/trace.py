@@ -92,14 +92,14 @@ def conform(df: pl.DataFrame, schema: dict) -> pl.DataFrame:
 
 
 def single_chunk(df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with every column in one contiguous chunk, copied column by column (so a large frame is
-    never held twice). A frame whose columns are chunked differently (slices read in parallel, a
-    Parquet file's row groups, then columns added whole by the analysis) makes polars re-align
-    all of its columns in many operations: a copy of the whole frame each time."""
+    """`df` with every column in one contiguous chunk (a copy only where a column has several). A
+    frame whose columns are chunked differently (slices read in parallel, a Parquet file's row
+    groups, then columns added whole by the analysis) makes polars re-align all of its columns in
+    many operations: a copy of the whole frame each time. The readers and the cache hand over
+    single-chunk tables already, so that this copies nothing at scale."""
     if all(df.get_column(c).n_chunks() == 1 for c in df.columns):
         return df
-    out = df.clone()
-    return pl.DataFrame([out.drop_in_place(c).rechunk() for c in df.columns])
+    return df.rechunk()
 
 
 @dataclass

@@ -393,8 +393,7 @@ def _stack_sorted(parts: list[pl.DataFrame]) -> pl.DataFrame:
     parts.clear()
 
     def stack(name: str) -> pl.Series:
-        column = pl.concat(pieces.pop(name), rechunk=True)
-        return column
+        return pl.concat(pieces.pop(name), rechunk=True)
 
     out = {"start": stack("start"), "end": stack("end")}
     key = pl.DataFrame(out)
