@@ -8,7 +8,6 @@ small metadata tables through the standard sqlite3 module.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -425,7 +424,7 @@ def _in_order(df: pl.DataFrame, first: str, second: str | None = None) -> bool:
     return not nulls and bool(df.select(ok.all()).item())
 
 
-_SUFFIX = re.compile(r"_v\d+$")
+_VERSION_SUFFIX = r"_v\d+$"  # cudaLaunchKernel_v7000 is cudaLaunchKernel
 
 
 def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) -> pl.DataFrame:
@@ -448,7 +447,9 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
     sql = (f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
            "WHERE correlationId IS NOT NULL" + _not_launches(strings, cols))
-    if lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32:
+    pid_of = pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64)
+    by_process = lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32
+    if by_process:
         # One bit per (process, correlation id) that an op carries: the process's number x
         # stride + the id. Each slice keeps its calls by one gather in that bitmap.
         number = list(range(op_pids.len()))
@@ -462,40 +463,34 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
         bitmap = bitmap.scatter(keys(ops.get_column("pid"), ops.get_column("correlation")).drop_nulls(), True)
 
         def keep(batch: pl.DataFrame) -> pl.DataFrame:
-            batch = batch.with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
             at = keys(batch.get_column("pid"), batch.get_column("correlation"))
             return batch.filter(bitmap.gather(at).fill_null(False))
+    elif lo >= 0 and hi < 1 << 31:  # ops of no known process: the correlation id alone, then the process
+        bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, hi).scatter(corr, True)
 
-        parts = ex.parallel(r, sql, schema, keep=keep, step=step)
-        if not parts:
-            return empty(API_SCHEMA)
-        df = pl.concat(parts)
-        del parts, bitmap
-    else:  # ops of no known process, or ids beyond a bitmap's reach (no export seen has them)
-        if lo >= 0 and hi < 1 << 31:
-            bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, hi).scatter(corr, True)
+        def keep(batch: pl.DataFrame) -> pl.DataFrame:
+            c = batch.get_column("correlation")
+            batch = batch.filter((c >= 0) & (c <= hi))
+            return batch.filter(bitmap.gather(batch.get_column("correlation")))
+    else:  # ids beyond a bitmap's reach (no export seen has them): a hash lookup per slice
+        wanted = corr.unique()
 
-            def keep(batch: pl.DataFrame) -> pl.DataFrame:
-                c = batch.get_column("correlation")
-                batch = batch.filter((c >= 0) & (c <= hi))
-                return batch.filter(bitmap.gather(batch.get_column("correlation")))
-        else:
-            wanted = corr.unique()
+        def keep(batch: pl.DataFrame) -> pl.DataFrame:
+            return batch.filter(pl.col("correlation").is_in(wanted.implode()))
 
-            def keep(batch: pl.DataFrame) -> pl.DataFrame:
-                return batch.filter(pl.col("correlation").is_in(wanted.implode()))
-
-        parts = ex.parallel(r, sql, schema, keep=keep, step=step)
-        if not parts:
-            return empty(API_SCHEMA)
-        df = pl.concat(parts).with_columns(pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64))
+    parts = ex.parallel(r, sql, schema, keep=lambda batch: keep(batch.with_columns(pid=pid_of)), step=step)
+    if not parts:
+        return empty(API_SCHEMA)
+    df = pl.concat(parts)
+    del parts
+    if not by_process:
         # The same correlation id in another process launched nothing here.
         if op_pids.len() == 1 and op_pids[0] is not None:
             df = df.filter(pl.col("pid") == op_pids[0])
         else:
             df = _launched_here(df, ops)
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
-    names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").cast(pl.Categorical))
+    names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(_VERSION_SUFFIX, "").cast(pl.Categorical))
     df = _name_of(df, names, "name_id", "name", _name_table(names))
     if not _in_order(df, "start"):
         df = df.sort("start", maintain_order=True)
@@ -548,7 +543,7 @@ def _not_launches(strings: pl.DataFrame, cols: set[str]) -> str:
     it, version suffixes ignored), or "" when there are none."""
     if "nameId" not in cols or strings.is_empty():
         return ""
-    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.replace(r"_v\d+$", "").is_in(list(NOT_LAUNCHES)))
+    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.replace(_VERSION_SUFFIX, "").is_in(list(NOT_LAUNCHES)))
     ids = sorted(int(i) for i in ids.get_column("id").to_list())
     return f" AND nameId NOT IN ({','.join(map(str, ids))})" if ids else ""
 
