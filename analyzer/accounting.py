@@ -303,7 +303,7 @@ def _union_in_parts(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool
     for part in range(parts):
         sub = df.select(*by, "start", "end").filter(k % parts == part)
         if sub.height:  # one sort per part, never split again (one group may hold most rows)
-            out.append(_union_sorted(sub, by, combined_key(sub, by), ordered))
+            out.append(_union_sorted(sub, by, key, ordered))  # (the key packs any subset of the rows)
         del sub
     return pl.concat(out)
 

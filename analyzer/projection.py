@@ -29,6 +29,12 @@ def phase_names(ranges: pl.DataFrame) -> pl.DataFrame:
     return ranges.with_columns(phase=pl.col("name").str.replace(_PER_CALL_SUFFIX, ""))
 
 
+def phase_of_ops(grouping: tuple[str, ...]) -> pl.Expr:
+    """Over ranges (with `phase`): the phase an op gets when the range is its innermost one: the
+    range's phase, or "(cycle)" for a grouping range."""
+    return pl.when(pl.col("name").is_in(grouping)).then(pl.lit(IN_CYCLE)).otherwise(pl.col("phase"))
+
+
 def nest(ranges: pl.DataFrame) -> pl.DataFrame:
     """Add `depth` (0 = outermost) and `parent` (range_id or null) to ranges, per thread.
 
@@ -210,13 +216,8 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
             pl.concat([api.select("pid", "correlation"), calls], how="horizontal"),
             on=["pid", "correlation"], how="left", maintain_order="left",
         ).drop("pid", "correlation")
-    # The phase an op gets from its innermost range: the range's phase, or "(cycle)" for a grouping
-    # range. Computed once per range and dictionary-encoded, then looked up per op.
-    names = ranges.select(
-        "range_id", "cycle",
-        op_phase=pl.when(pl.col("name").is_in(grouping)).then(pl.lit(IN_CYCLE)).otherwise(pl.col("phase"))
-        .cast(pl.Categorical),
-    )
+    # Computed once per range and dictionary-encoded, then looked up per op.
+    names = ranges.select("range_id", "cycle", op_phase=phase_of_ops(grouping).cast(pl.Categorical))
     rid = launch.get_column("range_id")
     cat = pl.Categorical  # literals typed as categoricals: no string column of all the ops' length
     reason = (pl.when(pl.col("launch_start").is_null()).then(pl.lit("no_launch_record", dtype=cat))

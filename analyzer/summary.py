@@ -10,7 +10,7 @@ import polars as pl
 
 from analyzer.accounting import IDLE_CATEGORIES, combined_key, union_length, with_prev_end
 from analyzer.engine import collect
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+from analyzer.projection import IN_CYCLE, UNATTRIBUTED, phase_of_ops
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
 
@@ -125,8 +125,7 @@ def _cycle_busy(ranges: pl.DataFrame, ops: pl.DataFrame, grouping: tuple[str, ..
     in `per_range`; only the ops of pairs with several instances are unioned again."""
     if per_range is None:
         return union_length(ops, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null())
-    phase = pl.when(pl.col("name").is_in(grouping)).then(pl.lit(IN_CYCLE)).otherwise(pl.col("phase"))
-    owner = ranges.select("range_id", "cycle", phase=phase.cast(ops.schema["phase"])).filter(
+    owner = ranges.select("range_id", "cycle", phase=phase_of_ops(grouping).cast(ops.schema["phase"])).filter(
         pl.col("cycle").is_not_null())
     inst = per_range.join(owner, on="range_id", how="inner").with_columns(
         n=pl.len().over("cycle", "phase"))
