@@ -1,8 +1,12 @@
 """Reader for Nsight Systems SQLite exports (nsys 2021.x to 2026.x) -> Trace.
 
-Tables are created lazily and columns change between versions, so every query is built from the
-columns that exist. Bulk rows are read through ADBC (Arrow, no Python loop over rows); the
-small metadata tables through the standard sqlite3 module.
+Tables are created lazily and columns change between versions, so every read is built from the
+columns that exist. The large tables (kernels, CUDA calls, NVTX events) are read straight from the
+file's B-tree pages by a small C module (`_sqlite_pages`, Arrow arrays out, several threads) where it
+was built and the table is plain (no overflowing records, integers where integers are expected);
+otherwise, and for everything else, through SQLite: bulk rows through ADBC (Arrow, no Python loop
+over rows), the small metadata tables through the standard sqlite3 module. Both give the same rows
+(tests/test_reader_pages.py).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import os
 import sqlite3
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -54,6 +59,68 @@ _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPT
                "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
 
+try:  # built by `pip install` where a C compiler is found (setup.py); optional
+    from analyzer.readers import _sqlite_pages
+except ImportError:  # pragma: no cover - exercised on machines without a compiler
+    _sqlite_pages = None
+
+# SPECPROF_SQLITE_PAGES=0 reads every table through SQLite (the benchmarks compare the two paths).
+DIRECT_PAGES = os.environ.get("SPECPROF_SQLITE_PAGES", "1") != "0"
+
+
+@dataclass(frozen=True)
+class Select:
+    """A read of some columns of one table, as SQL would say `SELECT c1, c2, NULL FROM table WHERE ...`.
+
+    `columns`: column names of the table, or None for a column of NULLs (one the export lacks).
+    `where`: conditions, all of which a row meets: ("in", column, ids), ("not in", column, ids) with
+    non-negative integer ids, or ("not null", column). Both read paths take this one description."""
+
+    table: str
+    columns: tuple[str | None, ...]
+    where: tuple[tuple, ...] = ()
+
+    def sql(self, schema: dict) -> str:
+        """The SQL; a column read as text (pl.Utf8 in `schema`, by position) comes as its bytes, which
+        `_utf8` decodes: SQLite never checks that text is UTF-8."""
+        cols = ", ".join("NULL" if c is None else f'CAST("{c}" AS BLOB)' if dtype == pl.Utf8 else f'"{c}"'
+                         for c, dtype in zip(self.columns, schema.values()))
+        conds = []
+        for cond in self.where:
+            if cond[0] == "not null":
+                conds.append(f'"{cond[1]}" IS NOT NULL')
+            else:
+                ids = ",".join(str(int(i)) for i in cond[2])
+                conds.append(f'"{cond[1]}" {"IN" if cond[0] == "in" else "NOT IN"} ({ids})')
+        return f'SELECT {cols} FROM "{self.table}"' + (" WHERE " + " AND ".join(conds) if conds else "")
+
+
+class _Stream:
+    """An Arrow C stream capsule, as the object polars' constructor takes (`__arrow_c_stream__`)."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self._capsule
+
+
+def _decoded(df: pl.DataFrame, schema: dict) -> pl.DataFrame:
+    """`df` with its text columns (pl.Utf8 in `schema`), read as bytes, decoded as UTF-8. SQLite stores
+    whatever bytes a program gave it: names that are not UTF-8 are decoded with U+FFFD in place of the
+    bad bytes (as Python's errors="replace"), so they show as such rather than break the analysis."""
+    texts = [c for c, dtype in schema.items() if dtype == pl.Utf8 and df.schema.get(c) == pl.Binary]
+    return df.with_columns(_utf8(df.get_column(c)) for c in texts) if texts else df
+
+
+def _utf8(col: pl.Series) -> pl.Series:
+    try:
+        return col.cast(pl.Utf8)
+    except pl.exceptions.ComputeError:  # not UTF-8 somewhere: decode value by value (rare)
+        return pl.Series(col.name, [None if b is None else b.decode("utf-8", "replace") for b in col.to_list()],
+                         pl.Utf8)
+
+
 def _uri(path: str) -> str:
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
 
@@ -77,6 +144,7 @@ class _Export:
             ) from None
         self.tables = {r[0] for r in rows}
         self._spans: dict[str, tuple[int, int]] = {}
+        self.read_by: dict[str, str] = {}  # table -> "pages" or "sqlite": how its rows were read
         if not self.tables & {"StringIds", "META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL",
                               "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
             raise SpecprofError(
@@ -127,7 +195,7 @@ class _Export:
             step.advance(df.height)
         if not df.width:
             return empty(schema)
-        return df.rename(dict(zip(df.columns, schema))).cast(schema)
+        return _decoded(df.rename(dict(zip(df.columns, schema))), schema).cast(schema)
 
     def row_span(self, table: str) -> tuple[int, int]:
         """(lowest rowid, highest rowid + 1) of `table`: both ends of its B-tree, no scan.
@@ -140,33 +208,137 @@ class _Export:
             self._spans[table] = (0, 0) if lo is None else (int(lo), int(hi) + 1)
         return self._spans[table]
 
-    def parallel(self, table: str, sql: str, schema: dict, keep=None, step=None,
+    def parallel(self, select: Select, schema: dict, keep=None, step=None,
                  slice_rows: int = SLICE_ROWS) -> list[pl.DataFrame]:
-        """`sql` (a SELECT ... FROM table [WHERE ...]) over rowid slices of `table`, in threads.
+        """The rows of `select`, in rowid order, as frames cast to `schema` (by position), each passed
+        through `keep` (a frame -> frame filter) first when given, so that a large table filtered
+        slice by slice is never held whole. Slices are read in threads.
 
-        Frames come back in rowid order, each passed through `keep` (a frame -> frame filter)
-        first when given, so that a large table filtered slice by slice is never held whole.
-        SQLite decodes rows on one core per connection: slicing the table by rowid (a range
-        search on the B-tree, no scan) uses every core.
-        """
-        lo, hi = self.row_span(table)
-        if hi <= lo:
+        Straight from the B-tree pages where the C module is built and the table allows it (`_pages`);
+        else through SQLite, in rowid slices (a range search on the B-tree, no scan) on a connection
+        each, since SQLite decodes rows on one core per connection."""
+        if select.table not in self.tables:
             return []
-        parts = max(min(READ_THREADS, (hi - lo) // 200_000 + 1), -(-(hi - lo) // slice_rows))
-        cuts = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
-        glue = " AND " if " WHERE " in sql else " WHERE "
-        queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
+        if _sqlite_pages is not None and DIRECT_PAGES:
+            frames = self._pages(select, schema, keep, step, slice_rows)
+            if frames is not None:
+                self.read_by[select.table] = "pages"
+                return frames
+        self.read_by[select.table] = "sqlite"
+        return self._slices(select, schema, keep, step, slice_rows)
 
-        def run(q):
-            df = self.frame(q, schema, step=step)
+    def whole(self, select: Select, schema: dict, step=None) -> pl.DataFrame:
+        """The rows of `select` as one frame (`parallel`, stacked)."""
+        frames = self.parallel(select, schema, step=step)
+        return pl.concat(frames) if len(frames) > 1 else frames[0] if frames else empty(schema)
+
+    def _parts(self, rows: int, slice_rows: int) -> int:
+        return max(min(READ_THREADS, rows // 200_000 + 1), -(-rows // slice_rows))
+
+    def _run(self, reads: list, keep) -> list[pl.DataFrame]:
+        def run(read):
+            df = read()
             return keep(df) if keep is not None and df.height else df
 
-        if parts == 1:
-            results = [run(queries[0])]
+        if len(reads) == 1:
+            results = [run(reads[0])]
         else:
-            with ThreadPoolExecutor(min(parts, READ_THREADS)) as pool:
-                results = list(pool.map(run, queries))
+            with ThreadPoolExecutor(min(len(reads), READ_THREADS)) as pool:
+                results = list(pool.map(run, reads))
         return [df for df in results if df.height]
+
+    def _slices(self, select: Select, schema: dict, keep, step, slice_rows: int) -> list[pl.DataFrame]:
+        lo, hi = self.row_span(select.table)
+        if hi <= lo:
+            return []
+        parts = self._parts(hi - lo, slice_rows)
+        cuts = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
+        sql = select.sql(schema)
+        glue = " AND " if " WHERE " in sql else " WHERE "
+        queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
+        return self._run([lambda q=q: self.frame(q, schema, step=step) for q in queries], keep)
+
+    def _pages(self, select: Select, schema: dict, keep, step, slice_rows: int) -> list[pl.DataFrame] | None:
+        """The direct page read of `select`, or None when this table must be read through SQLite (a
+        record that overflows its page, a value of an unexpected type, a write-ahead log, a layout
+        the page reader does not know): then nothing of it has been kept."""
+        plan = self._page_plan(select, schema)
+        if plan is None:
+            return None
+        root, index, kinds, filters = plan
+        try:
+            leaves = _sqlite_pages.leaves(self.path, root)
+        except (_sqlite_pages.Unsupported, _sqlite_pages.Corrupt):
+            return None
+        except OSError as exc:
+            raise self._corrupt(exc) from None
+        n = len(leaves) // 4
+        if n == 0:
+            return []
+        lo, hi = self.row_span(select.table)
+        parts = min(n, self._parts(hi - lo, slice_rows))
+        cuts = [4 * (n * i // parts) for i in range(parts + 1)]
+        view = memoryview(leaves)
+        names = list(schema)
+        done = []
+
+        def read(a: int, b: int) -> pl.DataFrame:
+            capsule = _sqlite_pages.read(self.path, view[a:b], index, kinds.encode(), filters)
+            df = pl.DataFrame(_Stream(capsule))
+            df = _decoded(df.rename(dict(zip(df.columns, names))), schema)
+            done.append(df.height)
+            if step is not None:
+                step.advance(df.height)
+            return df.cast(schema)
+
+        try:
+            return self._run([lambda a=a, b=b: read(a, b) for a, b in zip(cuts, cuts[1:])], keep)
+        except (_sqlite_pages.Unsupported, _sqlite_pages.Corrupt):
+            if step is not None:
+                step.advance(-sum(done))  # the SQLite read counts these rows again
+            return None
+        except OSError as exc:
+            raise self._corrupt(exc) from None
+
+    def _page_plan(self, select: Select, schema: dict):
+        """(root page, record column per output column, kinds, filters) for the page reader, or None
+        when the table is not a plain rowid table whose records hold the columns in declared order."""
+        try:
+            root = self.rows("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
+                             (select.table,))
+            info = self.rows(f'PRAGMA table_xinfo("{select.table}")')
+        except SpecprofError:
+            return None
+        if not root or not root[0][0] or any(r[6] for r in info) or len(info) > 250:
+            return None  # a view, hidden or generated columns, or more columns than the reader takes
+        at = {r[1]: r[0] for r in info}
+        pk = [r for r in info if r[5]]
+        rowid_alias = pk[0][1] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else None
+        index, kinds, nulls = [], "", []
+        for name, (out, dtype) in zip(select.columns, schema.items()):
+            if name is not None and (name not in at or name == rowid_alias):
+                return None  # the rowid alias is stored as NULL in the record: SQLite fills it in
+            kinds += "b" if dtype == pl.Utf8 else "i"
+            index.append(at[name] if name is not None else len(info))  # past the record's end: NULL
+        filters = []
+        for cond in select.where:
+            if cond[1] not in at or cond[1] == rowid_alias:
+                return None
+            col = at[cond[1]]
+            if cond[0] == "not null":
+                filters.append((col, b"", True, False))
+                continue
+            ids = sorted({int(i) for i in cond[2]})
+            if ids and ids[0] < 0:
+                return None
+            bits = bytearray((ids[-1] // 8 + 1) if ids else 0)
+            for i in ids:
+                bits[i >> 3] |= 1 << (i & 7)
+            if cond[0] == "in":
+                filters.append((col, bytes(bits), False, False))
+            else:  # not in: every id but these; NULL is never kept (SQL's NULL NOT IN (...) is NULL)
+                filters.append((col, bytes(b ^ 0xFF for b in bits), True, False))
+        return int(root[0][0]), tuple(index), kinds, tuple(filters)
 
     def _corrupt(self, exc: Exception) -> SpecprofError:
         return SpecprofError(
@@ -228,6 +400,7 @@ def read_nsys_sqlite(path: str) -> Trace:
         span = ex.row_span("NVTX_EVENTS") if "NVTX_EVENTS" in ex.tables else (0, 0)
         with progress.step("reading NVTX ranges", span[1] - span[0], "rows") as step:
             ranges, marks = _read_nvtx(ex, strings, meta, step)
+        meta.extra["tables_read_by"] = dict(ex.read_by)
     finally:
         ex.close()
     trim_c_heap()
@@ -264,7 +437,8 @@ def _read_strings(ex: _Export) -> pl.DataFrame:
     schema = {"id": pl.Int64, "value": pl.Utf8}
     if "StringIds" not in ex.tables:
         return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
-    return ex.frame("SELECT id, value FROM StringIds", schema).with_columns(pl.col("value").cast(pl.Categorical))
+    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds", schema).with_columns(
+        pl.col("value").cast(pl.Categorical))
 
 
 def _name_table(strings: pl.DataFrame) -> pl.Series | None:
@@ -297,8 +471,11 @@ def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str,
 _DENSE_IDS = 1 << 24  # string ids below this are looked up in a table indexed by id
 
 
-def _col(cols: set[str], name: str, alias: str, fallback: str = "NULL") -> str:
-    return f"{name} AS {alias}" if name in cols else f"{fallback} AS {alias}"
+def _have(cols: set[str], name: str) -> str | None:
+    """`name` when the table has that column, else None (a column of NULLs)."""
+    return name if name in cols else None
+
+
 
 
 def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
@@ -315,10 +492,8 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
             return _name_of(df, strings, "short_id", "short_name", table)
 
         frames = ex.parallel(
-            k,
-            f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
-            f"{_col(cols, 'correlationId', 'correlation')}, {name_col}, {short_col}, "
-            f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {k}",
+            Select(k, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
+                       _have(cols, "correlationId"), name_col, short_col, _have(cols, "graphNodeId"))),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
              "short_id": pl.Int64, "graph_node": pl.Int64},
@@ -329,10 +504,9 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     m = "CUPTI_ACTIVITY_KIND_MEMCPY"
     cols = ex.columns(m)
     if cols:
-        df = ex.frame(
-            f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
-            f"{_col(cols, 'correlationId', 'correlation')}, {_col(cols, 'copyKind', 'kind', '0')}, "
-            f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {m}",
+        df = ex.whole(
+            Select(m, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
+                       _have(cols, "correlationId"), _have(cols, "copyKind"), _have(cols, "graphNodeId"))),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "copy_kind": pl.Int64,
              "graph_node": pl.Int64},
@@ -346,10 +520,9 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     s = "CUPTI_ACTIVITY_KIND_MEMSET"
     cols = ex.columns(s)
     if cols:
-        df = ex.frame(
-            f"SELECT start, end, deviceId, streamId, {_col(cols, 'globalPid', 'pid')}, "
-            f"{_col(cols, 'correlationId', 'correlation')}, "
-            f"{_col(cols, 'graphNodeId', 'graph_node')} FROM {s}",
+        df = ex.whole(
+            Select(s, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
+                       _have(cols, "correlationId"), _have(cols, "graphNodeId"))),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_node": pl.Int64},
             step=step,
@@ -360,10 +533,9 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     cols = ex.columns(g)
     if cols:
         # --cuda-graph-trace=graph: one row per graph launch, no kernel rows.
-        df = ex.frame(
-            f"SELECT start, end, {_col(cols, 'deviceId', 'device')}, streamId, "
-            f"{_col(cols, 'globalPid', 'pid')}, {_col(cols, 'correlationId', 'correlation')}, "
-            f"{_col(cols, 'graphId', 'graph_id')} FROM {g}",
+        df = ex.whole(
+            Select(g, ("start", "end", _have(cols, "deviceId"), "streamId", _have(cols, "globalPid"),
+                       _have(cols, "correlationId"), _have(cols, "graphId"))),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_id": pl.Int64},
             step=step,
@@ -445,8 +617,8 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     op_pids = ops.get_column("pid").unique().sort()
     stride = hi + 1
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
-    sql = (f"SELECT start, end, globalTid, correlationId, nameId FROM {r} "
-           "WHERE correlationId IS NOT NULL" + _not_launches(strings, cols))
+    select = Select(r, ("start", "end", "globalTid", "correlationId", "nameId"),
+                    (("not null", "correlationId"), *_not_launches(strings, cols)))
     pid_of = pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64)
     by_process = lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32
     if by_process:
@@ -478,7 +650,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
         def keep(batch: pl.DataFrame) -> pl.DataFrame:
             return batch.filter(pl.col("correlation").is_in(wanted.implode()))
 
-    parts = ex.parallel(r, sql, schema, keep=lambda batch: keep(batch.with_columns(pid=pid_of)), step=step)
+    parts = ex.parallel(select, schema, keep=lambda batch: keep(batch.with_columns(pid=pid_of)), step=step)
     if not parts:
         return empty(API_SCHEMA)
     df = pl.concat(parts)
@@ -538,14 +710,14 @@ NOT_LAUNCHES = frozenset({
 })
 
 
-def _not_launches(strings: pl.DataFrame, cols: set[str]) -> str:
-    """` AND nameId NOT IN (...)`: the string ids of NOT_LAUNCHES in this export (integers read from
-    it, version suffixes ignored), or "" when there are none."""
+def _not_launches(strings: pl.DataFrame, cols: set[str]) -> tuple[tuple, ...]:
+    """The condition `nameId NOT IN (...)`: the string ids of NOT_LAUNCHES in this export (version
+    suffixes ignored), or none when there are none."""
     if "nameId" not in cols or strings.is_empty():
-        return ""
+        return ()
     ids = strings.filter(pl.col("value").cast(pl.Utf8).str.replace(_VERSION_SUFFIX, "").is_in(list(NOT_LAUNCHES)))
-    ids = sorted(int(i) for i in ids.get_column("id").to_list())
-    return f" AND nameId NOT IN ({','.join(map(str, ids))})" if ids else ""
+    ids = tuple(sorted(int(i) for i in ids.get_column("id").to_list()))
+    return (("not in", "nameId", ids),) if ids else ()
 
 
 def _process_correlation_key(df: pl.DataFrame, pids: pl.Series | None = None) -> pl.Series | None:
@@ -580,16 +752,12 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
     cols = ex.columns(n)
     if not cols:
         return empty(RANGES_SCHEMA), empty(MARKS_SCHEMA)
-    text = "text" if "text" in cols else "NULL"
-    text_id = "textId" if "textId" in cols else "NULL"
-    domain = "domainId" if "domainId" in cols else "0"
-    end_tid = "endGlobalTid" if "endGlobalTid" in cols else "NULL"
-    types = ",".join(str(t) for t in (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE))
     schema = {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
               "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64}
-    parts = ex.parallel(n, f"SELECT start, end, eventType, globalTid, {end_tid}, {text}, {text_id}, {domain} "
-                           f"FROM {n} WHERE eventType IN ({types})", schema, step=step)
-    df = pl.concat(parts) if parts else empty(schema)
+    select = Select(n, ("start", "end", "eventType", "globalTid", _have(cols, "endGlobalTid"), _have(cols, "text"),
+                        _have(cols, "textId"), _have(cols, "domainId")),
+                    (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),))
+    df = ex.whole(select, schema, step=step)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
         pl.col("registered").cast(pl.Utf8))
     df = df.with_columns(

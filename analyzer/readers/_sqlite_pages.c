@@ -1,0 +1,900 @@
+/* Reads rows of a rowid table straight from an SQLite 3 database file's B-tree pages, columns out as
+ * Arrow arrays (the Arrow C stream interface: polars imports them without a copy).
+ *
+ * Why: SQLite's own engine spends most of a bulk read in its bytecode interpreter (one Column opcode per
+ * value, ~60 ns each); an nsys export's large tables are plain rowid tables of small integer records, which
+ * this walks directly: one pass over each leaf page, each wanted value decoded where it lies. It reads only
+ * what the file format documents (https://www.sqlite.org/fileformat2.html): table B-tree pages, cells,
+ * record headers, serial types. Anything else (an overflowing record, a real or blob where an integer is
+ * wanted, a write-ahead-log database, a non-UTF-8 text encoding) raises `Unsupported`, and the caller reads
+ * the table through SQLite instead; so does any structural inconsistency (`Corrupt`), where SQLite then gives
+ * its own diagnosis. The file is untrusted: every offset, length, varint and page number is checked against
+ * the bounds it must lie in before it is used, and a tree walk that revisits more pages than the file holds
+ * stops.
+ *
+ * Python API (module analyzer.readers._sqlite_pages):
+ *   leaves(path, root) -> bytes            the table's leaf page numbers in rowid order (native uint32)
+ *   read(path, leaves, columns, kinds, filters) -> capsule "arrow_array_stream"
+ *       leaves:  a bytes-like of native uint32 page numbers (a slice of what leaves() returned)
+ *       columns: tuple of record column indices to return
+ *       kinds:   bytes, one per column: b'i' (int64) or b'b' (binary: text bytes)
+ *       filters: tuple of (column, bitmap: bytes, outside: bool, null: bool): a row is kept when, for every
+ *                filter, its integer value v has bit v set in bitmap (LSB first), or lies outside the
+ *                bitmap and `outside` is true, or is NULL and `null` is true.
+ *   The stream yields one struct array (children c0, c1, ...) and ends.
+ */
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- Arrow C data interface (arrow.apache.org) */
+#define ARROW_FLAG_NULLABLE 2
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+struct ArrowArrayStream {
+    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+    const char *(*get_last_error)(struct ArrowArrayStream *);
+    void (*release)(struct ArrowArrayStream *);
+    void *private_data;
+};
+
+static PyObject *Unsupported; /* the table cannot be read this way: read it through SQLite */
+static PyObject *Corrupt;     /* the file is not what its header says: let SQLite diagnose it */
+
+enum { OK = 0, E_UNSUPPORTED = 1, E_CORRUPT = 2, E_NOMEM = 3, E_IO = 4 };
+
+/* ---------------------------------------------------------------- the file */
+typedef struct {
+    int fd;
+    uint64_t size;
+    uint32_t page_size;
+    uint32_t usable;
+    uint64_t npages; /* whole pages in the file */
+    char why[160];
+} db_t;
+
+/* Reads `len` bytes at `at`, all of them, or fails. */
+static int read_at(db_t *db, void *dst, size_t len, uint64_t at) {
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(db->fd, (char *)dst + done, len - done, (off_t)(at + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            snprintf(db->why, sizeof db->why, n < 0 ? "a read failed (%s)" : "the file ends early%s",
+                     n < 0 ? strerror(errno) : "");
+            return n < 0 ? E_IO : E_CORRUPT;
+        }
+        done += (size_t)n;
+    }
+    return OK;
+}
+
+static int db_open(db_t *db, const char *path) {
+    memset(db, 0, sizeof *db);
+    db->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (db->fd < 0) {
+        snprintf(db->why, sizeof db->why, "cannot open (%s)", strerror(errno));
+        return E_IO;
+    }
+    struct stat st;
+    uint8_t h[100];
+    if (fstat(db->fd, &st) != 0 || st.st_size < 100) {
+        snprintf(db->why, sizeof db->why, "shorter than an SQLite header");
+        return E_CORRUPT;
+    }
+    db->size = (uint64_t)st.st_size;
+    int rc = read_at(db, h, sizeof h, 0);
+    if (rc) return rc;
+    if (memcmp(h, "SQLite format 3", 16) != 0) {
+        snprintf(db->why, sizeof db->why, "not an SQLite 3 file");
+        return E_CORRUPT;
+    }
+    uint32_t ps = ((uint32_t)h[16] << 8) | h[17];
+    if (ps == 1) ps = 65536;
+    if (ps < 512 || ps > 65536 || (ps & (ps - 1))) {
+        snprintf(db->why, sizeof db->why, "page size %u is not valid", ps);
+        return E_CORRUPT;
+    }
+    if (h[18] == 2 || h[19] == 2) { /* WAL: committed pages may live in the -wal file */
+        snprintf(db->why, sizeof db->why, "write-ahead-log database");
+        return E_UNSUPPORTED;
+    }
+    uint32_t enc = ((uint32_t)h[56] << 24) | ((uint32_t)h[57] << 16) | ((uint32_t)h[58] << 8) | h[59];
+    if (enc != 0 && enc != 1) {
+        snprintf(db->why, sizeof db->why, "text encoding %u is not UTF-8", enc);
+        return E_UNSUPPORTED;
+    }
+    uint32_t reserved = h[20];
+    if (reserved >= ps || ps - reserved < 480) {
+        snprintf(db->why, sizeof db->why, "reserved space %u is not valid", reserved);
+        return E_CORRUPT;
+    }
+    db->page_size = ps;
+    db->usable = ps - reserved;
+    db->npages = db->size / ps;
+    return OK;
+}
+
+static void db_close(db_t *db) {
+    if (db->fd >= 0) close(db->fd);
+    db->fd = -1;
+}
+
+/* Reads page n (1-based) into buf (page_size bytes); *hdr: where its B-tree header starts (page 1
+ * carries the 100-byte file header first). */
+static int db_page(db_t *db, uint64_t n, uint8_t *buf, uint32_t *hdr) {
+    if (n < 1 || n > db->npages) {
+        snprintf(db->why, sizeof db->why, "page %llu lies outside the file", (unsigned long long)n);
+        return E_CORRUPT;
+    }
+    *hdr = n == 1 ? 100 : 0;
+    return read_at(db, buf, db->page_size, (n - 1) * (uint64_t)db->page_size);
+}
+
+static inline uint32_t get2(const uint8_t *p) { return ((uint32_t)p[0] << 8) | p[1]; }
+static inline uint32_t get4(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* An SQLite varint at p, not reading at or past end: its length (1..9), or 0 when it runs past end. */
+static inline int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        if (p + i >= end) return 0;
+        v = (v << 7) | (p[i] & 0x7f);
+        if (!(p[i] & 0x80)) {
+            *out = v;
+            return i + 1;
+        }
+    }
+    if (p + 8 >= end) return 0;
+    *out = (v << 8) | p[8];
+    return 9;
+}
+
+/* ---------------------------------------------------------------- growable buffers */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} buf_t;
+
+static int buf_reserve(buf_t *b, size_t extra) {
+    if (b->len + extra <= b->cap) return OK;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    void *q = realloc(b->p, cap);
+    if (!q) return E_NOMEM;
+    b->p = q;
+    b->cap = cap;
+    return OK;
+}
+
+/* ---------------------------------------------------------------- the leaf pages of a table */
+static int walk_leaves(db_t *db, uint64_t root, buf_t *out) {
+    enum { MAX_DEPTH = 64 };
+    typedef struct {
+        uint8_t *page;
+        uint32_t hdr, ncells, next;
+    } level_t;
+    level_t stack[MAX_DEPTH];
+    uint8_t *pages[MAX_DEPTH + 1] = {0}; /* one page buffer per level, made when first needed */
+    int depth = 0, rc = OK;
+    uint64_t visited = 0;
+    uint64_t n = root;
+    for (;;) {
+        /* descend into page n */
+        if (++visited > db->npages) {
+            snprintf(db->why, sizeof db->why, "the B-tree revisits pages (a loop)");
+            rc = E_CORRUPT;
+            goto done;
+        }
+        if (!pages[depth] && !(pages[depth] = malloc(db->page_size))) {
+            rc = E_NOMEM;
+            goto done;
+        }
+        uint8_t *page = pages[depth];
+        uint32_t hdr;
+        if ((rc = db_page(db, n, page, &hdr))) goto done;
+        uint8_t type = page[hdr];
+        if (type == 0x0D) {
+            if ((rc = buf_reserve(out, 4))) goto done;
+            uint32_t v = (uint32_t)n;
+            memcpy(out->p + out->len, &v, 4);
+            out->len += 4;
+        } else if (type == 0x05) {
+            if (depth == MAX_DEPTH) {
+                snprintf(db->why, sizeof db->why, "the B-tree is deeper than %d", MAX_DEPTH);
+                rc = E_CORRUPT;
+                goto done;
+            }
+            uint32_t ncells = get2(page + hdr + 3);
+            if (hdr + 12 + 2 * (uint64_t)ncells > db->usable) {
+                snprintf(db->why, sizeof db->why, "page %llu has more cells than fit", (unsigned long long)n);
+                rc = E_CORRUPT;
+                goto done;
+            }
+            for (uint32_t i = 0; i < ncells; i++) {
+                uint32_t off = get2(page + hdr + 12 + 2 * i);
+                if (off < hdr + 12 || (uint64_t)off + 4 > db->usable) {
+                    snprintf(db->why, sizeof db->why, "a cell lies outside its page");
+                    rc = E_CORRUPT;
+                    goto done;
+                }
+            }
+            /* Every leaf of a B-tree lies at the same depth: when this page's right-most child is a leaf,
+             * all its children are, and they are listed without reading them (read() checks each). */
+            if (!pages[depth + 1] && !(pages[depth + 1] = malloc(db->page_size))) {
+                rc = E_NOMEM;
+                goto done;
+            }
+            uint32_t h2;
+            if ((rc = db_page(db, get4(page + hdr + 8), pages[depth + 1], &h2))) goto done;
+            stack[depth].next = 0;
+            if (pages[depth + 1][h2] == 0x0D) {
+                visited += ncells;
+                if (visited > db->npages) {
+                    snprintf(db->why, sizeof db->why, "the B-tree revisits pages (a loop)");
+                    rc = E_CORRUPT;
+                    goto done;
+                }
+                if ((rc = buf_reserve(out, 4 * ((size_t)ncells + 1)))) goto done;
+                for (uint32_t i = 0; i <= ncells; i++) {
+                    uint32_t v = i < ncells ? get4(page + get2(page + hdr + 12 + 2 * i)) : get4(page + hdr + 8);
+                    memcpy(out->p + out->len, &v, 4);
+                    out->len += 4;
+                }
+                stack[depth].next = ncells + 1; /* nothing left to descend into */
+            }
+            stack[depth].page = page;
+            stack[depth].hdr = hdr;
+            stack[depth].ncells = ncells;
+            depth++;
+        } else {
+            snprintf(db->why, sizeof db->why, "page %llu is not a table B-tree page (type %u)",
+                     (unsigned long long)n, type);
+            rc = type == 0x02 || type == 0x0A ? E_UNSUPPORTED : E_CORRUPT;
+            goto done;
+        }
+        /* the next child to visit: climb while the top interior page is exhausted */
+        for (;;) {
+            if (depth == 0) goto done;
+            level_t *top = &stack[depth - 1];
+            if (top->next < top->ncells) {
+                n = get4(top->page + get2(top->page + top->hdr + 12 + 2 * top->next));
+                top->next++;
+                break;
+            }
+            if (top->next == top->ncells) {
+                top->next++;
+                n = get4(top->page + top->hdr + 8); /* the right-most child */
+                break;
+            }
+            depth--;
+        }
+    }
+done:
+    for (int i = 0; i <= MAX_DEPTH; i++) free(pages[i]);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- columns */
+typedef struct {
+    int index;  /* the record column */
+    char kind;  /* 'i' int64, 'b' binary */
+    buf_t data; /* int64 values, or the bytes of binary values */
+    buf_t offs; /* int32 offsets (binary) */
+    uint8_t *valid; /* validity bitmap, made at the first NULL */
+    int64_t nulls;
+} column_t;
+
+typedef struct {
+    int index;
+    const uint8_t *bits;
+    uint64_t nbits;
+    int outside, null;
+} filter_t;
+
+typedef struct {
+    column_t *cols;
+    int ncols;
+    int64_t rows;
+    int64_t cap; /* rows the buffers hold */
+} result_t;
+
+static void result_free(result_t *r) {
+    if (!r->cols) return;
+    for (int i = 0; i < r->ncols; i++) {
+        free(r->cols[i].data.p);
+        free(r->cols[i].offs.p);
+        free(r->cols[i].valid);
+    }
+    free(r->cols);
+    r->cols = NULL;
+}
+
+/* The value of integer serial type t (1..6, 8, 9) at p. */
+static inline int64_t int_value(uint64_t t, const uint8_t *p) {
+    switch (t) {
+    case 1: return (int8_t)p[0];
+    case 2: return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
+    case 3: return ((int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8))) >> 8;
+    case 4: return (int32_t)get4(p);
+    case 5: return ((int64_t)((uint64_t)get2(p) << 48 | (uint64_t)get4(p + 2) << 16)) >> 16;
+    case 6: return (int64_t)((uint64_t)get4(p) << 32 | get4(p + 4));
+    case 8: return 0;
+    default: return 1; /* 9 */
+    }
+}
+
+static inline uint64_t serial_size(uint64_t t) {
+    static const uint8_t small[12] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0};
+    return t < 12 ? small[t] : (t - 12) / 2;
+}
+
+#define MAX_COLUMNS 256
+
+static uint8_t *valid_bitmap(int64_t rows) { /* every row valid */
+    size_t nb = (size_t)(rows + 7) / 8 + 1;
+    uint8_t *v = malloc(nb);
+    if (v) memset(v, 0xff, nb);
+    return v;
+}
+
+/* Room for `need` rows in every column (doubling: amortised one copy per value). */
+static int result_grow(result_t *r, int64_t need) {
+    int64_t cap = r->cap ? r->cap : 4096;
+    while (cap < need) cap *= 2;
+    for (int i = 0; i < r->ncols; i++) {
+        column_t *c = &r->cols[i];
+        buf_t *b = c->kind == 'i' ? &c->data : &c->offs;
+        size_t width = c->kind == 'i' ? 8 : 4;
+        if (buf_reserve(b, (size_t)(cap + 1) * width - b->len)) return E_NOMEM;
+        if (c->kind != 'i' && r->cap == 0) memset(c->offs.p, 0, 4);
+        if (c->valid) {
+            size_t old = (size_t)(r->cap + 7) / 8 + 1, nb = (size_t)(cap + 7) / 8 + 1;
+            uint8_t *v = realloc(c->valid, nb);
+            if (!v) return E_NOMEM;
+            memset(v + old, 0xff, nb - old);
+            c->valid = v;
+        }
+    }
+    r->cap = cap;
+    return OK;
+}
+
+static int read_rows(db_t *db, const uint32_t *leaves, size_t nleaves, result_t *r, const filter_t *filters,
+                     int nfilters) {
+    int maxcol = 0;
+    for (int i = 0; i < r->ncols; i++)
+        if (r->cols[i].index > maxcol) maxcol = r->cols[i].index;
+    for (int i = 0; i < nfilters; i++)
+        if (filters[i].index > maxcol) maxcol = filters[i].index;
+    uint64_t types[MAX_COLUMNS];
+    const uint8_t *where[MAX_COLUMNS];
+    const uint32_t U = db->usable, PS = db->page_size;
+    const uint64_t X = U - 35; /* the most payload a table leaf cell keeps on its page */
+    /* Runs of consecutive leaf pages (an export writes its tables in order) are read with one pread
+     * each, up to CHUNK bytes: no memory map, so a file cut short under us is an error, not a signal. */
+    const size_t CHUNK = PS > (1u << 20) ? PS : (1u << 20);
+    uint8_t *chunk = malloc(CHUNK);
+    if (!chunk) return E_NOMEM;
+    int rc = result_grow(r, 1); /* buffers even for no rows */
+    int64_t row = 0;
+    for (size_t k = 0; k < nleaves;) {
+        size_t run = 1;
+        while (k + run < nleaves && (run + 1) * PS <= CHUNK && leaves[k + run] == leaves[k] + run) run++;
+        if (leaves[k] < 1 || leaves[k] + (uint64_t)run - 1 > db->npages) {
+            snprintf(db->why, sizeof db->why, "page %u lies outside the file", leaves[k]);
+            rc = E_CORRUPT;
+            goto out;
+        }
+        if ((rc = read_at(db, chunk, run * PS, (leaves[k] - 1) * (uint64_t)PS))) goto out;
+        for (size_t j = 0; j < run; j++, k++) {
+            const uint8_t *page = chunk + j * PS;
+            uint32_t hdr = leaves[k] == 1 ? 100 : 0;
+            const uint8_t *end = page + U;
+            if (page[hdr] != 0x0D) {
+                snprintf(db->why, sizeof db->why, "page %u is not a table leaf", leaves[k]);
+                rc = E_CORRUPT;
+                goto out;
+            }
+            uint32_t ncells = get2(page + hdr + 3);
+            if (hdr + 8 + 2 * (uint64_t)ncells > U) {
+                snprintf(db->why, sizeof db->why, "page %u has more cells than fit", leaves[k]);
+                rc = E_CORRUPT;
+                goto out;
+            }
+            if (row + ncells > r->cap && (rc = result_grow(r, row + ncells))) goto out;
+            for (uint32_t ci = 0; ci < ncells; ci++) {
+                uint32_t off = get2(page + hdr + 8 + 2 * ci);
+                if (off < hdr + 8 || off >= U) {
+                    snprintf(db->why, sizeof db->why, "a cell of page %u lies outside it", leaves[k]);
+                    { rc = E_CORRUPT; goto out; }
+                }
+                const uint8_t *p = page + off;
+                uint64_t payload, rowid;
+                int n = varint(p, end, &payload);
+                if (!n) goto corrupt;
+                p += n;
+                n = varint(p, end, &rowid);
+                if (!n) goto corrupt;
+                p += n;
+                if (payload > X) {
+                    snprintf(db->why, sizeof db->why, "a record spills onto overflow pages");
+                    { rc = E_UNSUPPORTED; goto out; }
+                }
+                const uint8_t *rec_end = p + payload;
+                if (rec_end > end) goto corrupt;
+                uint64_t hsize;
+                n = varint(p, rec_end, &hsize);
+                if (!n || hsize < (uint64_t)n || hsize > payload) goto corrupt;
+                const uint8_t *h = p + n, *hend = p + hsize, *v = hend;
+                int col = 0;
+                for (; col <= maxcol && h < hend; col++) {
+                    uint64_t t = *h;
+                    if (t < 0x80) { /* a one-byte serial type: every integer and short text */
+                        h++;
+                    } else {
+                        n = varint(h, hend, &t);
+                        if (!n) goto corrupt;
+                        h += n;
+                    }
+                    uint64_t sz = serial_size(t);
+                    if (sz > (uint64_t)(rec_end - v)) goto corrupt;
+                    types[col] = t;
+                    where[col] = v;
+                    v += sz;
+                }
+                for (; col <= maxcol; col++) types[col] = 0; /* columns added after the row: NULL */
+                int keep = 1;
+                for (int f = 0; f < nfilters && keep; f++) {
+                    uint64_t t = types[filters[f].index];
+                    if (t == 0) {
+                        keep = filters[f].null;
+                    } else if ((t >= 1 && t <= 6) || t == 8 || t == 9) {
+                        int64_t x = int_value(t, where[filters[f].index]);
+                        if (x >= 0 && (uint64_t)x < filters[f].nbits)
+                            keep = (filters[f].bits[x >> 3] >> (x & 7)) & 1;
+                        else
+                            keep = filters[f].outside;
+                    } else {
+                        snprintf(db->why, sizeof db->why, "a filtered column holds a non-integer value");
+                        { rc = E_UNSUPPORTED; goto out; }
+                    }
+                }
+                if (!keep) continue;
+                for (int i = 0; i < r->ncols; i++) {
+                    column_t *c = &r->cols[i];
+                    uint64_t t = types[c->index];
+                    const uint8_t *at = where[c->index];
+                    if (c->kind == 'i') {
+                        int64_t x = 0;
+                        if (t == 0) {
+                            if (!c->valid && !(c->valid = valid_bitmap(r->cap))) { rc = E_NOMEM; goto out; }
+                            c->valid[row >> 3] &= (uint8_t) ~(1u << (row & 7));
+                            c->nulls++;
+                        } else if ((t >= 1 && t <= 6) || t == 8 || t == 9) {
+                            x = int_value(t, at);
+                        } else {
+                            snprintf(db->why, sizeof db->why, "column %d holds a non-integer value", c->index);
+                            { rc = E_UNSUPPORTED; goto out; }
+                        }
+                        memcpy(c->data.p + row * 8, &x, 8);
+                    } else {
+                        size_t len = 0;
+                        if (t == 0) {
+                            if (!c->valid && !(c->valid = valid_bitmap(r->cap))) { rc = E_NOMEM; goto out; }
+                            c->valid[row >> 3] &= (uint8_t) ~(1u << (row & 7));
+                            c->nulls++;
+                        } else if (t >= 13 && (t & 1)) {
+                            len = (size_t)serial_size(t);
+                            if (c->data.len + len > INT32_MAX) {
+                                snprintf(db->why, sizeof db->why, "over 2 GB of text in one read");
+                                { rc = E_UNSUPPORTED; goto out; }
+                            }
+                            if (buf_reserve(&c->data, len)) { rc = E_NOMEM; goto out; }
+                            memcpy(c->data.p + c->data.len, at, len);
+                            c->data.len += len;
+                        } else {
+                            snprintf(db->why, sizeof db->why, "column %d holds a non-text value", c->index);
+                            { rc = E_UNSUPPORTED; goto out; }
+                        }
+                        int32_t o = (int32_t)c->data.len;
+                        memcpy(c->offs.p + (row + 1) * 4, &o, 4);
+                    }
+                }
+                row++;
+            }
+        }
+    }
+    r->rows = row;
+out:
+    free(chunk);
+    return rc;
+corrupt:
+    snprintf(db->why, sizeof db->why, "a record runs past its page");
+    rc = E_CORRUPT;
+    goto out;
+}
+
+/* ---------------------------------------------------------------- export as one Arrow struct array */
+typedef struct {
+    const void *buffers[3];
+    void *owned[3];
+} child_private_t;
+
+static void release_child(struct ArrowArray *a) {
+    child_private_t *pd = a->private_data;
+    for (int i = 0; i < 3; i++) free(pd->owned[i]);
+    free(pd);
+    a->release = NULL;
+}
+
+static void release_struct(struct ArrowArray *a) {
+    for (int64_t i = 0; i < a->n_children; i++) {
+        struct ArrowArray *c = a->children[i];
+        if (c->release) c->release(c);
+        free(c);
+    }
+    free(a->children);
+    free(a->private_data); /* the struct's buffer list */
+    a->release = NULL;
+}
+
+/* Moves the result's buffers into `out` (the result no longer owns them). */
+static int export_array(result_t *r, struct ArrowArray *out) {
+    memset(out, 0, sizeof *out);
+    struct ArrowArray **children = calloc((size_t)r->ncols ? (size_t)r->ncols : 1, sizeof *children);
+    const void **sbuf = calloc(1, sizeof *sbuf);
+    if (!children || !sbuf) {
+        free(children);
+        free(sbuf);
+        return E_NOMEM;
+    }
+    out->length = r->rows;
+    out->n_buffers = 1;
+    out->buffers = sbuf;
+    out->n_children = r->ncols;
+    out->children = children;
+    out->release = release_struct;
+    out->private_data = sbuf;
+    for (int i = 0; i < r->ncols; i++) {
+        column_t *c = &r->cols[i];
+        struct ArrowArray *a = calloc(1, sizeof *a);
+        child_private_t *pd = calloc(1, sizeof *pd);
+        if (!a || !pd) {
+            free(a);
+            free(pd);
+            out->n_children = i;
+            release_struct(out);
+            return E_NOMEM;
+        }
+        a->length = r->rows;
+        a->null_count = c->nulls;
+        pd->owned[0] = c->valid;
+        pd->buffers[0] = c->nulls ? c->valid : NULL;
+        c->valid = NULL;
+        if (c->kind == 'i') {
+            a->n_buffers = 2;
+            pd->owned[1] = c->data.p;
+            pd->buffers[1] = c->data.p;
+        } else {
+            if (buf_reserve(&c->data, 1)) { /* a non-null data buffer even when every value is empty */
+                free(a);
+                free(pd);
+                out->n_children = i;
+                release_struct(out);
+                return E_NOMEM;
+            }
+            a->n_buffers = 3;
+            pd->owned[1] = c->offs.p;
+            pd->buffers[1] = c->offs.p;
+            pd->owned[2] = c->data.p;
+            pd->buffers[2] = c->data.p;
+            c->offs.p = NULL;
+        }
+        c->data.p = NULL;
+        a->buffers = pd->buffers;
+        a->private_data = pd;
+        a->release = release_child;
+        children[i] = a;
+    }
+    return OK;
+}
+
+static void release_schema(struct ArrowSchema *s) {
+    for (int64_t i = 0; i < s->n_children; i++) {
+        struct ArrowSchema *c = s->children[i];
+        if (c->release) c->release(c);
+        free(c);
+    }
+    free(s->children);
+    free(s->private_data); /* names */
+    s->release = NULL;
+}
+
+static void release_leaf_schema(struct ArrowSchema *s) { s->release = NULL; }
+
+typedef struct {
+    struct ArrowArray array; /* released (release == NULL) once handed out */
+    char *kinds;             /* one per column */
+    int ncols;
+} stream_private_t;
+
+static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
+    stream_private_t *sp = st->private_data;
+    memset(out, 0, sizeof *out);
+    struct ArrowSchema **children = calloc((size_t)sp->ncols ? (size_t)sp->ncols : 1, sizeof *children);
+    char *names = calloc((size_t)sp->ncols ? (size_t)sp->ncols : 1, 8);
+    if (!children || !names) {
+        free(children);
+        free(names);
+        return ENOMEM;
+    }
+    out->format = "+s";
+    out->name = "";
+    out->n_children = sp->ncols;
+    out->children = children;
+    out->private_data = names;
+    out->release = release_schema;
+    for (int i = 0; i < sp->ncols; i++) {
+        struct ArrowSchema *c = calloc(1, sizeof *c);
+        if (!c) {
+            out->n_children = i;
+            release_schema(out);
+            return ENOMEM;
+        }
+        snprintf(names + 8 * i, 8, "c%d", i);
+        c->format = sp->kinds[i] == 'i' ? "l" : "z";
+        c->name = names + 8 * i;
+        c->flags = ARROW_FLAG_NULLABLE;
+        c->release = release_leaf_schema;
+        children[i] = c;
+    }
+    return 0;
+}
+
+static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
+    stream_private_t *sp = st->private_data;
+    *out = sp->array; /* the first call moves the array out; later calls see release == NULL: the end */
+    sp->array.release = NULL;
+    return 0;
+}
+
+static const char *stream_last_error(struct ArrowArrayStream *st) {
+    (void)st;
+    return NULL;
+}
+
+static void stream_release(struct ArrowArrayStream *st) {
+    stream_private_t *sp = st->private_data;
+    if (sp) {
+        if (sp->array.release) sp->array.release(&sp->array);
+        free(sp->kinds);
+        free(sp);
+    }
+    st->private_data = NULL;
+    st->release = NULL;
+}
+
+static void capsule_destructor(PyObject *capsule) {
+    struct ArrowArrayStream *st = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (!st) {
+        PyErr_Clear();
+        return;
+    }
+    if (st->release) st->release(st);
+    free(st);
+}
+
+/* ---------------------------------------------------------------- Python functions */
+static PyObject *raise_for(int rc, const db_t *db, const char *path) {
+    switch (rc) {
+    case E_NOMEM: return PyErr_NoMemory();
+    case E_UNSUPPORTED: PyErr_Format(Unsupported, "%s: %s", path, db->why); return NULL;
+    case E_IO: PyErr_Format(PyExc_OSError, "%s: %s", path, db->why); return NULL;
+    default: PyErr_Format(Corrupt, "%s: %s", path, db->why); return NULL;
+    }
+}
+
+static PyObject *py_leaves(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    unsigned long long root;
+    if (!PyArg_ParseTuple(args, "sK", &path, &root)) return NULL;
+    db_t db;
+    buf_t out = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = db_open(&db, path);
+    if (rc == OK) rc = walk_leaves(&db, root, &out);
+    db_close(&db);
+    Py_END_ALLOW_THREADS
+    if (rc != OK) {
+        free(out.p);
+        return raise_for(rc, &db, path);
+    }
+    PyObject *b = PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)out.len);
+    free(out.p);
+    return b;
+}
+
+static PyObject *py_read(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    PyObject *leaves_obj, *columns, *kinds_obj, *filters_obj;
+    if (!PyArg_ParseTuple(args, "sOO!O!O!", &path, &leaves_obj, &PyTuple_Type, &columns, &PyBytes_Type, &kinds_obj,
+                          &PyTuple_Type, &filters_obj))
+        return NULL;
+    Py_ssize_t ncols = PyTuple_Size(columns);
+    Py_ssize_t nfilters = PyTuple_Size(filters_obj);
+    char *kinds_in = PyBytes_AsString(kinds_obj);
+    if (PyBytes_Size(kinds_obj) != ncols || ncols > MAX_COLUMNS || nfilters > MAX_COLUMNS) {
+        PyErr_SetString(PyExc_ValueError, "columns and kinds differ in length, or too many columns");
+        return NULL;
+    }
+    /* the leaf list: copied, so the GIL can be let go */
+    PyObject *leaves_bytes = PyBytes_FromObject(leaves_obj);
+    if (!leaves_bytes) return NULL;
+    Py_ssize_t nbytes = PyBytes_Size(leaves_bytes);
+    uint32_t *leaves = malloc(nbytes ? (size_t)nbytes : 4);
+    if (!leaves) {
+        Py_DECREF(leaves_bytes);
+        return PyErr_NoMemory();
+    }
+    memcpy(leaves, PyBytes_AsString(leaves_bytes), (size_t)nbytes);
+    Py_DECREF(leaves_bytes);
+    size_t nleaves = (size_t)nbytes / 4;
+
+    result_t r = {0};
+    filter_t *filters = calloc((size_t)nfilters + 1, sizeof *filters);
+    PyObject **keep_alive = calloc((size_t)nfilters + 1, sizeof *keep_alive);
+    r.cols = calloc((size_t)ncols + 1, sizeof *r.cols);
+    r.ncols = (int)ncols;
+    char *kinds = malloc((size_t)ncols + 1);
+    if (!filters || !keep_alive || !r.cols || !kinds) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memcpy(kinds, kinds_in, (size_t)ncols);
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        long idx = PyLong_AsLong(PyTuple_GetItem(columns, i));
+        if (idx == -1 && PyErr_Occurred()) goto fail;
+        if (idx < 0 || idx >= MAX_COLUMNS || (kinds[i] != 'i' && kinds[i] != 'b')) {
+            PyErr_SetString(PyExc_ValueError, "a column index or kind is out of range");
+            goto fail;
+        }
+        r.cols[i].index = (int)idx;
+        r.cols[i].kind = kinds[i];
+    }
+    for (Py_ssize_t i = 0; i < nfilters; i++) {
+        PyObject *f = PyTuple_GetItem(filters_obj, i);
+        PyObject *bits;
+        int idx, outside, null;
+        if (!f || !PyArg_ParseTuple(f, "iO!pp", &idx, &PyBytes_Type, &bits, &outside, &null)) goto fail;
+        if (idx < 0 || idx >= MAX_COLUMNS) {
+            PyErr_SetString(PyExc_ValueError, "a filter's column index is out of range");
+            goto fail;
+        }
+        Py_INCREF(bits);
+        keep_alive[i] = bits;
+        filters[i].index = idx;
+        filters[i].bits = (const uint8_t *)PyBytes_AsString(bits);
+        filters[i].nbits = (uint64_t)PyBytes_Size(bits) * 8;
+        filters[i].outside = outside;
+        filters[i].null = null;
+    }
+
+    db_t db;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = db_open(&db, path);
+    if (rc == OK) rc = read_rows(&db, leaves, nleaves, &r, filters, (int)nfilters);
+    db_close(&db);
+    Py_END_ALLOW_THREADS
+    if (rc != OK) {
+        raise_for(rc, &db, path);
+        goto fail;
+    }
+    struct ArrowArrayStream *st = calloc(1, sizeof *st);
+    stream_private_t *sp = calloc(1, sizeof *sp);
+    if (!st || !sp || export_array(&r, sp ? &sp->array : NULL) != OK) {
+        free(st);
+        free(sp);
+        PyErr_NoMemory();
+        goto fail;
+    }
+    sp->kinds = kinds;
+    kinds = NULL;
+    sp->ncols = (int)ncols;
+    st->get_schema = stream_get_schema;
+    st->get_next = stream_get_next;
+    st->get_last_error = stream_last_error;
+    st->release = stream_release;
+    st->private_data = sp;
+    PyObject *capsule = PyCapsule_New(st, "arrow_array_stream", capsule_destructor);
+    if (!capsule) {
+        stream_release(st);
+        free(st);
+        goto fail;
+    }
+    result_free(&r);
+    for (Py_ssize_t i = 0; i < nfilters; i++) Py_XDECREF(keep_alive[i]);
+    free(keep_alive);
+    free(filters);
+    free(leaves);
+    return capsule;
+fail:
+    result_free(&r);
+    if (keep_alive)
+        for (Py_ssize_t i = 0; i < nfilters; i++) Py_XDECREF(keep_alive[i]);
+    free(keep_alive);
+    free(filters);
+    free(leaves);
+    free(kinds);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"leaves", py_leaves, METH_VARARGS, "leaves(path, root) -> bytes: a table's leaf pages in rowid order"},
+    {"read", py_read, METH_VARARGS,
+     "read(path, leaves, columns, kinds, filters) -> an 'arrow_array_stream' capsule of the rows"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_sqlite_pages", "SQLite table B-tree pages read straight into Arrow arrays.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__sqlite_pages(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Unsupported = PyErr_NewException("_sqlite_pages.Unsupported", PyExc_ValueError, NULL);
+    Corrupt = PyErr_NewException("_sqlite_pages.Corrupt", PyExc_ValueError, NULL);
+    if (!Unsupported || !Corrupt || PyModule_AddObject(m, "Unsupported", Unsupported) < 0) {
+        Py_XDECREF(m);
+        return NULL;
+    }
+    Py_INCREF(Unsupported);
+    if (PyModule_AddObject(m, "Corrupt", Corrupt) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(Corrupt);
+    return m;
+}
