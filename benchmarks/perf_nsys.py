@@ -11,6 +11,7 @@ reference capture's own non-launching CUDA calls up to 312,500 N runtime rows. m
 
 `run` measures, per input, each in a fresh process, one after the other:
 - specprof cold: `specprof analyze FILE --json --no-cache` (benchmarks/stages.py: per-step times and memory);
+  then the same with SPECPROF_SQLITE_PAGES=0 (every table read through SQLite: what the page reader saves);
 - specprof first run with the cache (parses, analyses and writes the Parquet cache), then the next run (reads it);
 - nsys-ai: `nsys-ai skill run nvtx_kernel_map FILE --format json -p limit=1000000000 --max-rows 1`, its innermost-NVTX
   projection of every kernel, first with no cache of its own (it builds its Parquet cache beside the file),
@@ -88,9 +89,9 @@ def measured(cmd: list[str], stdout=subprocess.DEVNULL, env=None, timeout_s: int
         return {"rc": p.returncode, "error": p.stderr.decode(errors="replace")[-400:]}
 
 
-def _specprof_stages(path: str, cache: bool) -> dict:
+def _specprof_stages(path: str, cache: bool, env: dict | None = None) -> dict:
     cmd = [sys.executable, os.path.join(HERE, "stages.py"), path] + ([] if cache else ["--no-cache"])
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
     if p.returncode:
         return {"rc": p.returncode, "error": p.stderr[-400:]}
     return json.loads(p.stdout)
@@ -150,6 +151,8 @@ def run(folder: str, sizes: list[int], nsys_ai: str | None, out: str | None, nsy
         row["tables"] = _row_counts(path)
         if _has_polars():
             row["specprof_cold"] = _specprof_stages(path, cache=False)
+            # the same, every table read through SQLite (ADBC): what the C page reader saves, in this run
+            row["specprof_cold_sqlite"] = _specprof_stages(path, cache=False, env={"SPECPROF_SQLITE_PAGES": "0"})
             _drop_specprof_cache(path)
             row["specprof_first"] = _specprof_stages(path, cache=True)
             row["specprof_cached"] = _specprof_stages(path, cache=True)
@@ -204,7 +207,7 @@ def _w(d: dict | None) -> float | None:
 
 def _line(row: dict) -> str:
     parts = [f"mix{row['size']}"]
-    for k in ("specprof_cold", "specprof_first", "specprof_cached", "nsysai_cold", "nsysai_cached", "nsys_stats"):
+    for k in ("specprof_cold", "specprof_cold_sqlite", "specprof_first", "specprof_cached", "nsysai_cold", "nsysai_cached", "nsys_stats"):
         if k in row:
             d = row[k]
             parts.append(f"{k} {_w(d)} s / {d.get('peak_rss', 0) / 1e9:.2f} GB" if _w(d) is not None

@@ -104,6 +104,9 @@ def measure(path: str, cache: bool = True, tracer_only: bool = False) -> dict:
         "cpu_s": round(time.process_time() - c0, 3),
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "json_bytes": len(text),
+        # how each large table was read: "pages" (the C page reader) or "sqlite" (ADBC); a cached run
+        # reports how the cache was filled
+        "tables_read_by": trace.meta.extra.get("tables_read_by"),
         "steps": [s for s in rec.steps if s["step"] != "total"],
     }
     return out
