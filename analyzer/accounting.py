@@ -18,8 +18,16 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.engine import collect
+from analyzer.engine import ArrowStream, collect
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED, lookup
+
+try:  # built by `pip install` where a C compiler is found (setup.py); optional
+    from analyzer import _scan
+except ImportError:  # pragma: no cover - exercised on machines without a compiler
+    _scan = None
+
+# The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
+USE_SCAN = True
 
 SEGMENT_SCHEMA = {
     "device": pl.Int64,
@@ -66,8 +74,13 @@ def with_prev_end(ops: pl.DataFrame) -> pl.DataFrame:
     # A window over one packed integer key: over the two columns polars hashes row-encoded pairs
     # (0.9 s and 0.65 GB transient at 11 M ops, against 0.5 s and a few MB).
     key = combined_key(ops, ["device", "stream"])
+    in_order = _in_op_order(ops)
+    if in_order and key is not None:
+        scanned = scan_groups(ops, key, want_prev=True)
+        if scanned is not None:
+            return ops.with_columns(scanned[1].alias("prev_end"))
     prev = pl.col("end").cum_max().shift(1).over(key if key is not None else pl.struct("device", "stream"))
-    if _in_op_order(ops):
+    if in_order:
         return ops.with_columns(prev_end=prev)
     order = ops.select("device", "stream", "start", "end", "op_id").with_row_index("_row").sort(
         "start", "end", "op_id").with_columns(prev_end=prev).sort("_row")
@@ -221,6 +234,13 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
         return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
     if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
         ordered = False  # said to be in start order, but is not: sort
+    if ordered and _scan is not None and USE_SCAN:
+        sub = df if where is None else collect(df.lazy().select(*by, "start", "end").filter(where))
+        key = combined_key(sub, by) if sub.height else None
+        scanned = scan_groups(sub, key) if key is not None else None
+        if scanned is not None:
+            first, busy = scanned[0].get_column("first_row"), scanned[0].get_column("busy")
+            return sub.select(pl.col(by).gather(first)).with_columns(busy=busy)
     if few and ordered:
         out = _union_few(df, by, where)
         if out is not None:
@@ -238,6 +258,27 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     if df.height > PART_ROWS:
         return _union_in_parts(df, by, key, ordered)
     return _union_sorted(df, by, key, ordered)
+
+
+def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False
+                ) -> tuple[pl.DataFrame, pl.Series | None] | None:
+    """One pass of the C scan (analyzer/_scan.c) over `df`'s rows, in their order (start order), grouped
+    by the integer `key`: (per group that occurs, in key order: `first_row` (its first row) and `busy`
+    (the length of the union of its rows' [start, end)); with `want_prev`, per row the largest end of
+    the earlier rows of its group, null for a group's first row). None where the scan is not built or
+    the keys are too sparse for its table (then the caller's polars path does the same)."""
+    if _scan is None or not USE_SCAN or df.is_empty():
+        return None
+    k = df.select(key.cast(pl.Int64).alias("k")).get_column("k")
+    lo, hi = k.min(), k.max()
+    if lo is None or k.has_nulls() or hi - lo + 1 > max(4 * df.height, 1 << 20):
+        return None
+    cols = [k.rechunk(), df.get_column("start").cast(pl.Int64).rechunk(), df.get_column("end").cast(pl.Int64).rechunk()]
+    if any(c.has_nulls() for c in cols[1:]):
+        return None
+    groups, prev = _scan.groups(*(c.__arrow_c_stream__() for c in cols), int(lo), int(hi - lo + 1), want_prev)
+    out = pl.DataFrame(ArrowStream(groups)).rename({"c0": "first_row", "c1": "busy"})
+    return out, (None if prev is None else pl.DataFrame(ArrowStream(prev)).to_series())
 
 
 def _union_sorted(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool) -> pl.DataFrame:

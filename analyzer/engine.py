@@ -17,6 +17,17 @@ def collect(query: pl.LazyFrame) -> pl.DataFrame:
     return query.collect(engine="streaming")
 
 
+class ArrowStream:
+    """An Arrow C stream capsule (made by specprof's C modules), as the object polars' constructors take
+    (`__arrow_c_stream__`): `pl.DataFrame(ArrowStream(capsule))`."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self._capsule
+
+
 _libc = None
 
 

@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from analyzer.engine import ArrowStream
 from analyzer.errors import SpecprofError
 from analyzer.readers import nsys_sqlite
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
@@ -70,7 +71,7 @@ def test_every_column_value_matches_sqlite_row_by_row():
     names = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
     root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     capsule = pages.read(path, pages.leaves(path, root), tuple(range(len(names))), b"i" * len(names), ())
-    got = pl.DataFrame(nsys_sqlite._Stream(capsule))
+    got = pl.DataFrame(ArrowStream(capsule))
     want = con.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
     assert got.height == len(want) > 1000
     assert got.rows() == want

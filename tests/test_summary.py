@@ -54,12 +54,13 @@ def test_union_paths_agree(path, monkeypatch):
     from analyzer import accounting
 
     ops = analyze(load(str(path)), domains=("*",)).ops
+    monkeypatch.setattr(accounting, "USE_SCAN", False)  # the polars paths; the C scan is checked below
     for by in (["range_id"], ["cycle", "phase"], ["device", "stream"], ["device"]):
         whole = accounting.union_length(ops, by, ordered=True).sort(by)
         few = accounting.union_length(ops, by, ordered=True, few=True).sort(by)
         monkeypatch.setattr(accounting, "PART_ROWS", 1000)
         parts = accounting.union_length(ops, by, ordered=True).sort(by)
-        monkeypatch.undo()
+        monkeypatch.setattr(accounting, "PART_ROWS", 3_000_000)
         assert parts.equals(whole), by
         if few.height <= accounting.FEW_GROUPS:
             assert few.equals(whole), by
@@ -70,3 +71,31 @@ def test_union_paths_agree(path, monkeypatch):
     in_place = accounting.union_length(ops, by, ordered=True, few=True, where=loose).sort(by)
     copied = accounting.union_length(ops.filter(loose), by, ordered=True).sort(by)
     assert in_place.equals(copied)
+
+
+@pytest.mark.skipif(__import__("analyzer.accounting", fromlist=["_scan"])._scan is None,
+                    reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
+@pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_c_scan_equals_polars(path, monkeypatch):
+    # The one-pass C scan and the polars sort-and-scan give the same unions (every grouping the analysis
+    # uses, null groups included, over the rows a predicate selects too) and the same prev_end per op;
+    # and the whole analysis is the same either way.
+    from analyzer import accounting
+
+    a = analyze(load(str(path)), domains=("*",))
+    ops = a.ops
+    loose = pl.col("phase").is_in(["(cycle)", "(unattributed)"]) | (pl.col("stream") % 2 == 0)
+    for by, where in ((["range_id"], None), (["cycle", "phase"], None), (["device", "stream"], None),
+                      (["device"], None), (["phase", "device", "stream"], loose)):
+        scanned = accounting.union_length(ops, by, ordered=True, few=where is not None, where=where).sort(by)
+        assert accounting.scan_groups(ops, accounting.combined_key(ops, by)) is not None  # the C path ran
+        monkeypatch.setattr(accounting, "USE_SCAN", False)
+        sorted_ = accounting.union_length(ops, by, ordered=True, few=where is not None, where=where).sort(by)
+        monkeypatch.setattr(accounting, "USE_SCAN", True)
+        assert scanned.equals(sorted_), by
+    with_c = accounting.with_prev_end(ops)
+    monkeypatch.setattr(accounting, "USE_SCAN", False)
+    assert with_c.get_column("prev_end").equals(accounting.with_prev_end(ops).get_column("prev_end"))
+    b = analyze(load(str(path)), domains=("*",))
+    for table in ("phases", "categories", "cycle_phases", "streams", "cycles"):
+        assert getattr(a, table).equals(getattr(b, table)), table

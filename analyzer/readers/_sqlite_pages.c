@@ -39,43 +39,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- Arrow C data interface (arrow.apache.org) */
-#define ARROW_FLAG_NULLABLE 2
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-struct ArrowArrayStream {
-    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
-    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
-    const char *(*get_last_error)(struct ArrowArrayStream *);
-    void (*release)(struct ArrowArrayStream *);
-    void *private_data;
-};
+#include "_arrow.h"
 
 static PyObject *Unsupported; /* the table cannot be read this way: read it through SQLite */
 static PyObject *Corrupt;     /* the file is not what its header says: let SQLite diagnose it */
 
-enum { OK = 0, E_UNSUPPORTED = 1, E_CORRUPT = 2, E_NOMEM = 3, E_IO = 4 };
 
 /* ---------------------------------------------------------------- the file */
 typedef struct {
@@ -184,23 +152,6 @@ static inline int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
     if (p + 8 >= end) return 0;
     *out = (v << 8) | p[8];
     return 9;
-}
-
-/* ---------------------------------------------------------------- growable buffers */
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-} buf_t;
-
-static int buf_reserve(buf_t *b, size_t extra) {
-    if (b->len + extra <= b->cap) return OK;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
-    void *q = realloc(b->p, cap);
-    if (!q) return E_NOMEM;
-    b->p = q;
-    b->cap = cap;
-    return OK;
 }
 
 /* ---------------------------------------------------------------- the leaf pages of a table */
@@ -313,38 +264,11 @@ done:
 
 /* ---------------------------------------------------------------- columns */
 typedef struct {
-    int index;  /* the record column */
-    char kind;  /* 'i' int64, 'b' binary */
-    buf_t data; /* int64 values, or the bytes of binary values */
-    buf_t offs; /* int32 offsets (binary) */
-    uint8_t *valid; /* validity bitmap, made at the first NULL */
-    int64_t nulls;
-} column_t;
-
-typedef struct {
     int index;
     const uint8_t *bits;
     uint64_t nbits;
     int outside, null;
 } filter_t;
-
-typedef struct {
-    column_t *cols;
-    int ncols;
-    int64_t rows;
-    int64_t cap; /* rows the buffers hold */
-} result_t;
-
-static void result_free(result_t *r) {
-    if (!r->cols) return;
-    for (int i = 0; i < r->ncols; i++) {
-        free(r->cols[i].data.p);
-        free(r->cols[i].offs.p);
-        free(r->cols[i].valid);
-    }
-    free(r->cols);
-    r->cols = NULL;
-}
 
 /* The value of integer serial type t (1..6, 8, 9) at p. */
 static inline int64_t int_value(uint64_t t, const uint8_t *p) {
@@ -366,35 +290,6 @@ static inline uint64_t serial_size(uint64_t t) {
 }
 
 #define MAX_COLUMNS 256
-
-static uint8_t *valid_bitmap(int64_t rows) { /* every row valid */
-    size_t nb = (size_t)(rows + 7) / 8 + 1;
-    uint8_t *v = malloc(nb);
-    if (v) memset(v, 0xff, nb);
-    return v;
-}
-
-/* Room for `need` rows in every column (doubling: amortised one copy per value). */
-static int result_grow(result_t *r, int64_t need) {
-    int64_t cap = r->cap ? r->cap : 4096;
-    while (cap < need) cap *= 2;
-    for (int i = 0; i < r->ncols; i++) {
-        column_t *c = &r->cols[i];
-        buf_t *b = c->kind == 'i' ? &c->data : &c->offs;
-        size_t width = c->kind == 'i' ? 8 : 4;
-        if (buf_reserve(b, (size_t)(cap + 1) * width - b->len)) return E_NOMEM;
-        if (c->kind != 'i' && r->cap == 0) memset(c->offs.p, 0, 4);
-        if (c->valid) {
-            size_t old = (size_t)(r->cap + 7) / 8 + 1, nb = (size_t)(cap + 7) / 8 + 1;
-            uint8_t *v = realloc(c->valid, nb);
-            if (!v) return E_NOMEM;
-            memset(v + old, 0xff, nb - old);
-            c->valid = v;
-        }
-    }
-    r->cap = cap;
-    return OK;
-}
 
 static int read_rows(db_t *db, const uint32_t *leaves, size_t nleaves, result_t *r, const filter_t *filters,
                      int nfilters) {
@@ -551,176 +446,6 @@ corrupt:
     goto out;
 }
 
-/* ---------------------------------------------------------------- export as one Arrow struct array */
-typedef struct {
-    const void *buffers[3];
-    void *owned[3];
-} child_private_t;
-
-static void release_child(struct ArrowArray *a) {
-    child_private_t *pd = a->private_data;
-    for (int i = 0; i < 3; i++) free(pd->owned[i]);
-    free(pd);
-    a->release = NULL;
-}
-
-static void release_struct(struct ArrowArray *a) {
-    for (int64_t i = 0; i < a->n_children; i++) {
-        struct ArrowArray *c = a->children[i];
-        if (c->release) c->release(c);
-        free(c);
-    }
-    free(a->children);
-    free(a->private_data); /* the struct's buffer list */
-    a->release = NULL;
-}
-
-/* Moves the result's buffers into `out` (the result no longer owns them). */
-static int export_array(result_t *r, struct ArrowArray *out) {
-    memset(out, 0, sizeof *out);
-    struct ArrowArray **children = calloc((size_t)r->ncols ? (size_t)r->ncols : 1, sizeof *children);
-    const void **sbuf = calloc(1, sizeof *sbuf);
-    if (!children || !sbuf) {
-        free(children);
-        free(sbuf);
-        return E_NOMEM;
-    }
-    out->length = r->rows;
-    out->n_buffers = 1;
-    out->buffers = sbuf;
-    out->n_children = r->ncols;
-    out->children = children;
-    out->release = release_struct;
-    out->private_data = sbuf;
-    for (int i = 0; i < r->ncols; i++) {
-        column_t *c = &r->cols[i];
-        struct ArrowArray *a = calloc(1, sizeof *a);
-        child_private_t *pd = calloc(1, sizeof *pd);
-        if (!a || !pd) {
-            free(a);
-            free(pd);
-            out->n_children = i;
-            release_struct(out);
-            return E_NOMEM;
-        }
-        a->length = r->rows;
-        a->null_count = c->nulls;
-        pd->owned[0] = c->valid;
-        pd->buffers[0] = c->nulls ? c->valid : NULL;
-        c->valid = NULL;
-        if (c->kind == 'i') {
-            a->n_buffers = 2;
-            pd->owned[1] = c->data.p;
-            pd->buffers[1] = c->data.p;
-        } else {
-            if (buf_reserve(&c->data, 1)) { /* a non-null data buffer even when every value is empty */
-                free(a);
-                free(pd);
-                out->n_children = i;
-                release_struct(out);
-                return E_NOMEM;
-            }
-            a->n_buffers = 3;
-            pd->owned[1] = c->offs.p;
-            pd->buffers[1] = c->offs.p;
-            pd->owned[2] = c->data.p;
-            pd->buffers[2] = c->data.p;
-            c->offs.p = NULL;
-        }
-        c->data.p = NULL;
-        a->buffers = pd->buffers;
-        a->private_data = pd;
-        a->release = release_child;
-        children[i] = a;
-    }
-    return OK;
-}
-
-static void release_schema(struct ArrowSchema *s) {
-    for (int64_t i = 0; i < s->n_children; i++) {
-        struct ArrowSchema *c = s->children[i];
-        if (c->release) c->release(c);
-        free(c);
-    }
-    free(s->children);
-    free(s->private_data); /* names */
-    s->release = NULL;
-}
-
-static void release_leaf_schema(struct ArrowSchema *s) { s->release = NULL; }
-
-typedef struct {
-    struct ArrowArray array; /* released (release == NULL) once handed out */
-    char *kinds;             /* one per column */
-    int ncols;
-} stream_private_t;
-
-static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *out) {
-    stream_private_t *sp = st->private_data;
-    memset(out, 0, sizeof *out);
-    struct ArrowSchema **children = calloc((size_t)sp->ncols ? (size_t)sp->ncols : 1, sizeof *children);
-    char *names = calloc((size_t)sp->ncols ? (size_t)sp->ncols : 1, 8);
-    if (!children || !names) {
-        free(children);
-        free(names);
-        return ENOMEM;
-    }
-    out->format = "+s";
-    out->name = "";
-    out->n_children = sp->ncols;
-    out->children = children;
-    out->private_data = names;
-    out->release = release_schema;
-    for (int i = 0; i < sp->ncols; i++) {
-        struct ArrowSchema *c = calloc(1, sizeof *c);
-        if (!c) {
-            out->n_children = i;
-            release_schema(out);
-            return ENOMEM;
-        }
-        snprintf(names + 8 * i, 8, "c%d", i);
-        c->format = sp->kinds[i] == 'i' ? "l" : "z";
-        c->name = names + 8 * i;
-        c->flags = ARROW_FLAG_NULLABLE;
-        c->release = release_leaf_schema;
-        children[i] = c;
-    }
-    return 0;
-}
-
-static int stream_get_next(struct ArrowArrayStream *st, struct ArrowArray *out) {
-    stream_private_t *sp = st->private_data;
-    *out = sp->array; /* the first call moves the array out; later calls see release == NULL: the end */
-    sp->array.release = NULL;
-    return 0;
-}
-
-static const char *stream_last_error(struct ArrowArrayStream *st) {
-    (void)st;
-    return NULL;
-}
-
-static void stream_release(struct ArrowArrayStream *st) {
-    stream_private_t *sp = st->private_data;
-    if (sp) {
-        if (sp->array.release) sp->array.release(&sp->array);
-        free(sp->kinds);
-        free(sp);
-    }
-    st->private_data = NULL;
-    st->release = NULL;
-}
-
-static void capsule_destructor(PyObject *capsule) {
-    struct ArrowArrayStream *st = PyCapsule_GetPointer(capsule, "arrow_array_stream");
-    if (!st) {
-        PyErr_Clear();
-        return;
-    }
-    if (st->release) st->release(st);
-    free(st);
-}
-
 /* ---------------------------------------------------------------- Python functions */
 static PyObject *raise_for(int rc, const db_t *db, const char *path) {
     switch (rc) {
@@ -830,33 +555,14 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         raise_for(rc, &db, path);
         goto fail;
     }
-    struct ArrowArrayStream *st = calloc(1, sizeof *st);
-    stream_private_t *sp = calloc(1, sizeof *sp);
-    if (!st || !sp || export_array(&r, sp ? &sp->array : NULL) != OK) {
-        free(st);
-        free(sp);
-        PyErr_NoMemory();
-        goto fail;
-    }
-    sp->kinds = kinds;
-    kinds = NULL;
-    sp->ncols = (int)ncols;
-    st->get_schema = stream_get_schema;
-    st->get_next = stream_get_next;
-    st->get_last_error = stream_last_error;
-    st->release = stream_release;
-    st->private_data = sp;
-    PyObject *capsule = PyCapsule_New(st, "arrow_array_stream", capsule_destructor);
-    if (!capsule) {
-        stream_release(st);
-        free(st);
-        goto fail;
-    }
+    PyObject *capsule = result_to_capsule(&r, kinds);
+    if (!capsule) goto fail;
     result_free(&r);
     for (Py_ssize_t i = 0; i < nfilters; i++) Py_XDECREF(keep_alive[i]);
     free(keep_alive);
     free(filters);
     free(leaves);
+    free(kinds);
     return capsule;
 fail:
     result_free(&r);

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer import progress
-from analyzer.engine import trim_c_heap
+from analyzer.engine import ArrowStream, trim_c_heap
 from analyzer.errors import SpecprofError
 from analyzer.trace import (
     API_SCHEMA,
@@ -93,16 +93,6 @@ class Select:
                 ids = ",".join(str(int(i)) for i in cond[2])
                 conds.append(f'"{cond[1]}" {"IN" if cond[0] == "in" else "NOT IN"} ({ids})')
         return f'SELECT {cols} FROM "{self.table}"' + (" WHERE " + " AND ".join(conds) if conds else "")
-
-
-class _Stream:
-    """An Arrow C stream capsule, as the object polars' constructor takes (`__arrow_c_stream__`)."""
-
-    def __init__(self, capsule):
-        self._capsule = capsule
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        return self._capsule
 
 
 def _decoded(df: pl.DataFrame, schema: dict) -> pl.DataFrame:
@@ -284,7 +274,7 @@ class _Export:
 
         def read(a: int, b: int) -> pl.DataFrame:
             capsule = _sqlite_pages.read(self.path, view[a:b], index, kinds.encode(), filters)
-            df = pl.DataFrame(_Stream(capsule))
+            df = pl.DataFrame(ArrowStream(capsule))
             df = _decoded(df.rename(dict(zip(df.columns, names))), schema)
             done.append(df.height)
             if step is not None:

@@ -1,0 +1,224 @@
+/* One pass over the GPU ops in start order, per group of rows (a range, a stream, a (cycle, phase)): the
+ * running maximum of the ends before each row, and the length of the union of each group's intervals.
+ *
+ * Why: both are a sort by group then a scan in polars (a stable sort of 11 M packed keys per union); in
+ * start order, one pass that keeps each group's latest end in an array indexed by the group's key does the
+ * same in O(rows), without a sort. analyzer/accounting.py calls it where it is built and the keys are dense
+ * enough for such an array, and keeps its polars path otherwise; tests/test_summary.py checks the two agree.
+ *
+ * Python API (module analyzer._scan):
+ *   groups(keys, starts, ends, lo, span, want_prev) -> (capsule, capsule or None)
+ *       keys, starts, ends: Arrow C stream capsules of int64 columns of one chunk each, without nulls, the
+ *           same length, rows in start order; every key in [lo, lo + span).
+ *       The first capsule: a struct array (c0 = the first row of each group that occurs, c1 = the union
+ *       length of its [start, end) intervals), groups in key order. The second (want_prev): a struct array of
+ *       one column, per row the largest end of the earlier rows of its group (null for a group's first row).
+ */
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030B0000
+#endif
+#include <Python.h>
+
+#include "_arrow.h"
+
+typedef struct {
+    struct ArrowArray array; /* held (released by column_close) */
+    const int64_t *values;
+    int64_t n;
+} input_t;
+
+static void column_close(input_t *in) {
+    if (in->array.release) in->array.release(&in->array);
+    in->array.release = NULL;
+}
+
+/* The int64 values of a one-chunk, null-free Arrow stream (the capsule keeps the stream; this holds the
+ * chunk until column_close). */
+static int column_open(PyObject *capsule, input_t *in, const char *what) {
+    memset(in, 0, sizeof *in);
+    struct ArrowArrayStream *st = PyCapsule_GetPointer(capsule, "arrow_array_stream");
+    if (!st) return -1;
+    if (!st->release) {
+        PyErr_Format(PyExc_ValueError, "%s: the stream was already consumed", what);
+        return -1;
+    }
+    struct ArrowSchema schema;
+    if (st->get_schema(st, &schema) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: no schema", what);
+        return -1;
+    }
+    int is_int64 = schema.format && strcmp(schema.format, "l") == 0;
+    if (schema.release) schema.release(&schema);
+    if (!is_int64) {
+        PyErr_Format(PyExc_ValueError, "%s: not an int64 column", what);
+        return -1;
+    }
+    if (st->get_next(st, &in->array) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: the stream failed", what);
+        return -1;
+    }
+    if (!in->array.release) return 0; /* no chunk: no rows */
+    struct ArrowArray more;
+    if (st->get_next(st, &more) != 0 || more.release) {
+        if (more.release) more.release(&more);
+        column_close(in);
+        PyErr_Format(PyExc_ValueError, "%s: more than one chunk", what);
+        return -1;
+    }
+    if (in->array.null_count != 0 || in->array.n_buffers != 2 || !in->array.buffers[1]) {
+        column_close(in);
+        PyErr_Format(PyExc_ValueError, "%s: has nulls, or is not a plain int64 array", what);
+        return -1;
+    }
+    in->values = (const int64_t *)in->array.buffers[1] + in->array.offset;
+    in->n = in->array.length;
+    return 0;
+}
+
+static int scan(const int64_t *key, const int64_t *start, const int64_t *end, int64_t n, int64_t lo, int64_t span,
+                result_t *groups, result_t *prev) {
+    int64_t *last = malloc((size_t)span * sizeof *last);
+    int64_t *first = malloc((size_t)span * sizeof *first);
+    int64_t *busy = calloc((size_t)span, sizeof *busy);
+    int rc = OK;
+    if (!last || !first || !busy) {
+        rc = E_NOMEM;
+        goto out;
+    }
+    memset(first, 0xff, (size_t)span * sizeof *first); /* -1: not seen */
+    if (prev) {
+        if ((rc = result_grow(prev, n + 1))) goto out;
+        if (!(prev->cols[0].valid = valid_bitmap(prev->cap))) {
+            rc = E_NOMEM;
+            goto out;
+        }
+    }
+    int64_t *out = prev ? (int64_t *)prev->cols[0].data.p : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = key[i] - lo;
+        if (g < 0 || g >= span) {
+            rc = E_UNSUPPORTED;
+            goto out;
+        }
+        int64_t s = start[i], e = end[i];
+        if (first[g] < 0) {
+            first[g] = i;
+            last[g] = e;
+            busy[g] += e > s ? e - s : 0;
+            if (out) {
+                out[i] = 0;
+                prev->cols[0].valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+                prev->cols[0].nulls++;
+            }
+        } else {
+            int64_t p = last[g];
+            int64_t from = s > p ? s : p;
+            busy[g] += e > from ? e - from : 0;
+            if (e > p) last[g] = e;
+            if (out) out[i] = p;
+        }
+    }
+    if (prev) prev->rows = n;
+    int64_t present = 0;
+    for (int64_t g = 0; g < span; g++) present += first[g] >= 0;
+    if ((rc = result_grow(groups, present + 1))) goto out;
+    int64_t *rows = (int64_t *)groups->cols[0].data.p, *lengths = (int64_t *)groups->cols[1].data.p, k = 0;
+    for (int64_t g = 0; g < span; g++) {
+        if (first[g] < 0) continue;
+        rows[k] = first[g];
+        lengths[k] = busy[g];
+        k++;
+    }
+    groups->rows = present;
+out:
+    free(last);
+    free(first);
+    free(busy);
+    return rc;
+}
+
+static PyObject *py_groups(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *kc, *sc, *ec;
+    long long lo, span;
+    int want_prev;
+    if (!PyArg_ParseTuple(args, "OOOLLp", &kc, &sc, &ec, &lo, &span, &want_prev)) return NULL;
+    if (span < 1 || span > ((long long)1 << 34)) {
+        PyErr_SetString(PyExc_ValueError, "span out of range");
+        return NULL;
+    }
+    input_t keys, starts, ends;
+    if (column_open(kc, &keys, "keys")) return NULL;
+    if (column_open(sc, &starts, "starts")) {
+        column_close(&keys);
+        return NULL;
+    }
+    if (column_open(ec, &ends, "ends")) {
+        column_close(&keys);
+        column_close(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    column_t gcols[2] = {{.kind = 'i'}, {.kind = 'i'}}, pcol[1] = {{.kind = 'i'}};
+    result_t groups = {.cols = NULL, .ncols = 2}, prev = {.cols = NULL, .ncols = 1};
+    groups.cols = malloc(sizeof gcols);
+    prev.cols = malloc(sizeof pcol);
+    if (!groups.cols || !prev.cols) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(groups.cols, gcols, sizeof gcols);
+    memcpy(prev.cols, pcol, sizeof pcol);
+    if (keys.n != starts.n || keys.n != ends.n) {
+        PyErr_SetString(PyExc_ValueError, "keys, starts and ends differ in length");
+        goto done;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan(keys.values, starts.values, ends.values, keys.n, lo, span, &groups, want_prev ? &prev : NULL);
+    Py_END_ALLOW_THREADS
+    if (rc == E_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc != OK) {
+        PyErr_SetString(PyExc_ValueError, "a key lies outside [lo, lo + span)");
+        goto done;
+    }
+    PyObject *g = result_to_capsule(&groups, "ii");
+    if (!g) goto done;
+    PyObject *p = Py_None;
+    if (want_prev) {
+        p = result_to_capsule(&prev, "i");
+        if (!p) {
+            Py_DECREF(g);
+            goto done;
+        }
+    } else {
+        Py_INCREF(p);
+    }
+    result = PyTuple_Pack(2, g, p);
+    Py_DECREF(g);
+    Py_DECREF(p);
+done:
+    result_free(&groups);
+    result_free(&prev);
+    column_close(&keys);
+    column_close(&starts);
+    column_close(&ends);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"groups", py_groups, METH_VARARGS,
+     "groups(keys, starts, ends, lo, span, want_prev) -> (per-group first row and union length, per-row prev end)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scan", "One pass over ops in start order, per group: running max of ends, union length.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
