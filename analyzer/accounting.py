@@ -121,8 +121,11 @@ def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
         launch=pl.when(_GAP & pl.col("launch_start").is_not_null()).then(pl.col("start") - _SPLIT).otherwise(0),
         idle=pl.when(_GAP & pl.col("launch_start").is_null()).then(pl.col("start") - pl.col("prev_end")).otherwise(0),
     )
-    busy = per_op.group_by(*keys, "category").agg(ns=pl.col("busy").sum())
-    gaps = per_op.group_by(keys).agg(pl.col("launch").sum(), pl.col("idle").sum())
+    # One group-by over the ops (by the keys and category), then the gaps' sums per key from its rows.
+    by_category = collect(per_op.group_by(*keys, "category").agg(
+        ns=pl.col("busy").sum(), launch=pl.col("launch").sum(), idle=pl.col("idle").sum())).lazy()
+    busy = by_category.select(*keys, "category", "ns")
+    gaps = by_category.group_by(keys).agg(pl.col("launch").sum(), pl.col("idle").sum())
     cat = pl.Categorical
     parts = [
         busy.select(*keys, pl.col("category").cast(cat), "ns"),

@@ -52,15 +52,18 @@ def nest(ranges: pl.DataFrame) -> pl.DataFrame:
         key=pl.when(zero).then(2).otherwise(0).cast(pl.Int64), delta=pl.lit(-1, pl.Int64),
     )
     events = pl.concat([starts, ends]).sort("tid", "t", "key", "range_id")
-    events = events.with_columns(open=pl.col("delta").cum_sum().over("tid"))
+    # Every range adds one start and one end, so each thread's events sum to 0: the running sum over all
+    # threads (sorted by thread) is each thread's own (no window per thread).
+    events = events.with_columns(open=pl.col("delta").cum_sum())
     depth = events.filter(pl.col("delta") == 1).select("range_id", depth=pl.col("open") - 1)
-    out = ranges.join(depth, on="range_id", how="left").sort("range_id")
+    out = ranges.sort("range_id")
+    out = out.with_columns(depth=lookup(depth.sort("range_id"), out.get_column("range_id"), "depth"))
     # Parent: the latest range (in start order) one level up on the same thread.
-    left = out.select("range_id", "tid", key=pl.col("depth") - 1).sort("range_id")
-    right = out.select(parent="range_id", tid="tid", key="depth").sort("parent")
+    left = out.select("range_id", "tid", key=pl.col("depth") - 1)
+    right = out.select(parent="range_id", tid="tid", key="depth")
     parents = left.join_asof(right, left_on="range_id", right_on="parent", by=["tid", "key"],
                              strategy="backward", allow_exact_matches=False, check_sortedness=False)
-    return out.join(parents.select("range_id", "parent"), on="range_id", how="left").sort("range_id")
+    return out.with_columns(parents.get_column("parent"))
 
 
 def timeline(ranges: pl.DataFrame) -> pl.DataFrame:
@@ -82,7 +85,9 @@ def timeline(ranges: pl.DataFrame) -> pl.DataFrame:
         ends = ranges.select("tid", t=pl.col("end"), state=pl.col("parent"),
                              order=10**6 - pl.col("depth"))
         events = pl.concat([sentinel, starts, ends]).sort("tid", "t", "order")
-        events = events.unique(["tid", "t"], keep="last", maintain_order=True)
+        # The last event of each (tid, t): sorted, so the one whose next row differs (no hash table).
+        last = pl.col("tid").ne_missing(pl.col("tid").shift(-1)) | pl.col("t").ne_missing(pl.col("t").shift(-1))
+        events = events.filter(last)
     return events.select("tid", "t", "state").with_row_index("row").with_columns(
         pl.col("row").cast(pl.Int64)
     )
