@@ -68,7 +68,7 @@ static int buf_reserve(buf_t *b, size_t extra) {
 
 typedef struct {
     int index;  /* where the values come from (the reader's own meaning) */
-    char kind;  /* 'i' int64, 'b' binary */
+    char kind;  /* 'i' int64, 'b' binary, 'B' boolean (one bit a row) */
     buf_t data; /* int64 values, or the bytes of binary values */
     buf_t offs; /* int32 offsets (binary) */
     uint8_t *valid; /* validity bitmap, made at the first NULL */
@@ -106,10 +106,16 @@ static int result_grow(result_t *r, int64_t need) {
     while (cap < need) cap *= 2;
     for (int i = 0; i < r->ncols; i++) {
         column_t *c = &r->cols[i];
-        buf_t *b = c->kind == 'i' ? &c->data : &c->offs;
-        size_t width = c->kind == 'i' ? 8 : 4;
-        if (buf_reserve(b, (size_t)(cap + 1) * width - b->len)) return E_NOMEM;
-        if (c->kind != 'i' && r->cap == 0) memset(c->offs.p, 0, 4);
+        if (c->kind == 'B') { /* bits, zeroed */
+            size_t old = c->data.cap, nb = (size_t)(cap + 7) / 8 + 1;
+            if (buf_reserve(&c->data, nb - c->data.len)) return E_NOMEM;
+            memset(c->data.p + old, 0, c->data.cap - old);
+        } else {
+            buf_t *b = c->kind == 'i' ? &c->data : &c->offs;
+            size_t width = c->kind == 'i' ? 8 : 4;
+            if (buf_reserve(b, (size_t)(cap + 1) * width - b->len)) return E_NOMEM;
+            if (c->kind != 'i' && r->cap == 0) memset(c->offs.p, 0, 4);
+        }
         if (c->valid) {
             size_t old = (size_t)(r->cap + 7) / 8 + 1, nb = (size_t)(cap + 7) / 8 + 1;
             uint8_t *v = realloc(c->valid, nb);
@@ -179,7 +185,7 @@ static int export_array(result_t *r, struct ArrowArray *out) {
         pd->owned[0] = c->valid;
         pd->buffers[0] = c->nulls ? c->valid : NULL;
         c->valid = NULL;
-        if (c->kind == 'i') {
+        if (c->kind == 'i' || c->kind == 'B') {
             a->n_buffers = 2;
             pd->owned[1] = c->data.p;
             pd->buffers[1] = c->data.p;
@@ -250,7 +256,7 @@ static int stream_get_schema(struct ArrowArrayStream *st, struct ArrowSchema *ou
             return ENOMEM;
         }
         snprintf(names + 16 * i, 16, "c%d", i);
-        c->format = sp->kinds[i] == 'i' ? "l" : "z";
+        c->format = sp->kinds[i] == 'i' ? "l" : sp->kinds[i] == 'B' ? "b" : "z";
         c->name = names + 16 * i;
         c->flags = ARROW_FLAG_NULLABLE;
         c->release = release_leaf_schema;

@@ -238,12 +238,12 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
         ordered = False  # said to be in start order, but is not: sort
     if ordered and _scan is not None and USE_SCAN:
-        sub = df if where is None else collect(df.lazy().select(*by, "start", "end").filter(where))
-        key = combined_key(sub, by) if sub.height else None
-        scanned = scan_groups(sub, key) if key is not None else None
+        key = combined_key(df, by)
+        # (the rows `where` leaves out are skipped by the scan: nothing is copied)
+        scanned = scan_groups(df, key, where=where) if key is not None else None
         if scanned is not None:
             first, busy = scanned[0].get_column("first_row"), scanned[0].get_column("busy")
-            return sub.select(pl.col(by).gather(first)).with_columns(busy=busy)
+            return df.select(pl.col(by).gather(first)).with_columns(busy=busy)
     if few and ordered:
         out = _union_few(df, by, where)
         if out is not None:
@@ -263,12 +263,13 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     return _union_sorted(df, by, key, ordered)
 
 
-def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False
+def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: pl.Expr | None = None
                 ) -> tuple[pl.DataFrame, pl.Series | None] | None:
     """One pass of the C scan (analyzer/_scan.c) over `df`'s rows, in their order (start order), grouped
-    by the integer `key`: (per group that occurs, in key order: `first_row` (its first row) and `busy`
-    (the length of the union of its rows' [start, end)); with `want_prev`, per row the largest end of
-    the earlier rows of its group, null for a group's first row). None where the scan is not built or
+    by the integer `key`, over the rows `where` selects (all by default; the others are skipped, not
+    copied): per group that occurs, in key order, `first_row` (its first row) and `busy` (the length of
+    the union of its rows' [start, end)); with `want_prev`, per row the largest end of the earlier rows
+    of its group, null for a group's first row (and a skipped row). None where the scan is not built or
     the keys are too sparse for its table (then the caller's polars path does the same)."""
     if _scan is None or not USE_SCAN or df.is_empty():
         return None
@@ -276,6 +277,11 @@ def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False
     lo, hi = k.min(), k.max()
     if lo is None or k.has_nulls() or hi - lo + 1 > max(4 * df.height, 1 << 20):
         return None
+    if where is not None:  # the scan's keys from 0 (a negative one is a row it skips): -1 for the rows left out
+        k = df.select(pl.when(where).then(k - lo).otherwise(-1).alias("k")).get_column("k")
+        hi, lo = hi - lo, 0
+    elif lo < 0:
+        k, hi, lo = k - lo, hi - lo, 0
     cols = [k.rechunk(), df.get_column("start").cast(pl.Int64).rechunk(), df.get_column("end").cast(pl.Int64).rechunk()]
     if any(c.has_nulls() for c in cols[1:]):
         return None

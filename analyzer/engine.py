@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import polars as pl
 
+try:  # built by `pip install` where a C compiler is found (setup.py); optional
+    from analyzer import _scan
+except ImportError:  # pragma: no cover - exercised on machines without a compiler
+    _scan = None
+
 
 def collect(query: pl.LazyFrame) -> pl.DataFrame:
     """Run a lazy query over the ops on the streaming engine."""
@@ -26,6 +31,73 @@ class ArrowStream:
 
     def __arrow_c_stream__(self, requested_schema=None):
         return self._capsule
+
+
+def distinct(col: pl.Series) -> pl.Series:
+    """The distinct values of `col` (null included, when there), sorted. Runs of equal values are
+    collapsed first (one comparison per row), so a column of few values in long runs (process ids,
+    devices over millions of ops) hashes only its runs: 4x faster than `unique()` at 11 M rows."""
+    runs = pl.concat([col.head(1), col.filter(col.ne_missing(col.shift(1)))]) if col.len() > 1 else col
+    return runs.unique().sort()
+
+
+def dense_key(df: pl.DataFrame, by: list[str], cap: int = 1 << 31) -> tuple[pl.Series, int, int] | None:
+    """One Int64 per row that numbers the distinct tuples of the integer columns `by` (null a value of its
+    own), with its (lowest value, span), when the span is at most `cap`; else None. Mixed radix: each
+    column's code times the product of the widths before it. A column of few values spread wide (process
+    ids, 2^24 apart) is numbered by rank (one dictionary lookup), not by its range."""
+    codes, radix = [], 1
+    for name in by:
+        col = df.get_column(name)
+        if not col.dtype.is_integer():
+            return None
+        lo, hi = col.min(), col.max()
+        values = distinct(col).drop_nulls() if lo is not None and hi - lo + 2 > 1 << 16 else None
+        if lo is None:  # every value null (or no rows): one code
+            code, width = pl.col(name).is_null().cast(pl.Int64) * 0, 1
+        elif values is not None and values.len() <= 4096:  # few values spread wide: by rank
+            code = pl.col(name).replace_strict(values, pl.int_range(values.len(), eager=True), default=values.len(),
+                                               return_dtype=pl.Int64)
+            width = values.len() + 1
+        elif hi - lo + 2 <= cap:
+            code, width = (pl.col(name).cast(pl.Int64) - lo).fill_null(hi - lo + 1), hi - lo + 2
+        else:
+            return None
+        if radix * width > cap:
+            return None
+        codes.append(code * radix)
+        radix *= width
+    key = df.select(pl.sum_horizontal(codes).alias("k") if codes else pl.lit(0, pl.Int64).alias("k")).get_column("k")
+    return key, 0, radix
+
+
+def first_distinct(df: pl.DataFrame, by: list[str]) -> pl.Series:
+    """Per row, whether its tuple of `by` values occurs there for the first time (polars'
+    `is_first_distinct`): by a bitmap in C (analyzer/_scan.c) where it is built and the values number
+    densely (`dense_key`), else by polars' hash (0.9 s single-threaded at 11 M rows, against 0.05 s)."""
+    packed = dense_key(df, by, cap=1 << 31 if _scan is not None else 1 << 62) if df.height else None
+    if packed is None:
+        return df.select(pl.struct(by).is_first_distinct().alias("first")).get_column("first")
+    key, lo, span = packed
+    if _scan is None:  # one integer key hashes much faster than a struct of the columns
+        return key.is_first_distinct().alias("first")
+    mask = _scan.first_seen(key.rechunk().__arrow_c_stream__(), lo, span)
+    return pl.DataFrame(ArrowStream(mask)).to_series().alias("first")
+
+
+def lookup_rows(build: pl.Series, probe: pl.Series) -> pl.Series | None:
+    """Per value of `probe`, the position in `build` of the same value (its first), or null: a hash join
+    of one non-negative integer key in C (analyzer/_scan.c), for each probe row in its order. None where
+    the C module is not built, `build` holds a null or a negative value, or the keys collide too much
+    for the C table (the caller joins in polars)."""
+    if _scan is None or build.has_nulls() or (build.len() and build.min() < 0):
+        return None
+    try:
+        rows = _scan.lookup(build.cast(pl.Int64).rechunk().__arrow_c_stream__(),
+                            probe.cast(pl.Int64).fill_null(-1).rechunk().__arrow_c_stream__())
+    except ValueError:  # keys that collide too much for its table: polars' join
+        return None
+    return pl.DataFrame(ArrowStream(rows)).to_series().cast(pl.UInt32).alias("row")
 
 
 _libc = None

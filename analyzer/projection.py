@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.engine import collect
+from analyzer.engine import collect, distinct, first_distinct, lookup_rows
 
 # Phase names for ops that no phase range claims.
 IN_CYCLE = "(cycle)"  # launched inside a grouping range (cycle) but outside any phase range
@@ -147,24 +147,24 @@ def _launch_rows(ops: pl.DataFrame, api: pl.DataFrame) -> pl.Series | None:
 
     Processes are numbered and packed with the correlation id into one integer key. When the keys
     are dense enough, a table indexed by key gives each op's row in O(1); otherwise a hash join on
-    the one packed key (faster than on the two columns). None when correlation ids do not fit in
-    40 bits (no export seen has that); the caller then joins on the two columns."""
+    the one packed key (in C where it is built; else polars', faster on one key than on two columns).
+    None when correlation ids do not fit in 40 bits (no export seen has that); the caller then joins
+    on the two columns."""
     if api.is_empty():
         return pl.Series("row", [None] * ops.height, pl.UInt32)
     lo, hi = api.select(lo=pl.col("correlation").min(), hi=pl.col("correlation").max()).row(0)
     if lo is None or lo < 0 or hi >= 1 << 40:
         return None
-    pids = pl.concat([api.get_column("pid"), ops.get_column("pid")]).unique().drop_nulls().sort()
+    pids = pl.concat([distinct(api.get_column("pid")), distinct(ops.get_column("pid"))]).unique().drop_nulls().sort()
     dense = (hi + 1) * max(1, pids.len()) <= max(1 << 24, 4 * (ops.height + api.height))
     stride = hi + 1 if dense else 1 << 40
     slots = pl.int_range(pids.len(), eager=True).cast(pl.Int64) * stride
 
     def keys(df):
-        # A dictionary lookup of the (few) processes, not a join over the rows.
-        slot = df.get_column("pid").replace_strict(pids, slots, default=None, return_dtype=pl.Int64)
-        c = df.get_column("correlation")
-        inside = ((c >= 0) & (c <= hi)).fill_null(False)
-        return (slot + c).zip_with(inside, pl.Series([None], dtype=pl.Int64))
+        # A dictionary lookup of the (few) processes, not a join over the rows; one fused expression.
+        slot = pl.col("pid").replace_strict(pids, slots, default=None, return_dtype=pl.Int64)
+        c = pl.col("correlation")
+        return df.select(k=pl.when((c >= 0) & (c <= hi)).then(slot + c)).get_column("k")
 
     rows = pl.int_range(api.height, eager=True).cast(pl.UInt32)
     at = keys(ops)
@@ -172,7 +172,11 @@ def _launch_rows(ops: pl.DataFrame, api: pl.DataFrame) -> pl.Series | None:
         table = pl.Series("row", [None], pl.UInt32).extend_constant(None, stride * max(1, pids.len()) - 1)
         table = table.scatter(keys(api), rows)
         return table.gather(at.fill_null(0)).zip_with(at.is_not_null(), pl.Series([None], dtype=pl.UInt32))
-    found = pl.DataFrame({"k": at}).join(pl.DataFrame({"k": keys(api), "row": rows}), on="k", how="left",
+    built = keys(api)
+    found = lookup_rows(built, at)  # one pass in C where it is built
+    if found is not None:
+        return found
+    found = pl.DataFrame({"k": at}).join(pl.DataFrame({"k": built, "row": rows}), on="k", how="left",
                                          maintain_order="left")
     return found.get_column("row")
 
@@ -197,7 +201,8 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     """Project ranges onto ops. Returns the tables the accounting and summaries need.
 
     - ops: every op (in the trace's order) with launch_start/launch_end/launch_tid/launch_name (from
-      its API call), range_id (the innermost enclosing range), cycle, `unattributed` (null,
+      its API call) and launch_first (the op is its launch's first; absent when the launch calls were
+      matched by a join), range_id (the innermost enclosing range), cycle, `unattributed` (null,
       "no_launch_record" or "no_enclosing_range") and phase.
     - ranges: ranges with depth, parent and cycle.
     - timeline: the per-thread innermost-range timeline (see `timeline`).
@@ -216,6 +221,9 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     if at is not None:
         launch = calls.select(pl.all().gather(at)) if calls.height else pl.DataFrame(
             {c: pl.Series(c, [None] * trace.ops.height, dt) for c, dt in calls.schema.items()})
+        # The first op (in start order) of each launch call: a launch of a CUDA graph has many ops.
+        launch = launch.with_columns(
+            launch_first=first_distinct(pl.DataFrame({"row": at}), ["row"]) & at.is_not_null())
     else:
         launch = trace.ops.select("pid", "correlation").join(
             pl.concat([api.select("pid", "correlation"), calls], how="horizontal"),
@@ -243,11 +251,15 @@ def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     Columns: range_id, gpu_start, gpu_end, gpu_ops (op rows), gpu_launches (distinct
     correlation ids). A range with no ops has null gpu_start/gpu_end and zero counts.
     """
+    # An op's range is its launch call's, so a range's distinct correlation ids are its launches: counted
+    # by the ops that begin a launch (`launch_first`, from the projection) where there, a sum instead of a
+    # distinct count per range.
+    launches = pl.col("launch_first").sum() if "launch_first" in ops.columns else pl.col("correlation").n_unique()
     own = (
-        ops.lazy().select("range_id", "start", "end", "correlation").filter(pl.col("range_id").is_not_null())
+        ops.lazy().filter(pl.col("range_id").is_not_null())
         .group_by("range_id")
         .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
-             gpu_ops=pl.len().cast(pl.Int64), gpu_launches=pl.col("correlation").n_unique().cast(pl.Int64))
+             gpu_ops=pl.len().cast(pl.Int64), gpu_launches=launches.cast(pl.Int64))
         .pipe(collect)
     )
     stats = ranges.select("range_id", "parent", "depth").join(own, on="range_id", how="left").with_columns(

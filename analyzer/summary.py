@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.accounting import IDLE_CATEGORIES, combined_key, union_length, with_prev_end
-from analyzer.engine import collect
+from analyzer.engine import collect, first_distinct
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED, phase_of_ops
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
@@ -153,18 +153,23 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
     """
     if "prev_end" not in ops.columns:
         ops = with_prev_end(ops)
-    o = ops.lazy().filter(pl.col("launch_start").is_not_null()).select(
-        "pid", "correlation", "phase", "start", "prev_end", "launch_start", api="launch_name",
-        api_ns=pl.col("launch_end") - pl.col("launch_start"))
-    # The launch's first op (in start order): its phase, start and previous op end on its stream.
-    key = combined_key(ops, ["pid", "correlation"])
-    first = (key if key is not None else pl.struct("pid", "correlation")).is_first_distinct()
-    launches = o.with_columns(_first=first).filter(pl.col("_first")).drop("_first").with_columns(
-        latency=pl.col("start") - pl.col("launch_start"),
-        queued=pl.col("prev_end").fill_null(pl.col("launch_start")) > pl.col("launch_start"),
-        idle_latency=(pl.col("start") - pl.max_horizontal("launch_start", pl.col("prev_end").fill_null(
-            pl.col("launch_start")))).clip(lower_bound=0),
-    )
+    # The launch's first op (in start order): its phase, start and previous op end on its stream. The
+    # projection marks it (launch_first) where it numbered the launch calls; else the first op of each
+    # (pid, correlation). Only the launches' rows are copied.
+    if "launch_first" in ops.columns:
+        first = ops.get_column("launch_first")
+    else:
+        first = first_distinct(ops.select("pid", "correlation"), ["pid", "correlation"]) & \
+            ops.get_column("launch_start").is_not_null()
+    launched_at = pl.col("launch_start")
+    launches = ops.select("phase", "start", "prev_end", "launch_start", "launch_end").filter(first).select(
+        "phase",
+        api_ns=pl.col("launch_end") - launched_at,
+        latency=pl.col("start") - launched_at,
+        queued=pl.col("prev_end").fill_null(launched_at) > launched_at,
+        idle_latency=(pl.col("start") - pl.max_horizontal(launched_at, pl.col("prev_end").fill_null(launched_at)))
+        .clip(lower_bound=0),
+    ).lazy()
     return _text(launches.group_by("phase").agg(
         launches=pl.len().cast(pl.Int64),
         api_ns=pl.col("api_ns").sum(),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer import progress
-from analyzer.engine import ArrowStream, trim_c_heap
+from analyzer.engine import ArrowStream, distinct, trim_c_heap
 from analyzer.errors import SpecprofError
 from analyzer.trace import (
     API_SCHEMA,
@@ -396,7 +396,7 @@ def read_nsys_sqlite(path: str) -> Trace:
     trim_c_heap()
     if not ops.is_empty():
         known_gpus = {g["device"] for g in meta.gpus}
-        for device in sorted(ops["device"].unique().drop_nulls().to_list()):
+        for device in distinct(ops.get_column("device")).drop_nulls().to_list():
             if device not in known_gpus:
                 meta.gpus.append({"device": device, "name": None})
     return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta)
@@ -604,7 +604,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     if corr.is_empty():
         return empty(API_SCHEMA)
     lo, hi = int(corr.min()), int(corr.max())
-    op_pids = ops.get_column("pid").unique().sort()
+    op_pids = distinct(ops.get_column("pid"))
     stride = hi + 1
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
     select = Select(r, ("start", "end", "globalTid", "correlationId", "nameId"),
@@ -716,7 +716,7 @@ def _process_correlation_key(df: pl.DataFrame, pids: pl.Series | None = None) ->
     lo, hi = df.select(lo=pl.col("correlation").min(), hi=pl.col("correlation").max()).row(0)
     if lo is None or lo < 0 or hi >= 1 << 40:
         return None
-    pids = df.get_column("pid").unique().drop_nulls().sort() if pids is None else pids
+    pids = distinct(df.get_column("pid")).drop_nulls() if pids is None else pids
     rank = pl.DataFrame({"pid": pids, "_n": pl.int_range(pids.len(), eager=True).cast(pl.Int64) * (1 << 40)})
     return df.select("pid", "correlation").join(rank, on="pid", how="left", maintain_order="left").select(
         k=pl.col("_n") + pl.col("correlation")).get_column("k")
@@ -725,7 +725,7 @@ def _process_correlation_key(df: pl.DataFrame, pids: pl.Series | None = None) ->
 def _launched_here(df: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """The rows of `df` whose (pid, correlation) an op carries, in df's order. Membership by an as-of
     join of two sorted integer columns: a hash table over tens of millions of op keys costs GBs."""
-    pids = pl.concat([df.get_column("pid"), ops.get_column("pid")]).unique().drop_nulls().sort()
+    pids = pl.concat([distinct(df.get_column("pid")), distinct(ops.get_column("pid"))]).unique().drop_nulls().sort()
     mine, theirs = _process_correlation_key(df, pids), _process_correlation_key(ops, pids)
     if mine is None or theirs is None:
         return df.join(ops.select("pid", "correlation").unique(), on=["pid", "correlation"], how="semi",
