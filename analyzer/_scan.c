@@ -7,12 +7,14 @@
  * enough for such an array, and keeps its polars path otherwise; tests/test_summary.py checks the two agree.
  *
  * Python API (module analyzer._scan):
- *   groups(keys, starts, ends, lo, span, want_prev) -> (capsule, capsule or None)
- *       keys, starts, ends: Arrow C stream capsules of int64 columns of one chunk each, without nulls, the
- *           same length, rows in start order; every key in [lo, lo + span) with lo >= 0, or negative: a
- *           row of no group, left out.
+ *   groups(keys, starts, ends, lo, span, want_prev[, flags]) -> (capsule, capsule or None)
+ *       keys, starts, ends: Arrow C stream capsules of int64 columns of one chunk each, the same length,
+ *           rows in start order; starts and ends without nulls; every key in [lo, lo + span), or null or
+ *           negative: a row of no group, left out.
+ *       flags: optionally, an Arrow boolean column (one chunk, no nulls) of the same length.
  *       The first capsule: a struct array (c0 = the first row of each group that occurs, c1 = the union
- *       length of its [start, end) intervals), groups in key order. The second (want_prev): a struct array of
+ *       length of its [start, end) intervals, c2 = its rows, c3 = its largest end, c4 = its rows whose
+ *       flag is set), groups in key order. The second (want_prev): a struct array of
  *       one column, per row the largest end of the earlier rows of its group (null for a group's first row).
  *   first_seen(keys, lo, span) -> capsule: a struct array of one boolean column, per row whether its key
  *       (in [lo, lo + span)) occurs there for the first time: polars' is_first_distinct by a bitmap, no hash.
@@ -29,7 +31,10 @@
 
 typedef struct {
     struct ArrowArray array; /* held (released by column_close) */
-    const int64_t *values;
+    const int64_t *values;   /* an int64 column */
+    const uint8_t *valid;    /* its validity bits (from bit first_bit), where it may hold nulls; else NULL */
+    const uint8_t *bits;     /* or a boolean column: its bits, from bit `first_bit` */
+    int64_t first_bit;
     int64_t n;
 } input_t;
 
@@ -40,7 +45,23 @@ static void column_close(input_t *in) {
 
 /* The int64 values of a one-chunk, null-free Arrow stream (the capsule keeps the stream; this holds the
  * chunk until column_close). */
+static int column_open_as(PyObject *capsule, input_t *in, const char *what, const char *format, int nulls_ok);
+
 static int column_open(PyObject *capsule, input_t *in, const char *what) {
+    return column_open_as(capsule, in, what, "l", 0);
+}
+
+/* An int64 column that may hold nulls (its validity bits kept in `valid`). */
+static int keys_open(PyObject *capsule, input_t *in, const char *what) {
+    return column_open_as(capsule, in, what, "l", 1);
+}
+
+/* The bits of a one-chunk, null-free Arrow boolean stream. */
+static int flags_open(PyObject *capsule, input_t *in, const char *what) {
+    return column_open_as(capsule, in, what, "b", 0);
+}
+
+static int column_open_as(PyObject *capsule, input_t *in, const char *what, const char *format, int nulls_ok) {
     memset(in, 0, sizeof *in);
     struct ArrowArrayStream *st = PyCapsule_GetPointer(capsule, "arrow_array_stream");
     if (!st) return -1;
@@ -53,10 +74,10 @@ static int column_open(PyObject *capsule, input_t *in, const char *what) {
         PyErr_Format(PyExc_ValueError, "%s: no schema", what);
         return -1;
     }
-    int is_int64 = schema.format && strcmp(schema.format, "l") == 0;
+    int fits = schema.format && strcmp(schema.format, format) == 0;
     if (schema.release) schema.release(&schema);
-    if (!is_int64) {
-        PyErr_Format(PyExc_ValueError, "%s: not an int64 column", what);
+    if (!fits) {
+        PyErr_Format(PyExc_ValueError, "%s: not a column of Arrow format '%s'", what, format);
         return -1;
     }
     if (st->get_next(st, &in->array) != 0) {
@@ -71,23 +92,34 @@ static int column_open(PyObject *capsule, input_t *in, const char *what) {
         PyErr_Format(PyExc_ValueError, "%s: more than one chunk", what);
         return -1;
     }
-    if (in->array.null_count != 0 || in->array.n_buffers != 2 || !in->array.buffers[1]) {
+    if ((in->array.null_count != 0 && !(nulls_ok && in->array.buffers[0])) || in->array.n_buffers != 2 ||
+        !in->array.buffers[1]) {
         column_close(in);
-        PyErr_Format(PyExc_ValueError, "%s: has nulls, or is not a plain int64 array", what);
+        PyErr_Format(PyExc_ValueError, "%s: has nulls, or is not a plain array", what);
         return -1;
     }
-    in->values = (const int64_t *)in->array.buffers[1] + in->array.offset;
+    if (in->array.null_count != 0) in->valid = (const uint8_t *)in->array.buffers[0];
+    in->first_bit = in->array.offset;
+    if (format[0] == 'b') {
+        in->bits = (const uint8_t *)in->array.buffers[1];
+        in->first_bit = in->array.offset;
+    } else {
+        in->values = (const int64_t *)in->array.buffers[1] + in->array.offset;
+    }
     in->n = in->array.length;
     return 0;
 }
 
-static int scan(const int64_t *key, const int64_t *start, const int64_t *end, int64_t n, int64_t lo, int64_t span,
-                result_t *groups, result_t *prev) {
+static int scan(const input_t *keys, const int64_t *start, const int64_t *end, const input_t *flags, int64_t n,
+                int64_t lo, int64_t span, result_t *groups, result_t *prev) {
+    const int64_t *key = keys->values;
     int64_t *last = malloc((size_t)span * sizeof *last);
     int64_t *first = malloc((size_t)span * sizeof *first);
     int64_t *busy = calloc((size_t)span, sizeof *busy);
+    int64_t *count = calloc((size_t)span, sizeof *count);
+    int64_t *flagged = calloc((size_t)span, sizeof *flagged);
     int rc = OK;
-    if (!last || !first || !busy) {
+    if (!last || !first || !busy || !count || !flagged) {
         rc = E_NOMEM;
         goto out;
     }
@@ -101,7 +133,8 @@ static int scan(const int64_t *key, const int64_t *start, const int64_t *end, in
     }
     int64_t *out = prev ? (int64_t *)prev->cols[0].data.p : NULL;
     for (int64_t i = 0; i < n; i++) {
-        if (key[i] < 0) { /* a row of no group (left out) */
+        int64_t vb = keys->first_bit + i;
+        if (key[i] < 0 || (keys->valid && !((keys->valid[vb >> 3] >> (vb & 7)) & 1))) { /* a row of no group */
             if (out) {
                 out[i] = 0;
                 prev->cols[0].valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
@@ -115,6 +148,11 @@ static int scan(const int64_t *key, const int64_t *start, const int64_t *end, in
             goto out;
         }
         int64_t s = start[i], e = end[i];
+        count[g]++;
+        if (flags) {
+            int64_t b = flags->first_bit + i;
+            flagged[g] += (flags->bits[b >> 3] >> (b & 7)) & 1;
+        }
         if (first[g] < 0) {
             first[g] = i;
             last[g] = e;
@@ -136,11 +174,16 @@ static int scan(const int64_t *key, const int64_t *start, const int64_t *end, in
     int64_t present = 0;
     for (int64_t g = 0; g < span; g++) present += first[g] >= 0;
     if ((rc = result_grow(groups, present + 1))) goto out;
-    int64_t *rows = (int64_t *)groups->cols[0].data.p, *lengths = (int64_t *)groups->cols[1].data.p, k = 0;
+    int64_t *rows = (int64_t *)groups->cols[0].data.p, *lengths = (int64_t *)groups->cols[1].data.p;
+    int64_t *counts = (int64_t *)groups->cols[2].data.p, *ends = (int64_t *)groups->cols[3].data.p;
+    int64_t *flags_out = (int64_t *)groups->cols[4].data.p, k = 0;
     for (int64_t g = 0; g < span; g++) {
         if (first[g] < 0) continue;
         rows[k] = first[g];
         lengths[k] = busy[g];
+        counts[k] = count[g];
+        ends[k] = last[g];
+        flags_out[k] = flagged[g];
         k++;
     }
     groups->rows = present;
@@ -148,21 +191,23 @@ out:
     free(last);
     free(first);
     free(busy);
+    free(count);
+    free(flagged);
     return rc;
 }
 
 static PyObject *py_groups(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *kc, *sc, *ec;
+    PyObject *kc, *sc, *ec, *fc = Py_None;
     long long lo, span;
     int want_prev;
-    if (!PyArg_ParseTuple(args, "OOOLLp", &kc, &sc, &ec, &lo, &span, &want_prev)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOLLp|O", &kc, &sc, &ec, &lo, &span, &want_prev, &fc)) return NULL;
     if (span < 1 || span > ((long long)1 << 34)) {
         PyErr_SetString(PyExc_ValueError, "span out of range");
         return NULL;
     }
     input_t keys, starts, ends;
-    if (column_open(kc, &keys, "keys")) return NULL;
+    if (keys_open(kc, &keys, "keys")) return NULL;
     if (column_open(sc, &starts, "starts")) {
         column_close(&keys);
         return NULL;
@@ -172,9 +217,17 @@ static PyObject *py_groups(PyObject *self, PyObject *args) {
         column_close(&starts);
         return NULL;
     }
+    input_t flags = {0};
+    if (fc != Py_None && flags_open(fc, &flags, "flags")) {
+        column_close(&keys);
+        column_close(&starts);
+        column_close(&ends);
+        return NULL;
+    }
     PyObject *result = NULL;
-    column_t gcols[2] = {{.kind = 'i'}, {.kind = 'i'}}, pcol[1] = {{.kind = 'i'}};
-    result_t groups = {.cols = NULL, .ncols = 2}, prev = {.cols = NULL, .ncols = 1};
+    column_t gcols[5] = {{.kind = 'i'}, {.kind = 'i'}, {.kind = 'i'}, {.kind = 'i'}, {.kind = 'i'}},
+             pcol[1] = {{.kind = 'i'}};
+    result_t groups = {.cols = NULL, .ncols = 5}, prev = {.cols = NULL, .ncols = 1};
     groups.cols = malloc(sizeof gcols);
     prev.cols = malloc(sizeof pcol);
     if (!groups.cols || !prev.cols) {
@@ -183,13 +236,14 @@ static PyObject *py_groups(PyObject *self, PyObject *args) {
     }
     memcpy(groups.cols, gcols, sizeof gcols);
     memcpy(prev.cols, pcol, sizeof pcol);
-    if (keys.n != starts.n || keys.n != ends.n) {
+    if (keys.n != starts.n || keys.n != ends.n || (fc != Py_None && flags.n != keys.n)) {
         PyErr_SetString(PyExc_ValueError, "keys, starts and ends differ in length");
         goto done;
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = scan(keys.values, starts.values, ends.values, keys.n, lo, span, &groups, want_prev ? &prev : NULL);
+    rc = scan(&keys, starts.values, ends.values, fc != Py_None ? &flags : NULL, keys.n, lo, span, &groups,
+              want_prev ? &prev : NULL);
     Py_END_ALLOW_THREADS
     if (rc == E_NOMEM) {
         PyErr_NoMemory();
@@ -199,7 +253,7 @@ static PyObject *py_groups(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a key lies outside [lo, lo + span)");
         goto done;
     }
-    PyObject *g = result_to_capsule(&groups, "ii");
+    PyObject *g = result_to_capsule(&groups, "iiiii");
     if (!g) goto done;
     PyObject *p = Py_None;
     if (want_prev) {
@@ -220,6 +274,7 @@ done:
     column_close(&keys);
     column_close(&starts);
     column_close(&ends);
+    column_close(&flags);
     return result;
 }
 
@@ -396,7 +451,8 @@ static PyMethodDef methods[] = {
     {"first_seen", py_first_seen, METH_VARARGS,
      "first_seen(keys, lo, span) -> per row, whether its key occurs for the first time"},
     {"groups", py_groups, METH_VARARGS,
-     "groups(keys, starts, ends, lo, span, want_prev) -> (per-group first row and union length, per-row prev end)"},
+     "groups(keys, starts, ends, lo, span, want_prev[, flags]) -> (per-group first row, union length, rows, "
+     "largest end, flagged rows; per-row prev end)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -87,6 +87,13 @@ def with_prev_end(ops: pl.DataFrame) -> pl.DataFrame:
     return ops.with_columns(order.get_column("prev_end"))
 
 
+def _starts_ascending(df: pl.DataFrame) -> bool:
+    """Whether `start` ascends: polars' sorted flag when set (the reader sets it on the ops), else one pass."""
+    if df.get_column("start").flags["SORTED_ASC"]:
+        return True
+    return bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item())
+
+
 def _in_op_order(ops: pl.DataFrame) -> bool:
     """Whether rows are in (start, end, op_id) order (the readers' op_id order): one pass."""
     if ops.height < 2:
@@ -235,7 +242,7 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     """
     if df.is_empty():
         return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
-    if ordered and not bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item()):
+    if ordered and not _starts_ascending(df):
         ordered = False  # said to be in start order, but is not: sort
     if ordered and _scan is not None and USE_SCAN:
         key = combined_key(df, by)
@@ -263,30 +270,55 @@ def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bo
     return _union_sorted(df, by, key, ordered)
 
 
-def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: pl.Expr | None = None
-                ) -> tuple[pl.DataFrame, pl.Series | None] | None:
+def range_scan(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """Per innermost range of the ops (range_id; the ops of no range as one group, range_id null), in one
+    pass of the C scan: `busy` (the union of its ops' intervals), `gpu_start`, `gpu_end`, `gpu_ops` and
+    `gpu_launches` (its ops that begin a launch: a range's ops are its launch calls' ops). None where the
+    scan is not built, the ops are not in start order or carry no `launch_first` (then the callers'
+    polars paths compute the same: summary.range_busy, projection.range_projection)."""
+    if _scan is None or not USE_SCAN or ops.is_empty() or "launch_first" not in ops.columns or \
+            not _in_op_order(ops):
+        return None
+    key = combined_key(ops, ["range_id"])
+    scanned = scan_groups(ops, key, flags=ops.get_column("launch_first").fill_null(False)) if key is not None else None
+    if scanned is None:
+        return None
+    g = scanned[0]
+    first = g.get_column("first_row")
+    return ops.select(pl.col("range_id").gather(first), gpu_start=pl.col("start").gather(first)).with_columns(
+        busy=g.get_column("busy"), gpu_end=g.get_column("last_end"), gpu_ops=g.get_column("rows"),
+        gpu_launches=g.get_column("flagged"))
+
+
+def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: pl.Expr | None = None,
+                flags: pl.Series | None = None) -> tuple[pl.DataFrame, pl.Series | None] | None:
     """One pass of the C scan (analyzer/_scan.c) over `df`'s rows, in their order (start order), grouped
     by the integer `key`, over the rows `where` selects (all by default; the others are skipped, not
-    copied): per group that occurs, in key order, `first_row` (its first row) and `busy` (the length of
-    the union of its rows' [start, end)); with `want_prev`, per row the largest end of the earlier rows
-    of its group, null for a group's first row (and a skipped row). None where the scan is not built or
+    copied): per group that occurs, in key order, `first_row` (its first row), `busy` (the length of
+    the union of its rows' [start, end)), `rows`, `last_end` (the largest end) and `flagged` (its rows
+    whose `flags` value is true; 0 without flags); with `want_prev`, per row the largest end of the
+    earlier rows of its group, null for a group's first row (and a skipped row). None where the scan is not built or
     the keys are too sparse for its table (then the caller's polars path does the same)."""
     if _scan is None or not USE_SCAN or df.is_empty():
         return None
-    k = df.select(key.cast(pl.Int64).alias("k")).get_column("k")
+    # One key column; the rows `where` leaves out get null, which the scan skips.
+    k = df.select((key if where is None else pl.when(where).then(key)).cast(pl.Int64).alias("k")).get_column("k")
     lo, hi = k.min(), k.max()
-    if lo is None or k.has_nulls() or hi - lo + 1 > max(4 * df.height, 1 << 20):
+    if lo is None:  # no row in any group
+        return pl.DataFrame(schema={c: pl.Int64 for c in ("first_row", "busy", "rows", "last_end", "flagged")}), \
+            (pl.Series("prev_end", [None] * df.height, pl.Int64) if want_prev else None)
+    if (where is None and k.has_nulls()) or hi - lo + 1 > max(4 * df.height, 1 << 20):
         return None
-    if where is not None:  # the scan's keys from 0 (a negative one is a row it skips): -1 for the rows left out
-        k = df.select(pl.when(where).then(k - lo).otherwise(-1).alias("k")).get_column("k")
-        hi, lo = hi - lo, 0
-    elif lo < 0:
+    if lo < 0:  # (the scan skips negative keys)
         k, hi, lo = k - lo, hi - lo, 0
     cols = [k.rechunk(), df.get_column("start").cast(pl.Int64).rechunk(), df.get_column("end").cast(pl.Int64).rechunk()]
     if any(c.has_nulls() for c in cols[1:]):
         return None
-    groups, prev = _scan.groups(*(c.__arrow_c_stream__() for c in cols), int(lo), int(hi - lo + 1), want_prev)
-    out = pl.DataFrame(ArrowStream(groups)).rename({"c0": "first_row", "c1": "busy"})
+    flag_stream = None if flags is None else flags.cast(pl.Boolean).rechunk().__arrow_c_stream__()
+    groups, prev = _scan.groups(*(c.__arrow_c_stream__() for c in cols), int(lo), int(hi - lo + 1), want_prev,
+                                flag_stream)
+    out = pl.DataFrame(ArrowStream(groups)).rename(
+        {"c0": "first_row", "c1": "busy", "c2": "rows", "c3": "last_end", "c4": "flagged"})
     return out, (None if prev is None else pl.DataFrame(ArrowStream(prev)).to_series())
 
 

@@ -178,10 +178,12 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         charged = accounting.charges(ops, waits)
     tables = {}
     with progress.step("summarising", 9, "tables") as step:
-        proj = projection.range_projection(ranges, ops)
+        scanned = accounting.range_scan(ops)  # each range's own ops in one pass, where the C scan is built
+        proj = projection.range_projection(ranges, ops, scanned)
         ranges = ranges.join(proj, on="range_id", how="left")
         step.advance()
-        per_range = summary.range_busy(ops)
+        per_range = summary.range_busy(ops, scanned)
+        del scanned
         tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping, per_range)
         step.advance()
         if trace.meta.skipped:

@@ -245,11 +245,12 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     return {"ops": ops, "ranges": ranges, "timeline": tl}
 
 
-def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per range instance, the GPU projection as NVIDIA defines it (nested ranges included).
 
     Columns: range_id, gpu_start, gpu_end, gpu_ops (op rows), gpu_launches (distinct
-    correlation ids). A range with no ops has null gpu_start/gpu_end and zero counts.
+    correlation ids). A range with no ops has null gpu_start/gpu_end and zero counts. `scanned`: each
+    range's own ops' figures from `accounting.range_scan(ops)`, when the caller has them.
     """
     # An op's range is its launch call's, so a range's distinct correlation ids are its launches: counted
     # by the ops that begin a launch (`launch_first`, from the projection) where there, a sum instead of a
@@ -261,7 +262,8 @@ def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
              gpu_ops=pl.len().cast(pl.Int64), gpu_launches=launches.cast(pl.Int64))
         .pipe(collect)
-    )
+    ) if scanned is None else scanned.filter(pl.col("range_id").is_not_null()).select(
+        "range_id", "gpu_start", "gpu_end", "gpu_ops", "gpu_launches")
     stats = ranges.select("range_id", "parent", "depth").join(own, on="range_id", how="left").with_columns(
         pl.col("gpu_ops").fill_null(0), pl.col("gpu_launches").fill_null(0)
     )

@@ -25,9 +25,12 @@ def _ns(charges: pl.DataFrame) -> pl.DataFrame:
     return charges if "ns" in charges.columns else charges.with_columns(ns=pl.col("end") - pl.col("start"))
 
 
-def range_busy(ops: pl.DataFrame) -> pl.DataFrame:
+def range_busy(ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per innermost range instance, the union of its own ops' intervals: (range_id, busy). Ops of no
-    range are one group of their own (null range_id). `ops` in op_id (start) order."""
+    range are one group of their own (null range_id). `ops` in op_id (start) order; `scanned`:
+    `accounting.range_scan(ops)` when the caller has it."""
+    if scanned is not None:
+        return scanned.select("range_id", "busy")
     return union_length(ops, ["range_id"], ordered=True)
 
 
@@ -40,7 +43,8 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     `per_range`: `range_busy(ops)` when the caller has it already.
     """
     charges = _ns(charges)
-    phases = ranges.filter(~pl.col("phase").is_in(grouping))
+    # (the columns needed first, then the rows: ranges carry names and other text)
+    phases = ranges.select("range_id", "phase", "start", "end").filter(~pl.col("phase").is_in(grouping))
     inst = phases.join(proj, on="range_id", how="left").group_by("phase").agg(
         instances=pl.len().cast(pl.Int64),
         cpu=(pl.col("end") - pl.col("start")).sum(),
@@ -51,7 +55,8 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
     # (All ops go in, the ones of no range as one group of their own: no filtered copy of the ops.)
     per_range = (range_busy(ops) if per_range is None else per_range).filter(pl.col("range_id").is_not_null()).join(
-        ranges.filter(~pl.col("name").is_in(grouping)).select("range_id", "phase"), on="range_id", how="inner")
+        ranges.select("range_id", "phase", "name").filter(~pl.col("name").is_in(grouping)).drop("name"),
+        on="range_id", how="inner")
     busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
     # (and per stream, so that concurrent streams do not hide each other), over those ops in place.
@@ -91,7 +96,8 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
     """The cycles (one row each, in order per process) and a long table cycle x phase.
 
     `per_range`: `range_busy(ops)` when the caller has it already (it is reused: see `_cycle_busy`)."""
-    cycles = ranges.filter(pl.col("name").is_in(grouping)).sort("pid", "start").with_columns(
+    cycles = ranges.select("range_id", "name", "pid", "start", "end").filter(pl.col("name").is_in(grouping)).sort(
+        "pid", "start").with_columns(
         index=pl.int_range(pl.len()).over("pid").cast(pl.Int64)
     ).select(cycle="range_id", pid="pid", index="index", start="start", end="end")
     if cycles.is_empty():
@@ -101,8 +107,8 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
     att = _text(_ns(charges).filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
         attributed=pl.col("ns").sum()))
     busy = _text(_cycle_busy(ranges, ops, grouping, per_range).rename({"busy": "gpu_busy"}))
-    cpu = ranges.filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
-        "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum())
+    cpu = ranges.lazy().filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
+        "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum()).collect()
     keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
                       cpu.select("cycle", "phase")]).unique()
     long = (

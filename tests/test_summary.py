@@ -102,3 +102,21 @@ def test_c_scan_equals_polars(path, monkeypatch):
     b = analyze(load(str(path)), domains=("*",))
     for table in ("phases", "categories", "cycle_phases", "streams", "cycles"):
         assert getattr(a, table).equals(getattr(b, table)), table
+
+
+@pytest.mark.skipif(__import__("analyzer.accounting", fromlist=["_scan"])._scan is None,
+                    reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
+@pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_range_scan_equals_the_group_bys(path, monkeypatch):
+    # One C pass per range (its busy union, first start, last end, ops, launches) against polars' union
+    # and group-by (the per-range projection, NVIDIA's definition).
+    from analyzer import accounting, projection, summary
+
+    a = analyze(load(str(path)), domains=("*",))
+    scanned = accounting.range_scan(a.ops)
+    assert scanned is not None
+    with_scan = projection.range_projection(a.ranges, a.ops, scanned)
+    busy = summary.range_busy(a.ops, scanned).sort("range_id")
+    monkeypatch.setattr(accounting, "USE_SCAN", False)
+    assert with_scan.equals(projection.range_projection(a.ranges, a.ops))
+    assert busy.equals(summary.range_busy(a.ops).sort("range_id"))

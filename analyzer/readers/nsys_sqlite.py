@@ -539,7 +539,8 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     parts = [conform(p, {c: t for c, t in OPS_SCHEMA.items() if c != "op_id"}) for p in parts if p.height]
     if not parts:
         return empty(OPS_SCHEMA)
-    return _stack_sorted(parts).with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    # (in start order now: polars' sorted flag says so to the analyses that need it)
+    return _stack_sorted(parts).with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64)).set_sorted("start")
 
 
 def _stack_sorted(parts: list[pl.DataFrame]) -> pl.DataFrame:
