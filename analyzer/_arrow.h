@@ -82,6 +82,20 @@ typedef struct {
     int64_t cap; /* rows the buffers hold */
 } result_t;
 
+/* A result of one column per kind in `kinds` ('i', 'b' or 'B'), no rows yet: 0, or -1 with a Python
+ * MemoryError set. */
+static inline int result_init(result_t *r, const char *kinds) {
+    r->ncols = (int)strlen(kinds);
+    r->rows = r->cap = 0;
+    r->cols = calloc((size_t)r->ncols + 1, sizeof *r->cols);
+    if (!r->cols) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < r->ncols; i++) r->cols[i].kind = kinds[i];
+    return 0;
+}
+
 static void result_free(result_t *r) {
     if (!r->cols) return;
     for (int i = 0; i < r->ncols; i++) {
@@ -300,6 +314,19 @@ static void capsule_destructor(PyObject *capsule) {
 
 /* The result as a stream capsule (its buffers move into it; `kinds` is copied), or NULL with a Python
  * exception set. */
+static PyObject *result_to_capsule(result_t *r, const char *kinds);
+
+/* After a computation that filled `r`: its capsule when rc is OK, else NULL with MemoryError (E_NOMEM)
+ * or ValueError(`refused`) set. */
+static inline PyObject *result_or_error(int rc, result_t *r, const char *kinds, const char *refused) {
+    if (rc == E_NOMEM) return PyErr_NoMemory();
+    if (rc != OK) {
+        PyErr_SetString(PyExc_ValueError, refused);
+        return NULL;
+    }
+    return result_to_capsule(r, kinds);
+}
+
 static PyObject *result_to_capsule(result_t *r, const char *kinds) {
     struct ArrowArrayStream *st = calloc(1, sizeof *st);
     stream_private_t *sp = calloc(1, sizeof *sp);

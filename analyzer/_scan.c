@@ -225,17 +225,8 @@ static PyObject *py_groups(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    column_t gcols[5] = {{.kind = 'i'}, {.kind = 'i'}, {.kind = 'i'}, {.kind = 'i'}, {.kind = 'i'}},
-             pcol[1] = {{.kind = 'i'}};
-    result_t groups = {.cols = NULL, .ncols = 5}, prev = {.cols = NULL, .ncols = 1};
-    groups.cols = malloc(sizeof gcols);
-    prev.cols = malloc(sizeof pcol);
-    if (!groups.cols || !prev.cols) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(groups.cols, gcols, sizeof gcols);
-    memcpy(prev.cols, pcol, sizeof pcol);
+    result_t groups = {0}, prev = {0};
+    if (result_init(&groups, "iiiii") || result_init(&prev, "i")) goto done;
     if (keys.n != starts.n || keys.n != ends.n || (fc != Py_None && flags.n != keys.n)) {
         PyErr_SetString(PyExc_ValueError, "keys, starts and ends differ in length");
         goto done;
@@ -245,15 +236,7 @@ static PyObject *py_groups(PyObject *self, PyObject *args) {
     rc = scan(&keys, starts.values, ends.values, fc != Py_None ? &flags : NULL, keys.n, lo, span, &groups,
               want_prev ? &prev : NULL);
     Py_END_ALLOW_THREADS
-    if (rc == E_NOMEM) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (rc != OK) {
-        PyErr_SetString(PyExc_ValueError, "a key lies outside [lo, lo + span)");
-        goto done;
-    }
-    PyObject *g = result_to_capsule(&groups, "iiiii");
+    PyObject *g = result_or_error(rc, &groups, "iiiii", "a key lies outside [lo, lo + span)");
     if (!g) goto done;
     PyObject *p = Py_None;
     if (want_prev) {
@@ -315,23 +298,13 @@ static PyObject *py_first_seen(PyObject *self, PyObject *args) {
     input_t keys;
     if (column_open(kc, &keys, "keys")) return NULL;
     PyObject *result = NULL;
-    column_t col = {.kind = 'B'};
-    result_t mask = {.cols = malloc(sizeof col), .ncols = 1};
-    if (!mask.cols) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(mask.cols, &col, sizeof col);
+    result_t mask;
+    if (result_init(&mask, "B")) goto done;
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = first_seen(keys.values, keys.n, lo, span, &mask);
     Py_END_ALLOW_THREADS
-    if (rc == E_NOMEM)
-        PyErr_NoMemory();
-    else if (rc != OK)
-        PyErr_SetString(PyExc_ValueError, "a key lies outside [lo, lo + span)");
-    else
-        result = result_to_capsule(&mask, "B");
+    result = result_or_error(rc, &mask, "B", "a key lies outside [lo, lo + span)");
 done:
     result_free(&mask);
     column_close(&keys);
@@ -421,23 +394,13 @@ static PyObject *py_lookup(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    column_t col = {.kind = 'i'};
-    result_t rows = {.cols = malloc(sizeof col), .ncols = 1};
-    if (!rows.cols) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(rows.cols, &col, sizeof col);
+    result_t rows;
+    if (result_init(&rows, "i")) goto done;
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = lookup(build.values, build.n, probe.values, probe.n, &rows);
     Py_END_ALLOW_THREADS
-    if (rc == E_NOMEM)
-        PyErr_NoMemory();
-    else if (rc != OK)
-        PyErr_SetString(PyExc_ValueError, "a build key is negative, or the keys collide too much");
-    else
-        result = result_to_capsule(&rows, "i");
+    result = result_or_error(rc, &rows, "i", "a build key is negative, or the keys collide too much");
 done:
     result_free(&rows);
     column_close(&build);

@@ -505,6 +505,7 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     Py_DECREF(leaves_bytes);
     size_t nleaves = (size_t)nbytes / 4;
 
+    PyObject *capsule = NULL;
     result_t r = {0};
     filter_t *filters = calloc((size_t)nfilters + 1, sizeof *filters);
     PyObject **keep_alive = calloc((size_t)nfilters + 1, sizeof *keep_alive);
@@ -555,16 +556,8 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         raise_for(rc, &db, path);
         goto fail;
     }
-    PyObject *capsule = result_to_capsule(&r, kinds);
-    if (!capsule) goto fail;
-    result_free(&r);
-    for (Py_ssize_t i = 0; i < nfilters; i++) Py_XDECREF(keep_alive[i]);
-    free(keep_alive);
-    free(filters);
-    free(leaves);
-    free(kinds);
-    return capsule;
-fail:
+    capsule = result_to_capsule(&r, kinds);
+fail: /* (and the way out when it worked: capsule is set) */
     result_free(&r);
     if (keep_alive)
         for (Py_ssize_t i = 0; i < nfilters; i++) Py_XDECREF(keep_alive[i]);
@@ -572,7 +565,7 @@ fail:
     free(filters);
     free(leaves);
     free(kinds);
-    return NULL;
+    return capsule;
 }
 
 static PyMethodDef methods[] = {
