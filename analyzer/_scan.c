@@ -18,6 +18,9 @@
  *       one column, per row the largest end of the earlier rows of its group (null for a group's first row).
  *   first_seen(keys, lo, span) -> capsule: a struct array of one boolean column, per row whether its key
  *       (in [lo, lo + span)) occurs there for the first time: polars' is_first_distinct by a bitmap, no hash.
+ *   merge_runs(starts, ends, offsets) -> capsule: a struct array of one int64 column, the row order that
+ *       merges runs of rows already in (start, end) order (run r from offsets[r]) into one such order, ties
+ *       in run order; ValueError when a run is not in order.
  *   lookup(build, probe) -> capsule: a struct array of one int64 column, per probe key (non-negative, or -1
  *       for none) the first row of `build` (non-negative keys) holding it, or null: a hash join of one key.
  */
@@ -408,7 +411,83 @@ done:
     return result;
 }
 
+/* The order that merges sorted runs of rows (each in (start, end) order; run r holds the rows from
+ * offsets[r]) into one (start, end) order, ties in run order: out[i] = the row placed i-th. E_UNSUPPORTED
+ * when a run is not in order (the caller sorts instead). */
+enum { MAX_RUNS = 16 };
+
+static int merge_runs(const int64_t *start, const int64_t *end, const int64_t *offsets, int runs, int64_t n,
+                      result_t *order) {
+    int64_t head[MAX_RUNS], stop[MAX_RUNS];
+    for (int r = 0; r < runs; r++) {
+        head[r] = offsets[r];
+        stop[r] = r + 1 < runs ? offsets[r + 1] : n;
+        if (head[r] < 0 || stop[r] > n || head[r] > stop[r]) return E_UNSUPPORTED;
+        for (int64_t i = head[r] + 1; i < stop[r]; i++)
+            if (start[i] < start[i - 1] || (start[i] == start[i - 1] && end[i] < end[i - 1])) return E_UNSUPPORTED;
+    }
+    int rc = result_grow(order, n + 1);
+    if (rc) return rc;
+    int64_t *out = (int64_t *)order->cols[0].data.p;
+    for (int64_t i = 0; i < n; i++) {
+        int best = -1;
+        for (int r = 0; r < runs; r++) {
+            if (head[r] >= stop[r]) continue;
+            if (best < 0) {
+                best = r;
+                continue;
+            }
+            int64_t a = head[r], b = head[best];
+            if (start[a] < start[b] || (start[a] == start[b] && end[a] < end[b])) best = r;
+        }
+        out[i] = head[best]++;
+    }
+    order->rows = n;
+    return OK;
+}
+
+static PyObject *py_merge_runs(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *sc, *ec, *offsets_obj;
+    if (!PyArg_ParseTuple(args, "OOO!", &sc, &ec, &PyTuple_Type, &offsets_obj)) return NULL;
+    Py_ssize_t runs = PyTuple_Size(offsets_obj);
+    if (runs < 1 || runs > MAX_RUNS) {
+        PyErr_SetString(PyExc_ValueError, "between 1 and 16 runs");
+        return NULL;
+    }
+    int64_t offsets[MAX_RUNS];
+    for (Py_ssize_t r = 0; r < runs; r++) {
+        offsets[r] = PyLong_AsLongLong(PyTuple_GetItem(offsets_obj, r));
+        if (offsets[r] == -1 && PyErr_Occurred()) return NULL;
+    }
+    input_t starts, ends;
+    if (column_open(sc, &starts, "starts")) return NULL;
+    if (column_open(ec, &ends, "ends")) {
+        column_close(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    result_t order;
+    if (starts.n != ends.n) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
+        goto close;
+    }
+    if (result_init(&order, "i")) goto close;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = merge_runs(starts.values, ends.values, offsets, (int)runs, starts.n, &order);
+    Py_END_ALLOW_THREADS
+    result = result_or_error(rc, &order, "i", "a run is not in (start, end) order");
+    result_free(&order);
+close:
+    column_close(&starts);
+    column_close(&ends);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"merge_runs", py_merge_runs, METH_VARARGS,
+     "merge_runs(starts, ends, offsets) -> the order merging sorted runs into one (start, end) order"},
     {"lookup", py_lookup, METH_VARARGS,
      "lookup(build_keys, probe_keys) -> per probe key, the row of the equal build key, or null"},
     {"first_seen", py_first_seen, METH_VARARGS,

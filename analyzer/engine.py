@@ -85,6 +85,29 @@ def first_distinct(df: pl.DataFrame, by: list[str]) -> pl.Series:
     return pl.DataFrame(ArrowStream(mask)).to_series().alias("first")
 
 
+def merge_order(starts: pl.Series, ends: pl.Series, lengths: list[int]) -> pl.Series | None:
+    """The row order that merges consecutive runs of the given lengths, each already in (start, end)
+    order, into one (start, end) order, ties in run order (a stable sort's result), by one pass in C;
+    None where the C module is not built, there are over 16 runs, or a run is not in order."""
+    if _scan is None or starts.has_nulls() or ends.has_nulls():
+        return None
+    # Runs that continue one another in order are one run (the slices of one table, usually).
+    offsets, at = [], 0
+    for length in lengths:
+        if length and (not offsets or (starts[at - 1], ends[at - 1]) > (starts[at], ends[at])):
+            offsets.append(at)
+        at += length
+    if not 1 <= len(offsets) <= 16:
+        return None
+    offsets = tuple(offsets)
+    try:
+        order = _scan.merge_runs(starts.cast(pl.Int64).rechunk().__arrow_c_stream__(),
+                                 ends.cast(pl.Int64).rechunk().__arrow_c_stream__(), offsets)
+    except ValueError:
+        return None
+    return pl.DataFrame(ArrowStream(order)).to_series().cast(pl.UInt32)
+
+
 def lookup_rows(build: pl.Series, probe: pl.Series) -> pl.Series | None:
     """Per value of `probe`, the position in `build` of the same value (its first), or null: a hash join
     of one non-negative integer key in C (analyzer/_scan.c), for each probe row in its order. None where

@@ -80,3 +80,18 @@ def test_lookup_rows_gives_up_on_keys_that_collide():
     build = pl.Series([i << 40 for i in range(20_000)], dtype=pl.Int64)
     assert engine.lookup_rows(build, build) is None
     assert engine.lookup_rows(pl.Series([1, None]), pl.Series([1])) is None  # a null build key
+
+
+@needs_scan
+def test_merge_order_is_a_stable_sort_of_sorted_runs(trace):
+    # The ops of each kind (kernels, memcpys, memsets: each a table of the export, in order) stacked
+    # kind after kind, then merged back into (start, end) order: as polars' stable sort orders them.
+    runs = [part for _, part in trace.ops.group_by("kind", maintain_order=True)]
+    stacked = pl.concat(runs).select("start", "end")
+    got = engine.merge_order(stacked["start"], stacked["end"], [r.height for r in runs])
+    want = stacked.select(pl.arg_sort_by("start", "end", maintain_order=True)).to_series()
+    assert got is not None and got.to_list() == want.to_list()
+    # Ties across runs keep run order; a run out of order is refused (synthetic: no capture has one).
+    starts, ends = pl.Series([5, 9, 5, 7]), pl.Series([6, 9, 6, 8])
+    assert engine.merge_order(starts, ends, [2, 2]).to_list() == [0, 2, 3, 1]
+    assert engine.merge_order(pl.Series([9, 5, 1]), pl.Series([9, 6, 2]), [2, 1]) is None
