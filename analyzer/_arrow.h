@@ -114,6 +114,14 @@ static uint8_t *valid_bitmap(int64_t rows) { /* every row valid */
     return v;
 }
 
+/* Marks row `row` of column `c` null: its validity bitmap (`cap` rows, all valid) is made at the first null. */
+static inline int column_set_null(column_t *c, int64_t row, int64_t cap) {
+    if (!c->valid && !(c->valid = valid_bitmap(cap))) return E_NOMEM;
+    c->valid[row >> 3] &= (uint8_t) ~(1u << (row & 7));
+    c->nulls++;
+    return OK;
+}
+
 /* Room for `need` rows in every column (doubling: amortised one copy per value). */
 static int result_grow(result_t *r, int64_t need) {
     int64_t cap = r->cap ? r->cap : 4096;

@@ -127,21 +127,14 @@ static int scan(const input_t *keys, const int64_t *start, const int64_t *end, c
         goto out;
     }
     memset(first, 0xff, (size_t)span * sizeof *first); /* -1: not seen */
-    if (prev) {
-        if ((rc = result_grow(prev, n + 1))) goto out;
-        if (!(prev->cols[0].valid = valid_bitmap(prev->cap))) {
-            rc = E_NOMEM;
-            goto out;
-        }
-    }
+    if (prev && (rc = result_grow(prev, n + 1))) goto out;
     int64_t *out = prev ? (int64_t *)prev->cols[0].data.p : NULL;
     for (int64_t i = 0; i < n; i++) {
         int64_t vb = keys->first_bit + i;
         if (key[i] < 0 || (keys->valid && !((keys->valid[vb >> 3] >> (vb & 7)) & 1))) { /* a row of no group */
             if (out) {
                 out[i] = 0;
-                prev->cols[0].valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
-                prev->cols[0].nulls++;
+                if ((rc = column_set_null(&prev->cols[0], i, prev->cap))) goto out;
             }
             continue;
         }
@@ -162,8 +155,7 @@ static int scan(const input_t *keys, const int64_t *start, const int64_t *end, c
             busy[g] += e > s ? e - s : 0;
             if (out) {
                 out[i] = 0;
-                prev->cols[0].valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
-                prev->cols[0].nulls++;
+                if ((rc = column_set_null(&prev->cols[0], i, prev->cap))) goto out;
             }
         } else {
             int64_t p = last[g];
@@ -355,10 +347,6 @@ static int lookup(const int64_t *build, int64_t nb, const int64_t *probe, int64_
     }
     if ((rc = result_grow(rows, np + 1))) goto out;
     column_t *c = &rows->cols[0];
-    if (!(c->valid = valid_bitmap(rows->cap))) {
-        rc = E_NOMEM;
-        goto out;
-    }
     int64_t *out = (int64_t *)c->data.p;
     for (int64_t i = 0; i < np; i++) {
         int64_t k = probe[i], found = -1;
@@ -375,10 +363,7 @@ static int lookup(const int64_t *build, int64_t nb, const int64_t *probe, int64_
             }
         }
         out[i] = found < 0 ? 0 : found;
-        if (found < 0) {
-            c->valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
-            c->nulls++;
-        }
+        if (found < 0 && (rc = column_set_null(c, i, rows->cap))) goto out;
     }
     rows->rows = np;
 out:

@@ -18,13 +18,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.engine import ArrowStream, collect
+from analyzer.engine import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
 from analyzer.projection import IN_CYCLE, UNATTRIBUTED, lookup
-
-try:  # built by `pip install` where a C compiler is found (setup.py); optional
-    from analyzer import _scan
-except ImportError:  # pragma: no cover - exercised on machines without a compiler
-    _scan = None
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
 USE_SCAN = True
@@ -277,7 +272,7 @@ def range_scan(ops: pl.DataFrame) -> pl.DataFrame | None:
     scan is not built, the ops are not in start order or carry no `launch_first` (then the callers'
     polars paths compute the same: summary.range_busy, projection.range_projection)."""
     if _scan is None or not USE_SCAN or ops.is_empty() or "launch_first" not in ops.columns or \
-            not _in_op_order(ops):
+            not _starts_ascending(ops):  # (start order is all the scan needs; the sorted flag says it at once)
         return None
     key = combined_key(ops, ["range_id"])
     scanned = scan_groups(ops, key, flags=ops.get_column("launch_first").fill_null(False)) if key is not None else None

@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -399,9 +398,7 @@ static int read_rows(db_t *db, const uint32_t *leaves, size_t nleaves, result_t 
                     if (c->kind == 'i') {
                         int64_t x = 0;
                         if (t == 0) {
-                            if (!c->valid && !(c->valid = valid_bitmap(r->cap))) { rc = E_NOMEM; goto out; }
-                            c->valid[row >> 3] &= (uint8_t) ~(1u << (row & 7));
-                            c->nulls++;
+                            if ((rc = column_set_null(c, row, r->cap))) goto out;
                         } else if ((t >= 1 && t <= 6) || t == 8 || t == 9) {
                             x = int_value(t, at);
                         } else {
@@ -412,9 +409,7 @@ static int read_rows(db_t *db, const uint32_t *leaves, size_t nleaves, result_t 
                     } else {
                         size_t len = 0;
                         if (t == 0) {
-                            if (!c->valid && !(c->valid = valid_bitmap(r->cap))) { rc = E_NOMEM; goto out; }
-                            c->valid[row >> 3] &= (uint8_t) ~(1u << (row & 7));
-                            c->nulls++;
+                            if ((rc = column_set_null(c, row, r->cap))) goto out;
                         } else if (t >= 13 && (t & 1)) {
                             len = (size_t)serial_size(t);
                             if (c->data.len + len > INT32_MAX) {

@@ -304,8 +304,8 @@ class _Export:
         at = {r[1]: r[0] for r in info}
         pk = [r for r in info if r[5]]
         rowid_alias = pk[0][1] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else None
-        index, kinds, nulls = [], "", []
-        for name, (out, dtype) in zip(select.columns, schema.items()):
+        index, kinds = [], ""
+        for name, dtype in zip(select.columns, schema.values()):
             if name is not None and (name not in at or name == rowid_alias):
                 return None  # the rowid alias is stored as NULL in the record: SQLite fills it in
             kinds += "b" if dtype == pl.Utf8 else "i"
@@ -464,8 +464,6 @@ _DENSE_IDS = 1 << 24  # string ids below this are looked up in a table indexed b
 def _have(cols: set[str], name: str) -> str | None:
     """`name` when the table has that column, else None (a column of NULLs)."""
     return name if name in cols else None
-
-
 
 
 def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
