@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.engine import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED, lookup
+from analyzer.model.columns import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
+from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
+from analyzer.projection import lookup
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
 USE_SCAN = True
@@ -45,11 +46,6 @@ CHARGE_SCHEMA = {
     "category": pl.Categorical,
     "ns": pl.Int64,
 }
-
-CPU_WAIT = "cpu_wait"
-LAUNCH = "launch"
-IDLE = "idle"
-IDLE_CATEGORIES = (CPU_WAIT, LAUNCH, IDLE)
 
 # The tiling is kept compact: the ops carry `prev_end` (the end of the latest op before them on their
 # stream), from which each op's busy piece and the launch and idle pieces of the gap before it follow
@@ -474,6 +470,3 @@ def _prev_in_runs(s: pl.DataFrame, by: list[str], keep_first: bool = False) -> p
         prev=pl.when(pl.col("_first")).then(None).otherwise(v.cum_max().shift(1) - lift + pl.col("_base"))
     ).drop(drop)
 
-
-__all__ = ["segments", "tile", "charges", "cpu_waits", "with_prev_end", "union_length",
-           "IDLE_CATEGORIES", "CPU_WAIT", "LAUNCH", "IDLE", "IN_CYCLE", "UNATTRIBUTED"]

@@ -9,7 +9,7 @@ import polars as pl
 
 from analyzer import accounting, categories, progress, projection, summary
 from analyzer.errors import SpecprofError
-from analyzer.trace import Trace
+from analyzer.model.trace import Trace
 
 DEFAULT_GROUPING = ("cycle",)
 TRACER_DOMAIN = "specprof"

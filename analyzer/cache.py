@@ -30,13 +30,13 @@ from dataclasses import asdict
 
 import polars as pl
 
-from analyzer.trace import Trace, TraceMeta
+from analyzer.model.trace import Trace, TraceMeta
 
 CACHE_SCHEMA = "specprof.cache/1"
 TABLES = ("ops", "api", "ranges", "marks")
 SUFFIX = ".specprof-cache"
 EDGE = 64 * 1024
-_CODE = ("readers/nsys_sqlite.py", "trace.py", "cache.py")
+_CODE = ("readers/nsys_sqlite.py", "model/trace.py", "cache.py")
 _ANALYSIS_CODE = ("analysis.py", "projection.py", "accounting.py", "summary.py", "categories.py")
 # What an analysis adds and keeps: tables of Analysis, and the ops' added columns.
 ANALYSIS_TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",

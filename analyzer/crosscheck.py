@@ -50,7 +50,7 @@ import polars as pl
 
 from analyzer.economics import cycle_periods
 from analyzer.readers.sidecar import Sidecars
-from analyzer.trace import Trace
+from analyzer.model.trace import Trace
 
 TOLERANCE = 0.02  # relative, on the mean per instance
 FLOOR_NS = 10_000  # absolute floor of the tolerance: the NVTX push/pop outside the tracer's stamps

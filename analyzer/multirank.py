@@ -38,8 +38,7 @@ import polars as pl
 
 from analyzer import projection, summary
 from analyzer.accounting import union_length
-
-COMMUNICATION = "communication"
+from analyzer.model.labels import COMMUNICATION
 # How far a rank's sequence of one collective may be shifted against the reference rank's to line the k-th
 # instances up (a capture window that cuts one rank's first or last kernel off).
 MAX_SHIFT = 8

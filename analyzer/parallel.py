@@ -62,12 +62,11 @@ def summary_row(a) -> dict:
     the phase with the most attributed time (ns)."""
     import polars as pl
 
-    from analyzer.accounting import IDLE_CATEGORIES
-    from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+    from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
     s = a.streams
     named = a.phases.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED]))
-    comm = a.categories.filter(pl.col("category").cast(pl.Utf8) == "communication")["ns"].sum()
+    comm = a.categories.filter(pl.col("category").cast(pl.Utf8) == COMMUNICATION)["ns"].sum()
     return {"ops": a.ops.height, "devices": a.devices.height, "streams": s.height,
             "wall": int(s["wall"].sum()), "busy": int(s["busy"].fill_null(0).sum()),
             **{k: int(s[k].fill_null(0).sum()) for k in IDLE_CATEGORIES},

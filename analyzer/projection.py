@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.engine import collect, distinct, first_distinct, lookup_rows
-
-# Phase names for ops that no phase range claims.
-IN_CYCLE = "(cycle)"  # launched inside a grouping range (cycle) but outside any phase range
-UNATTRIBUTED = "(unattributed)"  # no enclosing range, or no launch record in the capture
+from analyzer.model.columns import collect, distinct, first_distinct, lookup_rows
+from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
 I64_MIN = -(2**63)
 

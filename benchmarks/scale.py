@@ -23,7 +23,7 @@ import polars as pl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from analyzer import analysis  # noqa: E402
-from analyzer.trace import Trace  # noqa: E402
+from analyzer.model.trace import Trace  # noqa: E402
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "reference-k4")
 GAP_NS = 1_000_000

@@ -6,7 +6,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.accounting import CPU_WAIT, IDLE, LAUNCH, segments
+from analyzer.accounting import segments
+from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
 from analyzer.analysis import analyze, load
 from analyzer.projection import nest, phase_names, timeline
 from conftest import shared_nsys

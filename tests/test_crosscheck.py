@@ -21,7 +21,7 @@ from analyzer.cli import main
 from analyzer.readers import sglang_log
 from analyzer.readers.ground_truth import read_ground_truth
 from analyzer.readers.sidecar import find, read_sidecars
-from analyzer.trace import Trace
+from analyzer.model.trace import Trace
 from conftest import FIXTURES
 
 KS = (2, 4, 6)

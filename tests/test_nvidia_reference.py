@@ -12,7 +12,7 @@ import pytest
 
 from analyzer.analysis import ALL_DOMAINS, analyze
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-from analyzer.trace import Trace
+from analyzer.model.trace import Trace
 from conftest import FIXTURES
 
 RUNS = sorted(p.parent for p in FIXTURES.glob("*/nvidia_nvtx_gpu_proj_trace.csv"))

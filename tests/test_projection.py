@@ -8,7 +8,8 @@ import sqlite3
 import polars as pl
 import pytest
 
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED, nest, project, range_projection
+from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from analyzer.projection import nest, project, range_projection
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import shared_nsys
 

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analyzer.engine import ArrowStream
+from analyzer.model.columns import ArrowStream
 from analyzer.errors import SpecprofError
 from analyzer.readers import nsys_sqlite
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite

@@ -10,7 +10,7 @@ import pytest
 
 from analyzer import summary
 from analyzer.analysis import analyze, load
-from analyzer.trace import Trace, TraceMeta
+from analyzer.model.trace import Trace, TraceMeta
 from conftest import FIXTURES, shared_nsys
 
 CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-graph" / "run.sqlite",

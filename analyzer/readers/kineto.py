@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from analyzer.errors import SpecprofError
-from analyzer.trace import (
+from analyzer.model.trace import (
     API_SCHEMA,
     COLLECTIVES_SCHEMA,
     MARKS_SCHEMA,

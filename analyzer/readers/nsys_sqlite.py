@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer import progress
-from analyzer.engine import ArrowStream, distinct, merge_order, trim_c_heap
+from analyzer.model.columns import ArrowStream, distinct, merge_order, trim_c_heap
 from analyzer.errors import SpecprofError
-from analyzer.trace import (
+from analyzer.model.trace import (
     API_SCHEMA,
     MARKS_SCHEMA,
     OPS_SCHEMA,
@@ -547,7 +547,7 @@ def _stack_sorted(parts: list[pl.DataFrame]) -> pl.DataFrame:
     Built one column at a time, each column's pieces stacked into one chunk (and put in order) on
     their own: the rows are never held twice (stacking whole frames, then sorting them, held 2x the
     ops: 1.8 GB at 11 M). op_id follows this order. Each part is usually in it already (a table of an
-    export, or a slice of one): then their merge order comes from one pass in C (`engine.merge_order`)
+    export, or a slice of one): then their merge order comes from one pass in C (`columns.merge_order`)
     instead of a sort of all the rows."""
     names = list(parts[0].columns)
     pieces = {name: [p.drop_in_place(name) for p in parts] for name in names}  # no copy

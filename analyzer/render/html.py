@@ -32,10 +32,9 @@ from importlib import resources
 
 import polars as pl
 
-from analyzer.accounting import IDLE_CATEGORIES
 from analyzer.analysis import Analysis
 from analyzer.errors import SpecprofError
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.accounting import IDLE_CATEGORIES
 from analyzer.analysis import Analysis
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
 
 def clean(text, width: int | None = None) -> str:
