@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -61,74 +60,6 @@ class Analysis:
         if self._segments is not None:
             return self._segments.filter((pl.col("end") > t0) & (pl.col("start") < t1))
         return accounting.tile(self.ops, self.waits, window=(t0, t1))
-
-
-def resolve(path: str) -> str:
-    """The trace file for `path`: the file itself, or the export inside a run directory."""
-    if not os.path.isdir(path):
-        return path
-    exports = sorted(f for f in os.listdir(path) if f.endswith(".sqlite"))
-    if len(exports) == 1:
-        return os.path.join(path, exports[0])
-    if not exports:
-        from analyzer.ranks import kineto_traces
-
-        traces = kineto_traces(path)  # a run directory of a torch.profiler capture
-        if len(traces) == 1:
-            return traces[0]
-        raise SpecprofError(f"{path}: a directory with no nsys SQLite export (*.sqlite) in it; give "
-                            "an export, or a run directory made by `specprof capture`"
-                            + (" (its PyTorch-profiler traces are several ranks: give them to "
-                               "`specprof analyze`)" if traces else ""), path)
-    raise SpecprofError(f"{path}: a directory with several exports ({', '.join(exports)}); give one", path)
-
-
-def manifest(path: str) -> dict | None:
-    """What `specprof capture` recorded about the run (`manifest.json`, specprof.run/1) for a run
-    directory, or for an export inside one; None when there is none or it cannot be read."""
-    import json
-
-    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    try:
-        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def load(path: str, cache: bool = False) -> Trace:
-    """Read a trace file (or a run directory's export), choosing the reader by content.
-
-    With `cache`, an nsys export's parsed tables are kept as Parquet beside it (analyzer/cache.py)
-    and read from there the next time."""
-    path = resolve(path)
-    if os.path.isfile(path):
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-        body = head.lstrip()
-        if (head[:2] == b"\x1f\x8b" or body[:1] in (b"{", b"[")
-                or path.endswith((".json", ".json.gz"))):
-            try:
-                from analyzer.readers.kineto import read_kineto
-            except ImportError:
-                raise SpecprofError(
-                    f"{path}: looks like a PyTorch-profiler (Kineto) trace, which this version "
-                    "cannot read yet; give an nsys SQLite export", path) from None
-            return read_kineto(path)
-    from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-
-    if not cache:
-        return read_nsys_sqlite(path)
-    from analyzer import cache as parsed
-
-    with progress.step("reading the cache"):
-        trace = parsed.load(path)
-    if trace is None:
-        trace = read_nsys_sqlite(path)
-        with progress.step("writing the cache"):
-            parsed.store(path, trace)
-    return trace
 
 
 def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,

@@ -1,22 +1,8 @@
-"""A cache of the parsed tables of an nsys export, as Parquet, so that the next analysis skips SQLite;
-and of the analysis itself, so that the same analysis again reads its tables.
-
-The cache of `DIR/RUN.sqlite` is the folder `DIR/.RUN.sqlite.specprof-cache/` (or, where DIR cannot
-be written, `$XDG_CACHE_HOME/specprof/<hash of the path>-RUN.sqlite/`, ~/.cache by default). It holds
-the Trace's tables (`ops`, `api`, `ranges`, `marks`) and `key.json`:
-
-- the export's size and modification time (ns), and a SHA-256 of its first and last 64 KiB: a
-  changed or replaced file, or a cache copied beside another export, does not match;
-- `CACHE_SCHEMA` and a hash of the code that makes and reads the tables (the reader, the Trace
-  model, this module): a cache written by another version of specprof is not used.
-
-Beside them, `analysis-<hash>/` holds the last analysis of those tables: the columns the analysis adds
-to the ops, its other tables and notes, keyed by the options that shape it (grouping ranges, NVTX
-domains, category rules) and a hash of the analysis code. `analyze` uses it when everything matches.
-
-A cache that does not match, or cannot be read, is ignored (and rewritten); a cache that cannot be
-written is skipped with a note on stderr. The cache never makes an analysis fail.
-"""
+"""The cache of an analysis: the last analysis of an nsys export's cached tables, kept beside them
+(readers/trace_cache.py) in `analysis-<hash>/`: the columns the analysis adds to the ops, its other tables
+and notes, keyed by the options that shape it (grouping ranges, NVTX domains, category rules) and a hash of
+the analysis code. `analyze` uses it when everything matches; like the trace cache, it never makes an
+analysis fail."""
 
 from __future__ import annotations
 
@@ -26,126 +12,22 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import asdict
 
 import polars as pl
 
-from analyzer.model.trace import Trace, TraceMeta
+from analyzer.model.trace import Trace
+from analyzer.readers.trace_cache import code_hash, matching_folder
 
-CACHE_SCHEMA = "specprof.cache/1"
-TABLES = ("ops", "api", "ranges", "marks")
-SUFFIX = ".specprof-cache"
-EDGE = 64 * 1024
-_CODE = ("readers/nsys_sqlite.py", "model/trace.py", "cache.py")
 _ANALYSIS_CODE = ("analysis.py", "projection.py", "accounting.py", "summary.py", "categories.py")
 # What an analysis adds and keeps: tables of Analysis, and the ops' added columns.
 ANALYSIS_TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",
                    "streams", "devices", "kernels", "unattributed")
 
 
-def _code_hash(files=_CODE) -> str:
-    h = hashlib.sha256()
-    here = os.path.dirname(os.path.abspath(__file__))
-    for rel in files:
-        try:
-            with open(os.path.join(here, rel), "rb") as fh:
-                h.update(fh.read())
-        except OSError:
-            h.update(rel.encode())
-    return h.hexdigest()[:16]
-
-
-def key(path: str) -> dict:
-    """What identifies the export at `path` and the code that parses it."""
-    st = os.stat(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        h.update(fh.read(EDGE))
-        if st.st_size > EDGE:
-            fh.seek(max(EDGE, st.st_size - EDGE))
-            h.update(fh.read(EDGE))
-    return {"schema": CACHE_SCHEMA, "code": _code_hash(), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "edges_sha256": h.hexdigest()}
-
-
-def locations(path: str) -> list[str]:
-    """Where the cache of `path` may be: beside it, then in the user's cache folder."""
-    path = os.path.abspath(path)
-    folder, name = os.path.split(path)
-    user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
-    return [os.path.join(folder, f".{name}{SUFFIX}"), os.path.join(user, "specprof", f"{digest}-{name}")]
-
-
-def _matching(path: str):
-    """(folder, key.json's content) of each cache of `path` whose key matches the export as it is now."""
-    try:
-        want = key(path)
-    except OSError:
-        return
-    for folder in locations(path):
-        try:
-            with open(os.path.join(folder, "key.json"), encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except Exception:  # none there, or unreadable
-            continue
-        if isinstance(doc, dict) and doc.get("key") == want:
-            yield folder, doc
-
-
-def load(path: str) -> Trace | None:
-    """The cached Trace of the export at `path`, or None when there is no matching cache."""
-    for folder, doc in _matching(path):
-        try:
-            tables = {t: pl.read_parquet(os.path.join(folder, f"{t}.parquet")) for t in TABLES}
-            meta = doc["meta"]
-            meta["threads"] = {int(k): v for k, v in meta.get("threads", {}).items()}
-            meta["path"] = path
-            return Trace(**tables, meta=TraceMeta(**meta))
-        except Exception:  # a missing, partial or foreign cache is no cache
-            continue
-    return None
-
-
-def store(path: str, trace: Trace) -> str | None:
-    """Write the cache of `path`; returns its folder, or None (with a note on stderr) when no
-    location could be written."""
-    try:
-        doc = {"key": key(path), "meta": asdict(trace.meta)}
-    except OSError:
-        return None
-    doc["meta"]["threads"] = {str(k): v for k, v in trace.meta.threads.items()}
-    errors = []
-    for folder in locations(path):
-        parent = os.path.dirname(folder)
-        tmp = None
-        try:
-            os.makedirs(parent, exist_ok=True)
-            tmp = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".tmp-", dir=parent)
-            for t in TABLES:
-                # One row group per table: read back, each column is one chunk (as a Trace keeps
-                # them), not dozens to be copied together.
-                df = getattr(trace, t)
-                df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
-                                 row_group_size=max(1, df.height))
-            with open(os.path.join(tmp, "key.json"), "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, default=str)
-            if os.path.isdir(folder):
-                shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)
-            return folder
-        except Exception as exc:
-            errors.append(f"{parent}: {getattr(exc, 'strerror', None) or exc}")
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
-    print(f"specprof: note: the parsed tables of {path} were not cached ({'; '.join(errors)})", file=sys.stderr)
-    return None
-
-
 def options(grouping, rules, domains) -> dict:
     """What shapes an analysis besides the tables: its options and the code."""
     return {"grouping": list(grouping), "domains": list(domains),
-            "rules": [[r.category, r.pattern] for r in rules], "code": _code_hash(_ANALYSIS_CODE)}
+            "rules": [[r.category, r.pattern] for r in rules], "code": code_hash(_ANALYSIS_CODE)}
 
 
 def _analysis_folder(folder: str, opts: dict) -> str:
@@ -153,15 +35,11 @@ def _analysis_folder(folder: str, opts: dict) -> str:
     return os.path.join(folder, f"analysis-{digest}")
 
 
-def _matching_folder(path: str) -> str | None:
-    return next((folder for folder, _ in _matching(path)), None)
-
-
 def load_analysis(path: str, opts: dict, trace: Trace):
     """The cached analysis of `trace` (read from this cache) with options `opts`, or None."""
     from analyzer.analysis import Analysis
 
-    folder = _matching_folder(path)
+    folder = matching_folder(path)
     if folder is None:
         return None
     sub = _analysis_folder(folder, opts)
@@ -185,7 +63,7 @@ def load_analysis(path: str, opts: dict, trace: Trace):
 
 def store_analysis(path: str, opts: dict, a) -> None:
     """Keep analysis `a` of the export at `path` (whose tables are cached) for `load_analysis`."""
-    folder = _matching_folder(path)
+    folder = matching_folder(path)
     if folder is None:
         return
     sub = _analysis_folder(folder, opts)
@@ -215,13 +93,15 @@ def store_analysis(path: str, opts: dict, a) -> None:
 def analyze(path: str, grouping, rules, domains=(), enabled: bool = True):
     """`analysis.analyze(analysis.load(path), ...)`, through the cache when `enabled` (nsys exports)."""
     from analyzer import analysis, progress
+    from analyzer.readers.inputs import resolve
+    from analyzer.readers.load import load_trace
 
     if not enabled:
-        return analysis.analyze(analysis.load(path), grouping=grouping, rules=rules, domains=domains)
-    trace = analysis.load(path, cache=True)
+        return analysis.analyze(load_trace(path), grouping=grouping, rules=rules, domains=domains)
+    trace = load_trace(path, cache=True)
     if trace.meta.format != "nsys-sqlite":
         return analysis.analyze(trace, grouping=grouping, rules=rules, domains=domains)
-    export = analysis.resolve(path)
+    export = resolve(path)
     opts = options(grouping, rules, domains)
     with progress.step("reading the cached analysis"):
         cached = load_analysis(export, opts, trace)

@@ -115,8 +115,9 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
 
     rules = categories.load_rules(categories_file)
     from analyzer import ranks
+    from analyzer.readers.inputs import expand, locate, manifest
 
-    traces = ranks.expand(trace)  # several traces (one per rank, or a folder of them): per-rank results
+    traces = expand(trace)  # several traces (one per rank, or a folder of them): per-rank results
     if len(traces) > 1:
         from analyzer import parallel
 
@@ -137,7 +138,7 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     result = cache.analyze(trace, tuple(grouping), rules, _domains(domains), enabled=not no_cache)
     from analyzer import runs
 
-    files = runs.locate(trace, sidecars, baseline_sidecars)
+    files = locate(trace, sidecars, baseline_sidecars)
     result = runs.enrich(result, files, server_log=server_log,
                          baseline_run=baseline_run, baseline_ms=baseline_ms, log_interval=log_interval)
     if db_path:
@@ -153,7 +154,7 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     if html_file:
         from analyzer.render import html
 
-        html.write(result, html_file, manifest=analysis.manifest(trace))
+        html.write(result, html_file, manifest=manifest(trace))
     with progress.step("rendering"):
         text = json_render.render(result) if as_json else terminal.render(
             result, cycle_limit=cycle_limit, phase_limit=phase_limit)
@@ -196,13 +197,16 @@ def report(run, output, categories_file, grouping, domains, baseline_run, baseli
     from analyzer import analysis, categories
     from analyzer.render import html
 
+    from analyzer.readers.inputs import locate, manifest
+    from analyzer.readers.load import load_trace
+
     rules = categories.load_rules(categories_file)
-    result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
+    result = analysis.analyze(load_trace(run), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
     from analyzer import runs
 
     # cross-check and economics when the run has a sidecar
-    result = runs.enrich(result, runs.locate(run), baseline_run=baseline_run, baseline_ms=baseline_ms)
-    html.write(result, output, manifest=analysis.manifest(run))
+    result = runs.enrich(result, locate(run), baseline_run=baseline_run, baseline_ms=baseline_ms)
+    html.write(result, output, manifest=manifest(run))
     click.echo(f"specprof: report written to {output}", err=True)
 
 
@@ -260,7 +264,9 @@ def compare(a, b, as_json, fail_pct, categories_file, grouping, domains, db_path
     db = store.connect(db_path, create=False) if db_path else None
 
     def analysed(path):
-        x = analysis.analyze(analysis.load(path), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
+        from analyzer.readers.load import load_trace
+
+        x = analysis.analyze(load_trace(path), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
         return x.trace.meta.path, x.cycles.height, x.charges
 
     result = comparing.compare_charges(*(store.side(x, db, analysed) for x in (a, b)))

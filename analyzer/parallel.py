@@ -75,27 +75,30 @@ def summary_row(a) -> dict:
 
 def store_record(a, path: str, trace: str, files, options: dict):
     """The results store's rows for an analysed run: its manifest, and the sweep's inputs when it has sidecars."""
-    from analyzer import analysis, runs, store
+    from analyzer import runs, store
     from analyzer.readers import sidecar as sc
+    from analyzer.readers.inputs import manifest
 
     sweep = None
     if files.sidecars:
         sweep = runs.sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
-    return store.record(a, path=path, trace_path=trace, options=options, manifest=analysis.manifest(path),
+    return store.record(a, path=path, trace_path=trace, options=options, manifest=manifest(path),
                         sweep=sweep)
 
 
 def analyse_one(path: str, opts: Options) -> Digest:
     """Read, analyse and enrich one trace (or run directory); render and record what `opts` asks for."""
     from analyzer import analysis, categories, runs, store
+    from analyzer.readers.inputs import locate, resolve
+    from analyzer.readers.load import load_trace
     from analyzer.render import json as json_render
     from analyzer.render import tables, terminal
 
     rules = list(opts.rules) or categories.default_rules()
-    trace = analysis.resolve(path)
-    a = analysis.analyze(analysis.load(trace, cache=opts.cache), grouping=opts.grouping, rules=rules,
+    trace = resolve(path)
+    a = analysis.analyze(load_trace(trace, cache=opts.cache), grouping=opts.grouping, rules=rules,
                          domains=opts.domains)
-    files = runs.locate(path)
+    files = locate(path)
     a = runs.enrich(a, files)
     d = Digest(path=path, trace=trace, rank=a.trace.meta.rank, row=summary_row(a),
                phase_ns=dict(a.phases.select("phase", "attributed").iter_rows()))
@@ -164,12 +167,13 @@ def _on_dask(paths: list[str], opts: Options, scheduler) -> list[Digest]:
 def store_one(db_path: str, a, path: str, files, rules, domains=(), argv: list[str] | None = None, server_log=None,
               log_interval=None, baseline_run=None, baseline_ms=None) -> list[tuple[str, int, bool]]:
     """Append one analysed run (the single-trace `specprof analyze --db`); [(path, run id, created)]."""
-    from analyzer import analysis, store
+    from analyzer import store
+    from analyzer.readers.inputs import resolve
 
     options = store.options_of(a.grouping, domains, rules, files.sidecars, files.baseline,
                                server_log, baseline_run, baseline_ms, log_interval if server_log else None)
-    d = Digest(path=path, trace=analysis.resolve(path), rank=a.trace.meta.rank,
-               record=store_record(a, path, analysis.resolve(path), files, options))
+    d = Digest(path=path, trace=resolve(path), rank=a.trace.meta.rank,
+               record=store_record(a, path, resolve(path), files, options))
     return save(db_path, [d], argv)
 
 

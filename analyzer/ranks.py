@@ -16,7 +16,6 @@ import polars as pl
 
 from analyzer.errors import SpecprofError
 
-KINETO_SUFFIXES = (".json", ".json.gz")
 SCHEMA = "specprof.ranks/1"
 
 
@@ -25,50 +24,6 @@ class RankResult:
     rank: int | None
     path: str
     digest: object  # analyzer.parallel.Digest: what this trace's analysis gives the command
-
-
-def expand(paths) -> list[str]:
-    """The traces the arguments name, in order.
-
-    A file stays as given. A directory that holds an nsys export (`*.sqlite`, a run directory made
-    by `specprof capture`) stays as given: the existing single-run path resolves it. Any other
-    directory stands for every PyTorch-profiler trace in it (`*.json`, `*.json.gz` whose top level
-    has `traceEvents`; other JSON files, such as a manifest, are passed over).
-    """
-    out: list[str] = []
-    for path in paths:
-        path = str(path)
-        if not os.path.isdir(path):
-            out.append(path)
-            continue
-        exports = sorted(n for n in os.listdir(path) if n.endswith(".sqlite"))
-        if len(exports) > 1 and not os.path.isfile(os.path.join(path, "manifest.json")):
-            out.extend(os.path.join(path, n) for n in exports)  # a folder of exports: each one
-            continue
-        if exports:
-            out.append(path)
-            continue
-        traces = kineto_traces(path)
-        if len(traces) == 1:
-            out.append(path)  # a run directory: the single-run path finds its trace and sidecar
-            continue
-        if not traces:
-            raise SpecprofError(
-                f"{path}: a directory with no nsys SQLite export (*.sqlite) and no PyTorch-profiler "
-                "trace (*.json, *.json.gz with traceEvents) in it; give an export, a trace, or a run "
-                "directory made by `specprof capture`", path)
-        out.extend(traces)
-    if not out:
-        raise SpecprofError("no trace given; give an nsys export, a PyTorch-profiler trace or a directory")
-    return out
-
-
-def kineto_traces(folder: str) -> list[str]:
-    """The PyTorch-profiler traces in `folder`, sorted by name."""
-    from analyzer.readers.kineto import is_kineto
-
-    paths = (os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(KINETO_SUFFIXES))
-    return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
 
 
 def analyze_all(paths: list[str], opts, jobs: int = 1, dask=None) -> list[RankResult]:

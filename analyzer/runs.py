@@ -22,43 +22,13 @@ import polars as pl
 from analyzer import crosscheck as cc
 from analyzer import economics as econ
 from analyzer import sweep as sw
-from analyzer.analysis import Analysis, analyze, load, resolve
+from analyzer.analysis import Analysis, analyze
 from analyzer.errors import SpecprofError
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
+from analyzer.readers.inputs import BASELINE_DIR, RunFiles, locate
+from analyzer.readers.load import load_trace
 from analyzer.readers.sglang_log import read_server_log
-
-BASELINE_DIR = "no-nsys"
-
-
-@dataclass
-class RunFiles:
-    path: str  # as given
-    trace: str | None
-    sidecars: list[str] = field(default_factory=list)
-    baseline: list[str] = field(default_factory=list)
-    baseline_auto: bool = False  # found in RUN/no-nsys, not given
-    ground_truth: str | None = None
-    baseline_ground_truth: str | None = None
-
-
-def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> RunFiles:
-    """The files of a run: a run directory, or a trace file plus the sidecars given."""
-    if not os.path.exists(path):
-        raise SpecprofError(f"{path}: no such file or directory", path)
-    is_dir = os.path.isdir(path)
-    files = RunFiles(path=path, trace=resolve(path) if trace else None)
-    files.sidecars = list(sidecars) or (sc.find(path) if is_dir else [])
-    if baseline_sidecars:
-        files.baseline = list(baseline_sidecars)
-    elif is_dir and os.path.isdir(os.path.join(path, BASELINE_DIR)):
-        files.baseline = sc.find(os.path.join(path, BASELINE_DIR))
-        files.baseline_auto = bool(files.baseline)
-    if is_dir:
-        files.ground_truth = gt.find(path)
-        if files.baseline:
-            files.baseline_ground_truth = gt.find(os.path.dirname(os.path.abspath(files.baseline[0])))
-    return files
 
 
 def _sidecars(paths: list[str]) -> sc.Sidecars | None:
@@ -89,7 +59,7 @@ def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
     elif os.path.isdir(path) and sc.find(path):
         paths, where = sc.find(path), "sidecar under nsys"
     else:
-        trace = load(path)
+        trace = load_trace(path)
         cyc = trace.ranges.filter(pl.col("name") == cc.CYCLE).sort("pid", "start").with_columns(
             index=pl.int_range(pl.len()).over("pid"))
         mean, n, _ = econ.mean_period(cyc)
@@ -300,7 +270,7 @@ def load_sweep(paths: list[str], steps: list[int] = (), max_steps: int | None = 
             if not files.sidecars:
                 raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept "
                                     "counts; give a run directory made by `specprof capture`", path)
-            sr = sweep_run(files, analyze(load(files.trace)), sc.read_sidecars(files.sidecars))
+            sr = sweep_run(files, analyze(load_trace(files.trace)), sc.read_sidecars(files.sidecars))
         k, tokens = (steps[run], steps[run] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
             raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "

@@ -9,8 +9,10 @@ import shutil
 import polars as pl
 import pytest
 
-from analyzer import cache
-from analyzer.analysis import analyze, load
+from analyzer import cache as analysis_cache
+from analyzer.analysis import analyze
+from analyzer.readers.load import load_trace
+from analyzer.readers import trace_cache as cache
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import FIXTURES
 
@@ -41,11 +43,11 @@ def _same(a, b):
 
 def test_second_load_reads_the_cache_and_gives_the_same_tables(export):
     fresh = read_nsys_sqlite(str(export))
-    first = load(str(export), cache=True)
+    first = load_trace(str(export), cache=True)
     beside = export.parent / f".{export.name}{cache.SUFFIX}"
     assert (beside / "key.json").is_file()
     assert cache.load(str(export)) is not None
-    second = load(str(export), cache=True)
+    second = load_trace(str(export), cache=True)
     _same(fresh, first)
     _same(fresh, second)
     # And the analysis of the cached tables is the analysis of the export.
@@ -55,7 +57,7 @@ def test_second_load_reads_the_cache_and_gives_the_same_tables(export):
 
 
 def test_changed_file_does_not_use_the_cache(export):
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     # Same size, new content and modification time: the cache must not match.
     with open(export, "r+b") as fh:
         fh.seek(200)
@@ -65,7 +67,7 @@ def test_changed_file_does_not_use_the_cache(export):
 
 
 def test_changed_content_with_the_same_size_and_mtime_does_not_use_the_cache(export):
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     st = os.stat(export)
     with open(export, "r+b") as fh:  # the header page: what a different export would differ in
         fh.seek(100)
@@ -76,31 +78,31 @@ def test_changed_content_with_the_same_size_and_mtime_does_not_use_the_cache(exp
 
 
 def test_cache_of_another_export_is_never_used(export, tmp_path):
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     other = tmp_path / "other" / "run.sqlite"
     other.parent.mkdir()
     shutil.copyfile(FIXTURES / "reference-k2" / "run.sqlite", other)
     # Put reference-k4's cache beside reference-k2's export, under the name its cache would have.
     shutil.copytree(export.parent / f".{export.name}{cache.SUFFIX}", other.parent / f".{other.name}{cache.SUFFIX}")
     assert cache.load(str(other)) is None
-    trace = load(str(other), cache=True)
+    trace = load_trace(str(other), cache=True)
     assert trace.ops.height == read_nsys_sqlite(str(other)).ops.height != read_nsys_sqlite(str(export)).ops.height
     # ... and it was replaced by the right one.
     assert cache.load(str(other)).ops.height == trace.ops.height
 
 
 def test_cache_of_another_code_version_is_not_used(export, monkeypatch):
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     monkeypatch.setattr(cache, "CACHE_SCHEMA", "specprof.cache/0")
     assert cache.load(str(export)) is None
 
 
 def test_corrupt_cache_is_ignored(export):
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     folder = export.parent / f".{export.name}{cache.SUFFIX}"
     (folder / "ops.parquet").write_bytes(b"not parquet")
     assert cache.load(str(export)) is None
-    assert load(str(export), cache=True).ops.height == read_nsys_sqlite(str(export)).ops.height
+    assert load_trace(str(export), cache=True).ops.height == read_nsys_sqlite(str(export)).ops.height
 
 
 def test_unwritable_folder_beside_the_export_falls_back_to_the_user_cache(export, user_cache, monkeypatch, tmp_path):
@@ -109,7 +111,7 @@ def test_unwritable_folder_beside_the_export_falls_back_to_the_user_cache(export
     blocked.write_text("a file where a folder would be")
     beside, user = cache.locations(str(export))
     monkeypatch.setattr(cache, "locations", lambda path: [str(blocked / os.path.basename(beside)), user])
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     assert any(user_cache.rglob("key.json"))
     assert cache.load(str(export)) is not None
 
@@ -118,7 +120,7 @@ def test_unwritable_locations_skip_the_cache_with_a_note(export, monkeypatch, ca
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where a folder would be")
     monkeypatch.setattr(cache, "locations", lambda path: [str(blocked / "a"), str(blocked / "b")])
-    trace = load(str(export), cache=True)
+    trace = load_trace(str(export), cache=True)
     assert trace.ops.height == read_nsys_sqlite(str(export)).ops.height
     assert "not cached" in capsys.readouterr().err
 
@@ -139,7 +141,7 @@ def test_cli_no_cache_writes_none(export):
 
 
 def test_cached_tables_keep_their_types(export):
-    load(str(export), cache=True)
+    load_trace(str(export), cache=True)
     trace = cache.load(str(export))
     assert trace.ops.schema["name"] == pl.Categorical
     assert trace.ops.schema["start"] == pl.Int64
@@ -161,18 +163,18 @@ def test_the_same_analysis_again_comes_from_the_cache(export):
     from analyzer.categories import default_rules
 
     rules = default_rules()
-    first = cache.analyze(str(export), ("cycle",), rules)
-    opts = cache.options(("cycle",), rules, ())
+    first = analysis_cache.analyze(str(export), ("cycle",), rules)
+    opts = analysis_cache.options(("cycle",), rules, ())
     trace = cache.load(str(export))
-    again = cache.load_analysis(str(export), opts, trace)
+    again = analysis_cache.load_analysis(str(export), opts, trace)
     assert again is not None
     _same_analysis(first, again)
-    _same_analysis(first, cache.analyze(str(export), ("cycle",), rules))
+    _same_analysis(first, analysis_cache.analyze(str(export), ("cycle",), rules))
     # Other options: not that analysis.
-    assert cache.load_analysis(str(export), cache.options(("verify",), rules, ()), trace) is None
-    assert cache.load_analysis(str(export), cache.options(("cycle",), rules[1:], ()), trace) is None
-    assert cache.load_analysis(str(export), cache.options(("cycle",), rules, ("specprof",)), trace) is None
-    other = cache.analyze(str(export), ("cycle",), rules, ("specprof",))
+    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("verify",), rules, ()), trace) is None
+    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("cycle",), rules[1:], ()), trace) is None
+    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("cycle",), rules, ("specprof",)), trace) is None
+    other = analysis_cache.analyze(str(export), ("cycle",), rules, ("specprof",))
     _same_analysis(other, analyze(read_nsys_sqlite(str(export)), domains=("specprof",)))
 
 
@@ -180,8 +182,8 @@ def test_analysis_cache_follows_the_file(export):
     from analyzer.categories import default_rules
 
     rules = default_rules()
-    cache.analyze(str(export), ("cycle",), rules)
+    analysis_cache.analyze(str(export), ("cycle",), rules)
     st = os.stat(export)
     os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     trace = read_nsys_sqlite(str(export))
-    assert cache.load_analysis(str(export), cache.options(("cycle",), rules, ()), trace) is None
+    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("cycle",), rules, ()), trace) is None

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from analyzer.cli import main
 from analyzer.render.tables import TABLES
+from analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
@@ -79,7 +80,7 @@ def test_json_text_survives_hostile_phase_names():
     from analyzer import analysis
     from analyzer.render import json as json_render
 
-    a = analysis.analyze(analysis.load(str(K4)))
+    a = analysis.analyze(load_trace(str(K4)))
     hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['
     a = replace(a, cycle_phases=a.cycle_phases.with_columns(
         phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase"))))

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer import crosscheck as cc
-from analyzer.analysis import load
+from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from analyzer.readers import sglang_log
 from analyzer.readers.ground_truth import read_ground_truth
@@ -33,7 +33,7 @@ def run_dir(k):
 
 @pytest.fixture(scope="module")
 def traces():
-    return {k: load(str(run_dir(k))) for k in KS}
+    return {k: load_trace(str(run_dir(k))) for k in KS}
 
 
 @pytest.fixture(scope="module")
@@ -356,7 +356,7 @@ def test_cli_a_trace_file_alone_has_no_crosscheck():
 def test_a_torch_profiler_trace_is_cross_checked_too():
     # the real torch.profiler capture of the engine (fixtures/torch-k4): record_function ranges, no marks
     d = FIXTURES / "torch-k4"
-    c = cc.crosscheck(load(str(d / "trace.json.gz")), read_sidecars(find(str(d))))
+    c = cc.crosscheck(load_trace(str(d / "trace.json.gz")), read_sidecars(find(str(d))))
     assert c.profiler == "torch.profiler"
     a = c.alignment.row(0, named=True)
     assert a["method"] == "cycle sequence" and a["sidecar_cycles"] == 35 and a["trace_cycles"] == 35

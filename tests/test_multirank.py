@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer import multirank
-from analyzer.analysis import analyze, load
+from analyzer.analysis import analyze
+from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from conftest import FIXTURES
 
@@ -30,7 +31,7 @@ def captures(request):
     out = {}
     for name in ("h100_2gpu_1s", "mfu_2gpu_before", "mfu_2gpu_after"):
         path = str(SHARED / "nsys_sqlite" / f"nsysai_{name}.sqlite")
-        a = analyze(load(path))
+        a = analyze(load_trace(path))
         out[name] = (path, a, multirank.analyze(a))
     return out
 
@@ -113,7 +114,7 @@ def test_two_h100_ranks_without_communication(captures):
 
 
 def test_the_single_gpu_capture_is_one_rank_equal_to_the_whole():
-    a = analyze(load(K4))
+    a = analyze(load_trace(K4))
     m = multirank.analyze(a)
     assert m.count == 1 and m.ranks.row(0, named=True)["rank"] == 0 and m.skew.is_empty()
     mine = m.phases.drop("rank").sort("phase")
@@ -186,7 +187,7 @@ def test_the_real_tensor_parallel_capture():
     from conftest import FIXTURES
 
     run = FIXTURES / "reference-k4-tp2"
-    a = analyze(load(str(run)))
+    a = analyze(load_trace(str(run)))
     m = multirank.analyze(a, multirank.sidecar_ranks(read_sidecars(find(str(run))).files))
     ranks = {r["rank"]: r for r in m.ranks.iter_rows(named=True)}
     assert set(ranks) == {0, 1} and {r["device"] for r in ranks.values()} == {0, 1}

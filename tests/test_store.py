@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer import parallel, runs, store
-from analyzer.analysis import analyze, load
+from analyzer.analysis import analyze
+from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from analyzer.compare import compare
 from analyzer.errors import SpecprofError
@@ -37,7 +38,7 @@ def q(db, sql, *params):
 
 
 def test_a_run_dir_is_stored_with_its_manifest_phases_cycles_and_sidecar_results(stored):
-    a = analyze(load(K4))
+    a = analyze(load_trace(K4))
     (run,) = q(stored, "SELECT id, path, format, cycles, steps, tokens, accept_len, preset, command, "
                        "rank_count, wall_ns FROM runs WHERE path = ?", K4)
     assert run[:8] == (1, K4, "nsys-sqlite", 100, 4, 5, 2.625, "reference")
@@ -95,7 +96,7 @@ def test_runs_lists_every_run(stored):
 
 
 def test_compare_by_run_id_equals_compare_of_the_files(stored):
-    a, b = analyze(load(K4)), analyze(load(K6))
+    a, b = analyze(load_trace(K4)), analyze(load_trace(K6))
     files = compare(a, b)
     out = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--json"])
     assert out.exit_code == 0, out.output
@@ -140,7 +141,7 @@ def test_errors_about_stored_runs_are_one_line(stored, tmp_path):
 
 def test_untrusted_names_are_stored_as_data(tmp_path):
     # Synthetic names (no capture has hostile ones): a phase and a kernel named like SQL stay text.
-    a = analyze(load(K4))
+    a = analyze(load_trace(K4))
     evil = "x'); DROP TABLE runs; --"
     a.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
                                      .otherwise(pl.col("phase")))

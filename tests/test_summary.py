@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 from analyzer import summary
-from analyzer.analysis import analyze, load
+from analyzer.analysis import analyze
+from analyzer.readers.load import load_trace
 from analyzer.model.trace import Trace, TraceMeta
 from conftest import FIXTURES, shared_nsys
 
@@ -21,7 +22,7 @@ CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-g
 @pytest.mark.parametrize("domains", [(), ("*",)], ids=["tracer-ranges", "all-ranges"])
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_cycle_busy_from_range_unions_equals_direct_union(path, domains):
-    a = analyze(load(str(path)), domains=domains)
+    a = analyze(load_trace(str(path)), domains=domains)
     direct = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping)[1]
     reused = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping, summary.range_busy(a.ops))[1]
     assert reused.sort("cycle", "phase").equals(direct.sort("cycle", "phase"))
@@ -53,7 +54,7 @@ def test_union_paths_agree(path, monkeypatch):
     # in-place scan of few groups; null groups included (ops of no range, or no cycle).
     from analyzer import accounting
 
-    ops = analyze(load(str(path)), domains=("*",)).ops
+    ops = analyze(load_trace(str(path)), domains=("*",)).ops
     monkeypatch.setattr(accounting, "USE_SCAN", False)  # the polars paths; the C scan is checked below
     for by in (["range_id"], ["cycle", "phase"], ["device", "stream"], ["device"]):
         whole = accounting.union_length(ops, by, ordered=True).sort(by)
@@ -82,7 +83,7 @@ def test_c_scan_equals_polars(path, monkeypatch):
     # and the whole analysis is the same either way.
     from analyzer import accounting
 
-    a = analyze(load(str(path)), domains=("*",))
+    a = analyze(load_trace(str(path)), domains=("*",))
     ops = a.ops
     loose = pl.col("phase").is_in(["(cycle)", "(unattributed)"]) | (pl.col("stream") % 2 == 0)
     for by, where in ((["range_id"], None), (["cycle", "phase"], None), (["device", "stream"], None),
@@ -99,7 +100,7 @@ def test_c_scan_equals_polars(path, monkeypatch):
     with_c = accounting.with_prev_end(ops)
     monkeypatch.setattr(accounting, "USE_SCAN", False)
     assert with_c.get_column("prev_end").equals(accounting.with_prev_end(ops).get_column("prev_end"))
-    b = analyze(load(str(path)), domains=("*",))
+    b = analyze(load_trace(str(path)), domains=("*",))
     for table in ("phases", "categories", "cycle_phases", "streams", "cycles"):
         assert getattr(a, table).equals(getattr(b, table)), table
 
@@ -112,7 +113,7 @@ def test_range_scan_equals_the_group_bys(path, monkeypatch):
     # and group-by (the per-range projection, NVIDIA's definition).
     from analyzer import accounting, projection, summary
 
-    a = analyze(load(str(path)), domains=("*",))
+    a = analyze(load_trace(str(path)), domains=("*",))
     scanned = accounting.range_scan(a.ops)
     assert scanned is not None
     with_scan = projection.range_projection(a.ranges, a.ops, scanned)

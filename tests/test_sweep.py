@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer import sweep as sw
-from analyzer.analysis import analyze, load
+from analyzer.analysis import analyze
+from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from analyzer.errors import SpecprofError
 from analyzer.readers.sidecar import find
@@ -38,7 +39,7 @@ def doc():
 
 
 def per_cycle(k):
-    a = analyze(load(str(FIXTURES / f"reference-k{k}")))
+    a = analyze(load_trace(str(FIXTURES / f"reference-k{k}")))
     w = a.cycle_phases.pivot(on="phase", index="cycle", values="attributed").fill_null(0)
     return w["draft"].to_numpy(), w["verify"].to_numpy()
 
