@@ -121,9 +121,9 @@ def _row_counts(path: str) -> dict:
 
 
 def _drop_specprof_cache(path: str) -> None:
-    from analyzer import cache
+    from analyzer.readers import trace_cache
 
-    for folder in cache.locations(path):
+    for folder in trace_cache.locations(path):
         shutil.rmtree(folder, ignore_errors=True)
 
 

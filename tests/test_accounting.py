@@ -6,11 +6,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.accounting import segments
+from analyzer.core.accounting import segments
 from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
-from analyzer.analysis import analyze
+from analyzer.core.attribution import attribute
 from analyzer.readers.load import load_trace
-from analyzer.projection import nest, phase_names, timeline
+from analyzer.core.projection import nest, phase_names, timeline
 from conftest import shared_nsys
 
 
@@ -28,7 +28,7 @@ def assert_tiles(a):
 
 @pytest.mark.parametrize("path", shared_nsys(), ids=lambda p: p.name)
 def test_segments_tile_every_stream(path):
-    a = analyze(load_trace(str(path)))
+    a = attribute(load_trace(str(path)))
     assert_tiles(a)
     # Busy time equals the union of the ops' intervals per stream.
     busy = a.segments.filter(~pl.col("category").is_in([CPU_WAIT, LAUNCH, IDLE]))

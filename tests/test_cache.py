@@ -1,5 +1,5 @@
-"""The Parquet cache of an export's parsed tables: same tables back, never a foreign or stale cache,
-never a failure because of the cache."""
+"""The Parquet cache of an export's parsed tables and of its attribution: same tables back, never a foreign or
+stale cache, never a failure because of the cache."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import shutil
 import polars as pl
 import pytest
 
-from analyzer import cache as analysis_cache
-from analyzer.analysis import analyze
-from analyzer.readers.load import load_trace
+from analyzer.app import analysis_cache
+from analyzer.app.analyze import Options, attribution
+from analyzer.core.attribution import attribute
 from analyzer.readers import trace_cache as cache
+from analyzer.readers.load import load_trace
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import FIXTURES
 
@@ -51,7 +52,7 @@ def test_second_load_reads_the_cache_and_gives_the_same_tables(export):
     _same(fresh, first)
     _same(fresh, second)
     # And the analysis of the cached tables is the analysis of the export.
-    a, b = analyze(fresh), analyze(second)
+    a, b = attribute(fresh), attribute(second)
     for t in ("phases", "categories", "cycle_phases", "launch", "streams", "kernels"):
         assert getattr(a, t).equals(getattr(b, t)), t
 
@@ -159,31 +160,36 @@ def _same_analysis(a, b):
         assert getattr(a.trace, t).equals(getattr(b.trace, t)), t
 
 
+def cached(export, rules, domains=()):
+    """The attribution of `export` through both caches (app/analyze.py)."""
+    return attribution(str(export), Options(rules=tuple(rules), domains=domains))
+
+
 def test_the_same_analysis_again_comes_from_the_cache(export):
-    from analyzer.categories import default_rules
+    from analyzer.core.categories import default_rules
 
     rules = default_rules()
-    first = analysis_cache.analyze(str(export), ("cycle",), rules)
-    opts = analysis_cache.options(("cycle",), rules, ())
+    first = cached(export, rules)
+    opts = analysis_cache.key(("cycle",), rules, ())
     trace = cache.load(str(export))
-    again = analysis_cache.load_analysis(str(export), opts, trace)
+    again = analysis_cache.load(str(export), opts, trace)
     assert again is not None
     _same_analysis(first, again)
-    _same_analysis(first, analysis_cache.analyze(str(export), ("cycle",), rules))
+    _same_analysis(first, cached(export, rules))
     # Other options: not that analysis.
-    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("verify",), rules, ()), trace) is None
-    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("cycle",), rules[1:], ()), trace) is None
-    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("cycle",), rules, ("specprof",)), trace) is None
-    other = analysis_cache.analyze(str(export), ("cycle",), rules, ("specprof",))
-    _same_analysis(other, analyze(read_nsys_sqlite(str(export)), domains=("specprof",)))
+    assert analysis_cache.load(str(export), analysis_cache.key(("verify",), rules, ()), trace) is None
+    assert analysis_cache.load(str(export), analysis_cache.key(("cycle",), rules[1:], ()), trace) is None
+    assert analysis_cache.load(str(export), analysis_cache.key(("cycle",), rules, ("specprof",)), trace) is None
+    other = cached(export, rules, ("specprof",))
+    _same_analysis(other, attribute(read_nsys_sqlite(str(export)), domains=("specprof",)))
 
 
 def test_analysis_cache_follows_the_file(export):
-    from analyzer.categories import default_rules
+    from analyzer.core.categories import default_rules
 
     rules = default_rules()
-    analysis_cache.analyze(str(export), ("cycle",), rules)
+    cached(export, rules)
     st = os.stat(export)
     os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     trace = read_nsys_sqlite(str(export))
-    assert analysis_cache.load_analysis(str(export), analysis_cache.options(("cycle",), rules, ()), trace) is None
+    assert analysis_cache.load(str(export), analysis_cache.key(("cycle",), rules, ()), trace) is None

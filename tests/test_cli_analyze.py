@@ -77,10 +77,11 @@ def test_json_text_survives_hostile_phase_names():
     # boundary, a placeholder-like token) must come back as the same string, the document intact.
     from dataclasses import replace
 
-    from analyzer import analysis
+    from analyzer.core.attribution import attribute
+    from analyzer.derived.analysis import Analysis
     from analyzer.render import json as json_render
 
-    a = analysis.analyze(load_trace(str(K4)))
+    a = Analysis.of(attribute(load_trace(str(K4))))
     hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['
     a = replace(a, cycle_phases=a.cycle_phases.with_columns(
         phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase"))))

@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.analysis import analyze
+from analyzer.core.attribution import attribute
 from analyzer.readers.load import load_trace
 from analyzer.cli import main
-from analyzer.compare import compare
+from analyzer.derived.compare import compare
 from conftest import FIXTURES
 
 K4, K6 = str(FIXTURES / "reference-k4"), str(FIXTURES / "reference-k6")
@@ -20,7 +20,7 @@ K4, K6 = str(FIXTURES / "reference-k4"), str(FIXTURES / "reference-k6")
 
 @pytest.fixture(scope="module")
 def analyses():
-    return analyze(load_trace(K4)), analyze(load_trace(K6))
+    return attribute(load_trace(K4)), attribute(load_trace(K6))
 
 
 def per_cycle_total(a):
@@ -81,7 +81,7 @@ def test_missing_input_is_a_clean_error(tmp_path):
 def test_runs_without_cycles_compare_per_run(shared_dir, analyses):
     # a third-party capture (no `cycle` ranges) against itself and against K4: per run, and said
     path = sorted((shared_dir / "nsys_sqlite").glob("*.sqlite"))[0]
-    other = analyze(load_trace(str(path)))
+    other = attribute(load_trace(str(path)))
     c = compare(other, analyses[0])
     assert c.unit == "run" and any("no `cycle` ranges" in n and str(path) in n for n in c.notes)
     assert c.a_total_ns == other.segments.select((pl.col("end") - pl.col("start")).sum()).item()

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import crosscheck as cc
+from analyzer.derived import crosscheck as cc
 from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from analyzer.readers import sglang_log

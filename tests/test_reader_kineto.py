@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import analysis
+from analyzer.core import attribution
 from analyzer.cli import main
 from analyzer.errors import SpecprofError
 from analyzer.readers.kineto import read_kineto
@@ -88,7 +88,7 @@ def test_torch_k4_phases_graph_replays_and_gpu_names():
     assert dict(names.iter_rows()) == {"cycle": 35, "draft": 35, "verify": 35, "draft_extend": 35,
                                        "accept": 35, "prefill": 1}
     assert set(trace.ranges["domain"]) == {"user_annotation"}
-    a = analysis.analyze(trace)
+    a = attribution.attribute(trace)
     verify = a.ops.filter(pl.col("phase") == "verify")
     graph = verify.join(trace.api.filter(pl.col("name") == "cudaGraphLaunch"), on=["pid", "correlation"],
                         how="semi")
@@ -101,10 +101,10 @@ def test_torch_k4_phases_graph_replays_and_gpu_names():
 def test_nsys_and_torch_profiler_agree_per_phase():
     """The reference engine (K=4) captured once with nsys (100 cycles) and once with torch.profiler
     (30 measured cycles plus warm-up): per-phase GPU busy time per instance within 5%."""
-    k = analysis.analyze(read_kineto(str(TORCH_K4))).phases
+    k = attribution.attribute(read_kineto(str(TORCH_K4))).phases
     from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 
-    n = analysis.analyze(read_nsys_sqlite(str(NSYS_K4))).phases
+    n = attribution.attribute(read_nsys_sqlite(str(NSYS_K4))).phases
     per = pl.col("gpu_busy") / pl.col("instances")
     both = k.filter(pl.col("instances") > 0).select("phase", k=per, k_ops=pl.col("ops") / pl.col("instances")).join(
         n.filter(pl.col("instances") > 0).select("phase", n=per, n_ops=pl.col("ops") / pl.col("instances")),
@@ -125,7 +125,7 @@ def test_nccl_collectives_and_communication_category(shared_dir):
     assert set(coll["collective"]) == {"allreduce", "broadcast"}
     assert coll["group_size"].unique().to_list() == [2] and coll["pg_ranks"].unique().to_list() == ["[0, 1]"]
     assert trace.meta.rank == 0 and trace.meta.extra["world_size"] == 2
-    a = analysis.analyze(trace)
+    a = attribution.attribute(trace)
     nccl = a.ops.join(coll, on="op_id")
     assert nccl.height == 21 and set(nccl["category"].cast(pl.Utf8)) == {"communication"}
     assert nccl["name"].cast(pl.Utf8).str.starts_with("ncclKernel_").all()

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analyzer import analysis
 from analyzer.cli import main
-from analyzer.render import html
+from analyzer.core.attribution import attribute
+from analyzer.derived.analysis import Analysis
 from analyzer.readers.inputs import manifest
 from analyzer.readers.load import load_trace
+from analyzer.render import html
 from browser import Page, chromium
 from conftest import FIXTURES
 
@@ -37,7 +38,7 @@ HOSTILE_DOMAIN = "<svg onload=alert(4)>"
 
 @pytest.fixture(scope="module")
 def k4_analysis():
-    return analysis.analyze(load_trace(str(K4)))
+    return Analysis.of(attribute(load_trace(str(K4))))
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +254,7 @@ def test_report_and_analyze_html_commands(browser, tmp_path):
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
     """A third-party capture with no cycle ranges: windows are time slices, and every panel still draws."""
     src = shared_dir / "nsys_sqlite" / "nsysai_h100_2gpu_1s.sqlite"
-    a = analysis.analyze(load_trace(str(src)))
+    a = Analysis.of(attribute(load_trace(str(src))))
     out = html.write(a, str(tmp_path / "r.html"))
     vm = data_of(Path(out).read_text(encoding="utf-8"))
     assert vm["cycles"]["n"] == 0 and set(vm["timeline"]["windows"]["kind"]) == {"slice"}
@@ -269,7 +270,7 @@ def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
 
 def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
     """Two kernels and no ranges: the data block stays plain JSON (no gzip), and the page still draws."""
-    a = analysis.analyze(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite")))
+    a = Analysis.of(attribute(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite"))))
     out = Path(html.write(a, str(tmp_path / "r.html")))
     assert '<script type="application/json" id="specprof-data">' in out.read_text(encoding="utf-8")
     p = Page(browser, out)

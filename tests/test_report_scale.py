@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from analyzer import analysis
+from analyzer.core.attribution import attribute
+from analyzer.derived.analysis import Analysis
 from analyzer.render import html
 from analyzer.readers.inputs import manifest
 from analyzer.readers.load import load_trace
@@ -27,7 +28,7 @@ def test_scaled_trace_is_copies_of_the_real_one():
     assert big.ops.height == 3 * trace.ops.height and big.ranges.height == 3 * trace.ranges.height
     assert big.ops["correlation"].n_unique() == 3 * trace.ops["correlation"].n_unique()
     assert big.ops["start"].min() == trace.ops["start"].min()
-    a1, a3 = analysis.analyze(trace), analysis.analyze(big)
+    a1, a3 = attribute(trace), attribute(big)
     assert a3.cycles.height == 3 * a1.cycles.height
     # every copy is the same capture: three times the busy time of each phase
     for ph, busy in zip(a1.phases["phase"].to_list(), a1.phases["gpu_busy"].to_list()):

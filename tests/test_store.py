@@ -1,4 +1,4 @@
-"""The results store (analyzer/store.py) on the project's real captures: what a run's rows hold, idempotent
+"""The results store (analyzer/app/store.py) on the project's real captures: what a run's rows hold, idempotent
 re-import, foreign keys, listing, compare and sweep by run id (equal to the same commands on the files), and
 untrusted names staying data."""
 
@@ -11,12 +11,14 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import parallel, runs, store
-from analyzer.analysis import analyze
-from analyzer.readers.load import load_trace
+from analyzer.app import store, traces
+from analyzer.app.analyze import Options, analyze
+from analyzer.app.commands import load_sweep
 from analyzer.cli import main
-from analyzer.compare import compare
+from analyzer.core.attribution import attribute
+from analyzer.derived.compare import compare
 from analyzer.errors import SpecprofError
+from analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
@@ -38,7 +40,7 @@ def q(db, sql, *params):
 
 
 def test_a_run_dir_is_stored_with_its_manifest_phases_cycles_and_sidecar_results(stored):
-    a = analyze(load_trace(K4))
+    a = attribute(load_trace(K4))
     (run,) = q(stored, "SELECT id, path, format, cycles, steps, tokens, accept_len, preset, command, "
                        "rank_count, wall_ns FROM runs WHERE path = ?", K4)
     assert run[:8] == (1, K4, "nsys-sqlite", 100, 4, 5, 2.625, "reference")
@@ -96,7 +98,7 @@ def test_runs_lists_every_run(stored):
 
 
 def test_compare_by_run_id_equals_compare_of_the_files(stored):
-    a, b = analyze(load_trace(K4)), analyze(load_trace(K6))
+    a, b = attribute(load_trace(K4)), attribute(load_trace(K6))
     files = compare(a, b)
     out = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--json"])
     assert out.exit_code == 0, out.output
@@ -114,8 +116,8 @@ def test_compare_by_run_id_equals_compare_of_the_files(stored):
 
 def test_sweep_by_run_id_equals_the_sweep_of_the_run_dirs(stored):
     db = store.connect(stored, create=False)
-    from_store = runs.load_sweep(["@2", "@1", "@3"], db=db)
-    from_files = runs.load_sweep([K2, K4, K6])
+    from_store = load_sweep(["@2", "@1", "@3"], db=db)
+    from_files = load_sweep([K2, K4, K6])
     assert from_store.fits.drop("source").equals(from_files.fits.drop("source"))
     assert from_store.acceptance.equals(from_files.acceptance)
     assert from_store.predictions.equals(from_files.predictions)
@@ -141,7 +143,7 @@ def test_errors_about_stored_runs_are_one_line(stored, tmp_path):
 
 def test_untrusted_names_are_stored_as_data(tmp_path):
     # Synthetic names (no capture has hostile ones): a phase and a kernel named like SQL stay text.
-    a = analyze(load_trace(K4))
+    a = analyze(K4)
     evil = "x'); DROP TABLE runs; --"
     a.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
                                      .otherwise(pl.col("phase")))
@@ -167,9 +169,9 @@ def test_two_ranks_with_nccl_are_stored_per_rank(tmp_path, shared_dir):
 
 
 def test_records_built_in_workers_equal_serial_ones(tmp_path):
-    opts = parallel.Options(store=True, as_json=True)
-    serial = parallel.analyse_many([K4, K6], opts)
-    pooled = parallel.analyse_many([K4, K6], opts, jobs=2)
+    outputs = traces.Outputs(store=True, as_json=True)
+    serial = traces.analyze_all([K4, K6], Options(), outputs)
+    pooled = traces.analyze_all([K4, K6], Options(), outputs, jobs=2)
     for s, p in zip(serial, pooled):
         assert s.doc == p.doc and s.text == p.text and s.row == p.row
         assert s.record.run == p.record.run

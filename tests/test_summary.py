@@ -8,8 +8,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer import summary
-from analyzer.analysis import analyze
+from analyzer.core import summary
+from analyzer.core.attribution import attribute
 from analyzer.readers.load import load_trace
 from analyzer.model.trace import Trace, TraceMeta
 from conftest import FIXTURES, shared_nsys
@@ -22,7 +22,7 @@ CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-g
 @pytest.mark.parametrize("domains", [(), ("*",)], ids=["tracer-ranges", "all-ranges"])
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_cycle_busy_from_range_unions_equals_direct_union(path, domains):
-    a = analyze(load_trace(str(path)), domains=domains)
+    a = attribute(load_trace(str(path)), domains=domains)
     direct = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping)[1]
     reused = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping, summary.range_busy(a.ops))[1]
     assert reused.sort("cycle", "phase").equals(direct.sort("cycle", "phase"))
@@ -42,7 +42,7 @@ def test_a_phase_twice_in_one_cycle_counts_its_overlap_once():
                         "device": [0, 0], "stream": [1, 2], "pid": [1, 1], "correlation": [1, 2],
                         "name": ["gemm"] * 2, "short_name": ["gemm"] * 2, "graph_node": [None, None]})
     trace = Trace(ops=ops, api=api, ranges=ranges, marks=pl.DataFrame(), meta=TraceMeta("synthetic", "nsys-sqlite"))
-    a = analyze(trace)
+    a = attribute(trace)
     draft = a.cycle_phases.filter(pl.col("phase") == "draft")
     assert draft["gpu_busy"].to_list() == [300]
     assert a.phases.filter(pl.col("phase") == "draft")["gpu_busy"].to_list() == [400]
@@ -52,9 +52,9 @@ def test_a_phase_twice_in_one_cycle_counts_its_overlap_once():
 def test_union_paths_agree(path, monkeypatch):
     # The same union by every path: one sort, in parts of whole groups (forced small here), and the
     # in-place scan of few groups; null groups included (ops of no range, or no cycle).
-    from analyzer import accounting
+    from analyzer.core import accounting
 
-    ops = analyze(load_trace(str(path)), domains=("*",)).ops
+    ops = attribute(load_trace(str(path)), domains=("*",)).ops
     monkeypatch.setattr(accounting, "USE_SCAN", False)  # the polars paths; the C scan is checked below
     for by in (["range_id"], ["cycle", "phase"], ["device", "stream"], ["device"]):
         whole = accounting.union_length(ops, by, ordered=True).sort(by)
@@ -74,16 +74,16 @@ def test_union_paths_agree(path, monkeypatch):
     assert in_place.equals(copied)
 
 
-@pytest.mark.skipif(__import__("analyzer.accounting", fromlist=["_scan"])._scan is None,
+@pytest.mark.skipif(__import__("analyzer.core.accounting", fromlist=["_scan"])._scan is None,
                     reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
 @pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_c_scan_equals_polars(path, monkeypatch):
     # The one-pass C scan and the polars sort-and-scan give the same unions (every grouping the analysis
     # uses, null groups included, over the rows a predicate selects too) and the same prev_end per op;
     # and the whole analysis is the same either way.
-    from analyzer import accounting
+    from analyzer.core import accounting
 
-    a = analyze(load_trace(str(path)), domains=("*",))
+    a = attribute(load_trace(str(path)), domains=("*",))
     ops = a.ops
     loose = pl.col("phase").is_in(["(cycle)", "(unattributed)"]) | (pl.col("stream") % 2 == 0)
     for by, where in ((["range_id"], None), (["cycle", "phase"], None), (["device", "stream"], None),
@@ -100,20 +100,20 @@ def test_c_scan_equals_polars(path, monkeypatch):
     with_c = accounting.with_prev_end(ops)
     monkeypatch.setattr(accounting, "USE_SCAN", False)
     assert with_c.get_column("prev_end").equals(accounting.with_prev_end(ops).get_column("prev_end"))
-    b = analyze(load_trace(str(path)), domains=("*",))
+    b = attribute(load_trace(str(path)), domains=("*",))
     for table in ("phases", "categories", "cycle_phases", "streams", "cycles"):
         assert getattr(a, table).equals(getattr(b, table)), table
 
 
-@pytest.mark.skipif(__import__("analyzer.accounting", fromlist=["_scan"])._scan is None,
+@pytest.mark.skipif(__import__("analyzer.core.accounting", fromlist=["_scan"])._scan is None,
                     reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
 @pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_range_scan_equals_the_group_bys(path, monkeypatch):
     # One C pass per range (its busy union, first start, last end, ops, launches) against polars' union
     # and group-by (the per-range projection, NVIDIA's definition).
-    from analyzer import accounting, projection, summary
+    from analyzer.core import accounting, projection, summary
 
-    a = analyze(load_trace(str(path)), domains=("*",))
+    a = attribute(load_trace(str(path)), domains=("*",))
     scanned = accounting.range_scan(a.ops)
     assert scanned is not None
     with_scan = projection.range_projection(a.ranges, a.ops, scanned)

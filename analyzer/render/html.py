@@ -32,7 +32,7 @@ from importlib import resources
 
 import polars as pl
 
-from analyzer.analysis import Analysis
+from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
@@ -159,8 +159,8 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
         "kernels": _kernels(a),
         "streams": _streams(a),
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
-        "crosscheck": _optional(getattr(a, "crosscheck", None)),
-        "economics": _optional(getattr(a, "economics", None)),
+        "crosscheck": _optional(a.crosscheck),
+        "economics": _optional(a.economics),
     }
     return vm
 

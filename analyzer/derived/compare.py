@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.analysis import Analysis
+from analyzer.core.attribution import Attribution
 
 
 @dataclass
@@ -69,7 +69,7 @@ def _side_by_side(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataF
         pl.max_horizontal("a_ns", "b_ns"), descending=True)
 
 
-def compare(a: Analysis, b: Analysis) -> Comparison:
+def compare(a: Attribution, b: Attribution) -> Comparison:
     """Per phase and category, A and B per cycle (or per run when either has no cycles)."""
     return compare_charges((a.trace.meta.path, a.cycles.height, a.charges),
                            (b.trace.meta.path, b.cycles.height, b.charges))

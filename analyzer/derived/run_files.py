@@ -1,32 +1,30 @@
-"""Runs on disk -> the inputs of the cross-check, the economics and the sweep.
+"""A run's files (readers/inputs.py `RunFiles`: the tracer's sidecars, the run without nsys, ground truth, a
+server log, a baseline run) -> what they add to the attribution of its trace: the cross-check, the economics
+and the per-rank results (`enrich`, which makes the `Analysis`), and the sweep's inputs (`sweep_run`).
 
-A run directory made by `specprof capture` holds the nsys export (`*.sqlite`), the tracer's sidecars
-(`specprof-sidecar.*.jsonl`) and `manifest.json`. When it also holds `no-nsys/` (the same workload run
-without nsys, tracer on: `specprof reference --trace --out RUN/no-nsys`, or any run of yours copied there),
-that folder's sidecars are the baseline of the cross-check's inflation table, found automatically and named
-in the output; `--baseline-sidecar` overrides it. A reference-engine `ground_truth.json` in both adds GPU-time
-inflation. A trace file given directly gets sidecars only from `--sidecar`.
-
-This module reads files and calls the pure analyses (crosscheck, economics, sweep); it prints nothing.
+This module reads the files through the readers and calls the pure analyses (crosscheck, economics, ranks);
+it prints nothing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer import crosscheck as cc
-from analyzer import economics as econ
-from analyzer import sweep as sw
-from analyzer.analysis import Analysis, analyze
+from analyzer.core.attribution import Attribution
+from analyzer.derived import crosscheck as cc
+from analyzer.derived import economics as econ
+from analyzer.derived.analysis import Analysis
+from analyzer.derived.ranks import per_rank, sidecar_ranks
+from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import BASELINE_DIR, RunFiles, locate
+from analyzer.readers.inputs import BASELINE_DIR, RunFiles, manifest
 from analyzer.readers.load import load_trace
 from analyzer.readers.sglang_log import read_server_log
 
@@ -80,7 +78,7 @@ def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
     return mean, source, notes, batch
 
 
-def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
+def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str]) -> econ.Economics | None:
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
@@ -107,9 +105,10 @@ def economics_for(a: Analysis, sidecars: sc.Sidecars | None, baseline: sc.Sideca
     return econ.economics(rows, baseline_ns, baseline_source, notes)
 
 
-def enrich(a: Analysis, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
+def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
            baseline_ms: float | None = None, log_interval: int = cc.DEFAULT_LOG_INTERVAL) -> Analysis:
-    """The analysis with `crosscheck` and `economics` filled in where the data for them is present."""
+    """The Analysis of the attribution `a`: with the per-rank results, and the cross-check and the economics where
+    the data for them is present."""
     sidecars = _sidecars(files.sidecars)
     baseline = _sidecars(files.baseline)
     log = read_server_log(server_log) if server_log else None
@@ -140,10 +139,8 @@ def enrich(a: Analysis, files: RunFiles, server_log: str | None = None, baseline
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
-    from analyzer import multirank
-
-    ranks = multirank.analyze(a, multirank.sidecar_ranks(sidecars.files if sidecars is not None else None))
-    return replace(a, crosscheck=check, economics=economics, multirank=ranks)
+    ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
+    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks)
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------
@@ -172,13 +169,9 @@ def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None,
     """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
     manifest.json. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
     argvs = [h.get("argv") for h in (sidecars.headers if sidecars else [])]
-    manifest = os.path.join(files.path, "manifest.json") if os.path.isdir(files.path) else None
-    if manifest and os.path.isfile(manifest):
-        try:
-            with open(manifest, encoding="utf-8") as fh:
-                argvs.append(json.load(fh).get("command"))
-        except (OSError, ValueError, AttributeError):
-            pass
+    recorded = manifest(files.path) if os.path.isdir(files.path) else None
+    if recorded is not None:
+        argvs.append(recorded.get("command"))
     for argv in argvs:
         if isinstance(argv, str):
             argv = shlex.split(argv)
@@ -193,7 +186,7 @@ def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None,
 
 @dataclass
 class SweepRun:
-    """One run's inputs to the sweep fit; the results store keeps them (analyzer/store.py), so that
+    """One run's inputs to the sweep fit; the results store keeps them (analyzer/app/store.py), so that
     `specprof sweep @ID` needs no files."""
 
     path: str
@@ -212,7 +205,7 @@ class SweepRun:
         return int(round(self.periods["period"].mean()))
 
 
-def sweep_run(files: RunFiles, a: Analysis, sidecars: sc.Sidecars, check: cc.CrossCheck | None = None) -> SweepRun:
+def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars, check: cc.CrossCheck | None = None) -> SweepRun:
     """The sweep's inputs from an analysed run and its sidecars (`check`: the run's cross-check, when made)."""
     baseline = _sidecars(files.baseline)
     check = check if check is not None else cc.crosscheck(a.trace, sidecars)
@@ -220,7 +213,8 @@ def sweep_run(files: RunFiles, a: Analysis, sidecars: sc.Sidecars, check: cc.Cro
     window = _window(sidecars, check)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
     accept, batch, _ = econ.accept_stats(window)
-    wide = a.cycle_phases.group_by("cycle").agg(
+    # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's)
+    wide = a.cycle_phases.group_by("cycle", maintain_order=True).agg(
         draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
         total_ns=pl.col("attributed").sum())
@@ -235,42 +229,11 @@ def sweep_run(files: RunFiles, a: Analysis, sidecars: sc.Sidecars, check: cc.Cro
                     periods=periods)
 
 
-def stored_sweep_run(db, arg: str) -> SweepRun:
-    """The sweep's inputs of a stored run (`@ID`)."""
-    from analyzer import store
-
-    run_id = store.parse_run_id(arg)
-    t = store.sweep_tables(db, run_id)
-    run = t["run"]
-    if run["steps"] is None and not t["accepts"].height:
-        raise SpecprofError(f"{arg}: stored without the tracer's sidecar: the sweep needs the accept counts; "
-                            "store the run directory made by `specprof capture`")
-    return SweepRun(path=f"{arg} ({run['path']})", steps=run["steps"], tokens=run["tokens"], cycles=t["cycles"],
-                    accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"])
-
-
-def load_sweep(paths: list[str], steps: list[int] = (), max_steps: int | None = None, db=None) -> sw.Sweep:
-    """Analyse each run (or read it from the results store `db`: `@ID`) and fit the cost model
-    (analyzer/sweep.py)."""
-    if len(paths) < 2:
-        raise SpecprofError("specprof sweep needs at least two runs (with different numbers of draft steps)")
-    if steps and len(steps) != len(paths):
-        raise SpecprofError(f"--steps was given {len(steps)} times for {len(paths)} runs: give it once per run, "
-                            "in the order of the runs")
-    from analyzer import store
-
-    run_rows, cycle_rows, count_rows, period_rows, notes = [], [], [], [], []
-    for run, path in enumerate(paths):
-        if store.is_run_id(path):
-            if db is None:
-                raise SpecprofError(f"{path}: a stored run: give the results database with --db FILE")
-            sr = stored_sweep_run(db, path)
-        else:
-            files = locate(path)
-            if not files.sidecars:
-                raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept "
-                                    "counts; give a run directory made by `specprof capture`", path)
-            sr = sweep_run(files, analyze(load_trace(files.trace)), sc.read_sidecars(files.sidecars))
+def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None) -> Sweep:
+    """Fit the cost model (derived/sweep.py) over the runs' inputs: `runs` gives (the run as the user named it,
+    its inputs), in order; `steps`: the draft steps of each run when the command line does not say."""
+    run_rows, cycle_rows, count_rows, period_rows = [], [], [], []
+    for run, (path, sr) in enumerate(runs):
         k, tokens = (steps[run], steps[run] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
             raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "
@@ -288,18 +251,15 @@ def load_sweep(paths: list[str], steps: list[int] = (), max_steps: int | None = 
         if sr.periods is not None:
             period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
         means = wide.mean()
-        run_rows.append({"run": run, "path": sr.path if store.is_run_id(path) else path, "steps": k,
-                         "tokens": tokens, "cycles": wide.height,
+        run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens, "cycles": wide.height,
                          "accept_len": sr.accept_len, "batch": sr.batch, "draft_ns": int(means["draft_ns"][0]),
                          "verify_ns": int(means["verify_ns"][0]), "rest_ns": int(means["total_ns"][0]
                                                                                   - means["draft_ns"][0]
                                                                                   - means["verify_ns"][0]),
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
-    runs = pl.DataFrame(run_rows, schema={
+    table = pl.DataFrame(run_rows, schema={
         "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
         "accept_len": pl.Float64, "batch": pl.Float64, "draft_ns": pl.Int64, "verify_ns": pl.Int64,
         "rest_ns": pl.Int64, "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
-    result = sw.sweep(runs, pl.concat(cycle_rows), pl.concat(count_rows),
-                      pl.concat(period_rows) if period_rows else None, max_steps)
-    result.notes = notes + result.notes
-    return result
+    return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
+                 max_steps)

@@ -4,7 +4,8 @@ runs with SQL or Datasette (docs/store.md).
 - `record(...)` turns an analysis into rows (a pure function; parallel workers run it where they analyse);
 - `add(db, record)` writes them in one transaction, or finds the run already there: a run is keyed by the
   SHA-256 of its trace file and of the analysis options, so importing the same run again changes nothing;
-- `runs(db)` lists the runs; `side(db, id)` and `sweep_run(db, id)` give `specprof compare` and
+- `record_of(...)` and `save(...)` do both for the analysis of a run's files (`specprof analyze --db`);
+- `list_runs(db)` lists the runs; `side(db, id)` and `sweep_tables(db, id)` give `specprof compare` and
   `specprof sweep` what they need of a stored run, without its files.
 
 Names from traces are untrusted: they are only ever bound as SQL parameters (sqlite-utils inserts, `?`
@@ -25,7 +26,13 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from analyzer import __version__
+from analyzer.core import categories
+from analyzer.derived.analysis import Analysis
+from analyzer.derived.ranks import per_rank
+from analyzer.derived.run_files import SweepRun, sweep_run
 from analyzer.errors import SpecprofError
+from analyzer.readers import sidecar as sc
+from analyzer.readers.inputs import RunFiles, manifest
 
 SCHEMA = "specprof.store/1"
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db
@@ -163,8 +170,6 @@ def options_of(grouping=("cycle",), domains=(), rules=None, sidecars=(), baselin
                baseline_run=None, baseline_ms=None, log_interval=None) -> dict:
     """The analysis options that change a run's results, as plain JSON values. Inputs that are files (sidecars,
     the server log) count by content."""
-    from analyzer import categories
-
     rules = rules if rules is not None else categories.default_rules()
     return {
         "grouping": list(grouping), "domains": sorted(domains),
@@ -195,11 +200,8 @@ def _rows(df: pl.DataFrame | None) -> list[dict]:
     return [{k: _clean(v) for k, v in row.items()} for row in df.iter_rows(named=True)]
 
 
-def _charges(a) -> pl.DataFrame:
-    charges = getattr(a, "charges", None)
-    if charges is None:
-        charges = a.segments.with_columns(ns=pl.col("end") - pl.col("start"))
-    return charges.select(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8),
+def _charges(a: Analysis) -> pl.DataFrame:
+    return a.charges.select(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8),
                           cycle="cycle", ns="ns")
 
 
@@ -221,12 +223,10 @@ def _manifest_columns(manifest: dict | None) -> dict:
             "torch_version": text(versions.get("torch")), "sglang_version": text(versions.get("sglang"))}
 
 
-def record(a, *, path: str, trace_path: str, options: dict, manifest: dict | None = None,
-           trace_digest: tuple[str, int] | None = None, sweep=None) -> Record:
+def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: dict | None = None,
+           trace_digest: tuple[str, int] | None = None, sweep: SweepRun | None = None) -> Record:
     """The rows of one analysed run (a pure function of the analysis; reads only the trace file's bytes for its
-    hash unless `trace_digest` is given). `sweep`: analyzer.runs.SweepRun when the run has sidecars."""
-    from analyzer import multirank as mr
-
+    hash unless `trace_digest` is given). `sweep`: the sweep's inputs when the run has sidecars."""
     sha, size = trace_digest or file_sha256(trace_path)
     meta = a.trace.meta
     ch = _charges(a)
@@ -238,7 +238,7 @@ def record(a, *, path: str, trace_path: str, options: dict, manifest: dict | Non
         "phase", "instances", "ops", cpu_ns="cpu", gpu_span_ns="gpu_span", gpu_busy_ns="gpu_busy",
         attributed_ns="attributed").join(cats.group_by("phase").agg(cycle_ns=pl.col("cycle_ns").sum()), on="phase",
                                          how="left").with_columns(pl.col("cycle_ns").fill_null(0))
-    m = a.multirank if getattr(a, "multirank", None) is not None else mr.analyze(a)
+    m = a.ranks if a.ranks is not None else per_rank(a)
     econ = a.economics
     head = econ.headline if econ is not None else None
     run_dir = os.path.dirname(os.path.abspath(trace_path)) if manifest is not None else None
@@ -323,6 +323,15 @@ def record(a, *, path: str, trace_path: str, options: dict, manifest: dict | Non
     return Record(run=run, tables=tables, ranks=ranks,
                   rank_phases=rank_phases, rank_categories=m.categories,
                   cycles=cycles.drop("_cycle").join(first_rank, on="pid", how="left"), cycle_phases=cycle_phases)
+
+
+def record_of(a: Analysis, path: str, trace: str, files: RunFiles, options: dict) -> Record:
+    """The rows of the analysis `a` of the run at `path` (its trace file `trace`, its files `files`): its
+    manifest, and the sweep's inputs when it has sidecars. `options`: `options_of`."""
+    sweep = None
+    if files.sidecars:
+        sweep = sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
+    return record(a, path=path, trace_path=trace, options=options, manifest=manifest(path), sweep=sweep)
 
 
 # -- the database --------------------------------------------------------------------------------------------------
@@ -445,7 +454,7 @@ def _insert_run(db, rec: Record) -> int:
 
 # -- reading -------------------------------------------------------------------------------------------------------
 
-def runs(db) -> pl.DataFrame:
+def list_runs(db) -> pl.DataFrame:
     """One row per stored run, oldest first."""
     rows = db.conn.execute(
         "SELECT id, imported_at, path, format, rank_count, cycles, wall_ns, attributed_ns, cycle_attributed_ns, "
@@ -479,7 +488,7 @@ def _run_row(db, run_id: int) -> dict:
 
 
 def charges(db, run_id: int) -> tuple[str, int, pl.DataFrame]:
-    """(label, cycles, charges) of a stored run, for analyzer.compare: attributed ns per (phase, category), split
+    """(label, cycles, charges) of a stored run, for derived/compare.py: attributed ns per (phase, category), split
     into the part inside cycles (cycle = 0) and the rest (cycle = null)."""
     run = _run_row(db, run_id)
     rows = db.conn.execute("SELECT phase, category, ns, cycle_ns FROM categories WHERE run_id = ?",
@@ -502,8 +511,19 @@ def side(arg: str, db, analyse) -> tuple[str, int, pl.DataFrame]:
     return charges(db, parse_run_id(arg))
 
 
+def stored_sweep_run(db, arg: str) -> SweepRun:
+    """The sweep's inputs of a stored run (`@ID`)."""
+    t = sweep_tables(db, parse_run_id(arg))
+    run = t["run"]
+    if run["steps"] is None and not t["accepts"].height:
+        raise SpecprofError(f"{arg}: stored without the tracer's sidecar: the sweep needs the accept counts; "
+                            "store the run directory made by `specprof capture`")
+    return SweepRun(path=f"{arg} ({run['path']})", steps=run["steps"], tokens=run["tokens"], cycles=t["cycles"],
+                    accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"])
+
+
 def sweep_tables(db, run_id: int) -> dict:
-    """What analyzer.runs needs to put a stored run into a sweep: the runs row, per-cycle draft/verify/total
+    """What `specprof sweep` needs to put a stored run into a sweep: the runs row, per-cycle draft/verify/total
     attributed ns, the accept counts and the unprofiled cycle periods (None when the run had no baseline)."""
     run = _run_row(db, run_id)
     q = db.conn.execute
@@ -521,3 +541,14 @@ def sweep_tables(db, run_id: int) -> dict:
                                 orient="row"),
         "periods": pl.DataFrame(per, schema={"index": pl.Int64, "period": pl.Int64}, orient="row") if per else None,
     }
+
+
+def save(db_path: str, records: list[tuple[str, Record]], argv: list[str] | None = None) -> list[tuple[str, int, bool]]:
+    """Append (path, record) runs to the store at `db_path` as one import (`argv`: the command that imports them);
+    [(path, run id, created)] in order."""
+    db = connect(db_path)
+    try:
+        import_id = begin_import(db, argv)
+        return [(path, *add(db, rec, import_id)) for path, rec in records]
+    finally:
+        db.conn.close()

@@ -1,4 +1,9 @@
-"""The analysis pipeline: Trace -> projection -> accounting -> summaries, as one result object."""
+"""The attribution of a trace's GPU time: Trace -> projection -> accounting -> summaries, as one result.
+
+`attribute(trace)` charges every nanosecond of every GPU stream once, to a phase and a category
+(docs/attribution.md); `Attribution` holds the tables it makes. Everything here is a pure function of the
+Trace and the options.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer import accounting, categories, progress, projection, summary
+from analyzer import progress
+from analyzer.core import accounting, categories, projection, summary
 from analyzer.errors import SpecprofError
 from analyzer.model.trace import Trace
 
@@ -16,7 +22,7 @@ ALL_DOMAINS = "*"  # in `domains`: every range is a phase candidate, whatever it
 
 
 @dataclass
-class Analysis:
+class Attribution:
     trace: Trace
     grouping: tuple[str, ...]
     ops: pl.DataFrame  # projected, categorised ops
@@ -34,16 +40,8 @@ class Analysis:
     kernels: pl.DataFrame
     unattributed: pl.DataFrame
     notes: list[str] = field(default_factory=list)
-    # Filled by analyzer.runs.enrich when sidecars are given (None otherwise): analyzer.crosscheck.CrossCheck
-    # and analyzer.economics.Economics; their fields are documented there and in docs/crosscheck.md and
-    # docs/economics.md.
-    crosscheck: object | None = None
-    economics: object | None = None
-    # Filled by analyzer.runs.enrich (or analyzer.multirank.analyze): analyzer.multirank.MultiRank, per-rank
-    # attribution, skew and the communication wait/transfer split (docs/multirank.md).
-    multirank: object | None = None
     # The cpu_wait pieces (accounting.SEGMENT_SCHEMA); with `ops` (which carry prev_end) they give the
-    # segments. `segments` builds the whole tiling once and keeps it; `segments_between` a window of it.
+    # segments. `segments` builds the whole tiling once and keeps it.
     waits: pl.DataFrame | None = field(default=None, repr=False)
     _segments: pl.DataFrame | None = field(default=None, repr=False)
 
@@ -55,16 +53,10 @@ class Analysis:
             self._segments = accounting.tile(self.ops, self.waits)
         return self._segments
 
-    def segments_between(self, t0: int, t1: int) -> pl.DataFrame:
-        """The segments that overlap [t0, t1) (unclipped), without building the whole tiling."""
-        if self._segments is not None:
-            return self._segments.filter((pl.col("end") > t0) & (pl.col("start") < t1))
-        return accounting.tile(self.ops, self.waits, window=(t0, t1))
 
-
-def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
-            rules: list[categories.Rule] | None = None,
-            domains: tuple[str, ...] = ()) -> Analysis:
+def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
+              rules: list[categories.Rule] | None = None,
+              domains: tuple[str, ...] = ()) -> Attribution:
     """Attribute every nanosecond of GPU time in `trace` to a phase and a category."""
     if trace.ops.is_empty():
         raise SpecprofError(
@@ -129,7 +121,7 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
                            ("unattributed", lambda: summary.unattributed_table(ops))):
             tables[name] = make()
             step.advance()
-    return Analysis(
+    return Attribution(
         trace=trace,
         grouping=grouping,
         ops=ops,

@@ -50,8 +50,8 @@ def _parse(text: str, source: str) -> list[Rule]:
 
 
 def default_rules() -> list[Rule]:
-    text = resources.files("analyzer").joinpath("categories.toml").read_text()
-    return _parse(text, "analyzer/categories.toml")
+    text = resources.files("analyzer.core").joinpath("categories.toml").read_text()
+    return _parse(text, "analyzer/core/categories.toml")
 
 
 def load_rules(path: str | None = None) -> list[Rule]:

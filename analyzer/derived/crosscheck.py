@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analyzer.economics import cycle_periods
-from analyzer.readers.sidecar import Sidecars
+from analyzer.derived.economics import cycle_periods
 from analyzer.model.trace import Trace
+from analyzer.readers.sidecar import Sidecars
 
 TOLERANCE = 0.02  # relative, on the mean per instance
 FLOOR_NS = 10_000  # absolute floor of the tolerance: the NVTX push/pop outside the tracer's stamps

@@ -20,7 +20,7 @@ import polars as pl
 
 from analyzer.model.columns import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
 from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
-from analyzer.projection import lookup
+from analyzer.core.projection import lookup
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
 USE_SCAN = True

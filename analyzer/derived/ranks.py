@@ -8,7 +8,7 @@ every rank's process has one (distinct), else by the trace's own rank (a one-pro
 
 Everything here is a pure function of the analysis tables (integer ns); renderers turn it into ms.
 
-`MultiRank` tables:
+`Ranks` tables:
 - `ranks`: rank, pid (the trace's process id), os_pid, device, source (how the rank was numbered), ops,
   streams, first, last, wall (first op start to last op end on the rank), busy (union of the rank's ops),
   attributed (its streams' tiling, summed), comm (communication kernels' GPU time), wait, transfer,
@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analyzer import projection, summary
-from analyzer.accounting import union_length
+from analyzer.core import projection, summary
+from analyzer.core.accounting import union_length
+from analyzer.core.attribution import Attribution
 from analyzer.model.labels import COMMUNICATION
+
 # How far a rank's sequence of one collective may be shifted against the reference rank's to line the k-th
 # instances up (a capture window that cuts one rank's first or last kernel off).
 MAX_SHIFT = 8
@@ -69,7 +71,7 @@ STRAGGLER_SCHEMA = {
 
 
 @dataclass
-class MultiRank:
+class Ranks:
     ranks: pl.DataFrame
     phases: pl.DataFrame
     categories: pl.DataFrame
@@ -110,7 +112,7 @@ def sidecar_ranks(files: pl.DataFrame | None) -> dict[int, int]:
     return {int(p): int(r) for p, r in known.select("pid", "rank").unique().rows()}
 
 
-def number_ranks(a, tp_ranks: dict[int, int] | None = None) -> tuple[pl.DataFrame, list[str]]:
+def number_ranks(a: Attribution, tp_ranks: dict[int, int] | None = None) -> tuple[pl.DataFrame, list[str]]:
     """One row per (pid, device) with GPU ops: rank, pid, os_pid, device, source, ops, first, last."""
     notes: list[str] = []
     pairs = a.ops.group_by("pid", "device").agg(
@@ -134,14 +136,6 @@ def number_ranks(a, tp_ranks: dict[int, int] | None = None) -> tuple[pl.DataFram
     return out.select("rank", "pid", "os_pid", "device", "source", "ops", "first", "last"), notes
 
 
-def _charges(a) -> pl.DataFrame:
-    """The analysis's attributed ns per (device, stream, cycle, phase, category)."""
-    charges = getattr(a, "charges", None)
-    if charges is None:
-        charges = a.segments.with_columns(ns=pl.col("end") - pl.col("start"))
-    return charges
-
-
 def _stream_owners(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """(device, stream) -> the pid that launched most of its ops (a stream belongs to one process)."""
     per = ops.group_by("device", "stream", "pid").agg(n=pl.len())
@@ -154,14 +148,14 @@ def _stream_owners(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     return owners.select("device", "stream", "pid"), notes
 
 
-def analyze(a, tp_ranks: dict[int, int] | None = None) -> MultiRank:
-    """Per-rank attribution, skew across ranks and the communication split of analysis `a`.
+def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
+    """Per-rank attribution, skew across ranks and the communication split of the attribution `a`.
 
     `tp_ranks`: OS pid -> tensor-parallel rank (from the sidecars, `sidecar_ranks`)."""
     ranks, notes = number_ranks(a, tp_ranks)
     owners, more = _stream_owners(a.ops)
     notes += more
-    charges = _charges(a)
+    charges = a.charges
     ranges = a.ranges.drop([c for c in ("gpu_start", "gpu_end", "gpu_ops", "gpu_launches") if c in a.ranges.columns])
     ph_rows, cat_rows, rank_rows = [], [], []
     # One rank whose process holds every range (a single-GPU capture): its tables are the whole analysis's.
@@ -203,7 +197,7 @@ def analyze(a, tp_ranks: dict[int, int] | None = None) -> MultiRank:
         comm=(pl.col("end") - pl.col("start")).sum(), wait=pl.col("wait").sum(), transfer=pl.col("transfer").sum(),
         unmatched=(pl.col("end") - pl.col("start")).filter(pl.col("instance").is_null()).sum(),
     ).with_columns(pl.col("unmatched").fill_null(0)).sort("rank", "comm", descending=[False, True])
-    return MultiRank(ranks=rank_table, phases=phases, categories=cats, skew=skew(phases, ranks["rank"].to_list()),
+    return Ranks(ranks=rank_table, phases=phases, categories=cats, skew=skew(phases, ranks["rank"].to_list()),
                      comm=comm, comm_phases=comm_phases, collectives=coll,
                      stragglers=stragglers(comm, ranks["rank"].to_list()), notes=notes)
 
