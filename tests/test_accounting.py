@@ -6,11 +6,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.core.accounting import segments
-from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
+from analyzer.core.accounting import cpu_waits, tile, with_prev_end
 from analyzer.core.attribution import attribute
-from analyzer.readers.load import load_trace
 from analyzer.core.projection import nest, phase_names, timeline
+from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
+from analyzer.readers.load import load_trace
 from conftest import shared_nsys
 
 
@@ -47,7 +47,8 @@ def _synthetic(ops_rows, range_rows):
     ops = pl.DataFrame(ops_rows, schema=["op_id", "start", "end", "launch_start", "phase"], orient="row").with_columns(
         device=pl.lit(0, pl.Int64), stream=pl.lit(1, pl.Int64), category=pl.lit("gemm"),
         cycle=pl.lit(None, pl.Int64), launch_tid=pl.lit(7, pl.Int64))
-    return segments(ops, ranges, timeline(ranges))
+    ops = with_prev_end(ops)
+    return tile(ops, cpu_waits(ops, ranges, timeline(ranges)))
 
 
 def test_gap_splits_at_the_launch_call_and_at_range_boundaries():

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from analyzer.core.projection import lookup
 from analyzer.model.columns import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
 from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
-from analyzer.core.projection import lookup
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
 USE_SCAN = True
@@ -136,20 +136,13 @@ def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     return collect(out).sort("device", "stream", "cycle", "phase", "category", nulls_last=False)
 
 
-def tile(ops: pl.DataFrame, waits: pl.DataFrame, window: tuple[int, int] | None = None) -> pl.DataFrame:
-    """The segments (SEGMENT_SCHEMA) tiling every stream, sorted by (device, stream, start).
-
-    With `window` = (t0, t1), only the segments that overlap [t0, t1), unclipped.
-    """
+def tile(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """The segments (SEGMENT_SCHEMA) tiling every stream, sorted by (device, stream, start): each op's busy piece
+    and the launch and idle pieces of the gap before it (from `prev_end`, `with_prev_end`), and the cpu_wait
+    pieces `waits` (`cpu_waits`)."""
     if ops.is_empty():
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
     o = ops.lazy()
-    w = waits.lazy()
-    if window is not None:
-        t0, t1 = window
-        # An op's pieces lie within [prev_end, end) (or [start, end) for a stream's first op).
-        o = o.filter((pl.col("end") > t0) & (pl.col("prev_end").fill_null(pl.col("start")) < t1))
-        w = w.filter((pl.col("end") > t0) & (pl.col("start") < t1))
     cols = ["device", "stream", "phase", "cycle", "op_id"]
     busy = o.select(*cols, "category", start=_BUSY_START, end=pl.col("end")).filter(pl.col("end") > pl.col("start"))
     gaps = o.filter(_GAP)
@@ -157,20 +150,9 @@ def tile(ops: pl.DataFrame, waits: pl.DataFrame, window: tuple[int, int] | None 
         *cols, start="prev_end", end="start", category=pl.lit(IDLE))
     launch = gaps.filter(pl.col("launch_start").is_not_null()).select(
         *cols, start=_SPLIT, end="start", category=pl.lit(LAUNCH)).filter(pl.col("end") > pl.col("start"))
-    parts = [busy, launch, unknown, w]
+    parts = [busy, launch, unknown, waits.lazy()]
     out = pl.concat([p.select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA) for p in parts])
-    if window is not None:
-        out = out.filter((pl.col("end") > window[0]) & (pl.col("start") < window[1]))
     return out.sort("device", "stream", "start").collect()
-
-
-def segments(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
-             grouping: tuple[str, ...] = ("cycle",)) -> pl.DataFrame:
-    """Tile each (device, stream) timeline. `ops` must carry phase, category, cycle and launch_*."""
-    if ops.is_empty():
-        return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    ops = with_prev_end(ops)
-    return tile(ops, cpu_waits(ops, ranges, tl, grouping))
 
 
 def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
@@ -222,43 +204,32 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
     return pieces.select(list(SEGMENT_SCHEMA))
 
 
-def union_length(df: pl.DataFrame, by: list[str], ordered: bool = False, few: bool = False,
-                 where: pl.Expr | None = None) -> pl.DataFrame:
-    """Length of the union of [start, end) intervals per group `by`: (by..., busy).
+def union_length(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
+    """Length of the union of [start, end) intervals per group `by`: (by..., busy), the groups in no particular
+    order; `where`: over the rows it selects only.
 
-    `ordered`: the rows are already in start order (the ops are), so a stable sort by the group
-    keys alone puts them in (by, start) order; `few`: there are few groups (devices, streams), so
-    the rows are left in start order and each group is scanned in place; `where`: only the rows it
-    selects (with `few`, selected in place: no copy of them is made).
-    """
+    Where the C scan is built and the rows are in start order (the ops are), one pass of it over the rows, the
+    rows `where` leaves out skipped in place (not copied); else `union_by_polars`, its twin (the tests hold the
+    two equal)."""
     if df.is_empty():
         return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
-    if ordered and not _starts_ascending(df):
-        ordered = False  # said to be in start order, but is not: sort
-    if ordered and _scan is not None and USE_SCAN:
+    if _scan is not None and USE_SCAN and _starts_ascending(df):
         key = combined_key(df, by)
-        # (the rows `where` leaves out are skipped by the scan: nothing is copied)
         scanned = scan_groups(df, key, where=where) if key is not None else None
         if scanned is not None:
             first, busy = scanned[0].get_column("first_row"), scanned[0].get_column("busy")
             return df.select(pl.col(by).gather(first)).with_columns(busy=busy)
-    if few and ordered:
-        out = _union_few(df, by, where)
-        if out is not None:
-            return out
-    if where is not None:
-        df = collect(df.lazy().select(*by, "start", "end").filter(where))
-        if df.is_empty():
-            return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
-    # Sort so that each group is one run of rows in start order (on one packed key when the keys fit
-    # in 62 bits), then scan: no hash table over the rows. Only the key, start and end are gathered in
-    # that order; the group's key values are picked up at the end of each run.
-    key = combined_key(df, by)
-    if key is None:
-        return _union_by_columns(df, by, ordered)
-    if df.height > PART_ROWS:
-        return _union_in_parts(df, by, key, ordered)
-    return _union_sorted(df, by, key, ordered)
+    return union_by_polars(df, by, where)
+
+
+def union_by_polars(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
+    """`union_length` in polars: the rows (those `where` selects) in start order, then per group a running max of
+    the ends: each interval adds what it reaches past the ends before it."""
+    rows = df.lazy() if where is None else df.lazy().filter(where)
+    reach = pl.max_horizontal("start", pl.col("end").cum_max().shift(1).fill_null(pl.col("start")))
+    # (in memory: a group's rows keep their order there, which the running max needs)
+    return rows.select(*by, "start", "end").sort("start").group_by(by).agg(
+        busy=(pl.col("end") - reach).clip(lower_bound=0).sum().cast(pl.Int64)).collect()
 
 
 def range_scan(ops: pl.DataFrame) -> pl.DataFrame | None:
@@ -313,109 +284,6 @@ def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: 
     return out, (None if prev is None else pl.DataFrame(ArrowStream(prev)).to_series())
 
 
-def _union_sorted(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool) -> pl.DataFrame:
-    """union_length by one sort on the packed key `key`, then one scan."""
-    packed = _stable_order(df, key) if ordered else None
-    if packed is not None:  # the sorted keys come with the order: only start and end are gathered
-        order, sorted_keys = packed
-        s = df.select(start=pl.col("start").gather(order), end=pl.col("end").gather(order)).with_columns(
-            k=sorted_keys)
-        del sorted_keys, packed
-    else:
-        order = df.select(pl.arg_sort_by(key, maintain_order=True) if ordered
-                          else pl.arg_sort_by(key, pl.col("start"))).to_series()
-        s = df.select(k=key.gather(order), start=pl.col("start").gather(order), end=pl.col("end").gather(order))
-    first = pl.col("k").ne_missing(pl.col("k").shift(1)).fill_null(True)
-    base = pl.when(first).then(pl.col("start")).forward_fill()
-    # (lazy: the repeated sub-expressions are computed once)
-    width, groups, low = s.lazy().select(w=(pl.col("end") - base).max(), g=first.sum(),
-                                         lo=(pl.col("end") - base).min()).collect().row(0)
-    width, groups, low = int(width or 0) + 1, int(groups or 0), int(low or 0)
-    if low < 0 or (groups + 1) * width >= 1 << 62:
-        return _union_by_columns(df, by, ordered)
-    # One cumulative max over the whole column: each group's ends, rebased to its first start, are
-    # lifted by (group number x the widest group), so no earlier group's value exceeds a later one's.
-    lift = first.cum_sum().cast(pl.Int64) * width
-    prev = pl.when(first).then(None).otherwise((lift + pl.col("end") - base).cum_max().shift(1) - lift + base)
-    piece = (pl.col("end") - pl.max_horizontal("start", prev.fill_null(pl.col("start")))).clip(lower_bound=0)
-    runs = s.lazy().select(csum=piece.cum_sum(), last=first.shift(-1).fill_null(True)).collect()
-    del s
-    ends = runs.get_column("last")
-    csum = runs.get_column("csum").filter(ends)
-    rows = order.filter(ends)
-    return df.select(pl.col(by).gather(rows)).with_columns(busy=csum - csum.shift(1).fill_null(0))
-
-
-def _stable_order(df: pl.DataFrame, key: pl.Expr) -> tuple[pl.Series, pl.Series] | None:
-    """A stable sort of `df` by `key`: (the row order as UInt32 positions, the keys in that order,
-    rebased to 0). The key and the row number are packed into one integer and the values sorted
-    (about 3x faster than a stable arg-sort at 11 M rows), and both are read off the sorted values.
-    None when the two do not fit in 62 bits."""
-    n = df.height
-    row_bits = max(1, (n - 1).bit_length())
-    lo, hi = df.select(lo=key.min(), hi=key.max()).row(0)
-    if lo is None or ((hi - lo + 1).bit_length() + row_bits) > 62 or n >= 1 << 32:
-        return None
-    packed = df.lazy().select(p=((key - lo) * (1 << row_bits) + pl.int_range(pl.len(), dtype=pl.Int64)).sort()
-                              ).collect().get_column("p")
-    order = (packed & ((1 << row_bits) - 1)).cast(pl.UInt32)
-    return order, packed // (1 << row_bits)
-
-
-FEW_GROUPS = 64
-PART_ROWS = 3_000_000  # a union over more rows runs in parts of about this many (whole groups each)
-
-
-def _union_in_parts(df: pl.DataFrame, by: list[str], key: pl.Expr, ordered: bool) -> pl.DataFrame:
-    """union_length over a large frame in parts: the groups are dealt into parts by their packed key
-    (key mod parts), so each part holds whole groups, still in start order, and is sorted and scanned
-    alone. The sort and scan hold several columns of the rows they work on: in parts, a fraction."""
-    parts = -(-df.height // PART_ROWS)
-    k = df.select(key.alias("k")).get_column("k")
-    out = []
-    for part in range(parts):
-        sub = df.select(*by, "start", "end").filter(k % parts == part)
-        if sub.height:  # one sort per part, never split again (one group may hold most rows)
-            out.append(_union_sorted(sub, by, key, ordered))  # (the key packs any subset of the rows)
-        del sub
-    return pl.concat(out)
-
-
-def _union_few(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame | None:
-    """union_length for rows in start order with few groups: each group's rows (of those `where`
-    selects) are selected in place (still in start order) and scanned with one running max; no
-    sort, no window over all the rows (a window over 11 M ops held 0.5 GB more). None when there
-    are more than FEW_GROUPS."""
-    where = pl.lit(True) if where is None else where
-    groups = collect(df.lazy().filter(where).group_by(by).agg(n=pl.len()))
-    if groups.height > FEW_GROUPS:
-        return None
-    piece = (pl.col("end") - pl.max_horizontal("start", pl.col("end").cum_max().shift(1).fill_null(
-        pl.col("start")))).clip(lower_bound=0)
-    busy = []
-    for values in groups.select(by).iter_rows():
-        match = pl.all_horizontal([pl.col(k).is_null() if v is None else pl.col(k) == v
-                                   for k, v in zip(by, values)])
-        busy.append(df.lazy().filter(where & match).select(piece.sum()).collect().item() or 0)
-    return groups.select(by).with_columns(busy=pl.Series(busy, dtype=pl.Int64))
-
-
-def _union_by_columns(df: pl.DataFrame, by: list[str], ordered: bool) -> pl.DataFrame:
-    """union_length when the keys do not pack into one integer: sort on the key columns."""
-    s = df.select(*by, "start", "end").with_row_index("_row")
-    s = s.sort(by, maintain_order=True) if ordered else s.sort(*by, "start")
-    s = _prev_in_runs(s, by, keep_first=True)
-    s = s.select(
-        "_row",
-        csum=(pl.col("end") - pl.max_horizontal("start", pl.col("prev").fill_null(pl.col("start"))))
-        .clip(lower_bound=0).cum_sum(),
-        _last=pl.col("_first").shift(-1).fill_null(True),
-    ).filter(pl.col("_last"))
-    rows = s.get_column("_row")
-    return df.select(pl.col(by).gather(rows)).with_columns(
-        busy=(s.get_column("csum") - s.get_column("csum").shift(1).fill_null(0)))
-
-
 def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
     """One Int64 expression that takes one value per distinct tuple of the columns `by` (integers or
     categoricals; null is a value of its own), when their ranges fit in 62 bits; else None."""
@@ -443,30 +311,3 @@ def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
         expr = expr + (code * (1 << bits))
         bits += width
     return expr
-
-
-def _prev_in_runs(s: pl.DataFrame, by: list[str], keep_first: bool = False) -> pl.DataFrame:
-    """For rows sorted by (by, start): `prev`, the running max of `end` over the earlier rows of
-    the same group (null for a group's first row); with `keep_first`, also `_first` (the row starts
-    a group).
-
-    One cumulative max over the whole column instead of one per group: each group's values are
-    rebased to its first start and lifted by (group number x the widest group), so that no value
-    of an earlier group can exceed a later group's. Falls back to a per-group scan when that
-    could overflow 62 bits."""
-    first = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in by]).fill_null(True)
-    s = s.with_columns(_first=first)
-    s = s.with_columns(_g=pl.col("_first").cum_sum().cast(pl.Int64),
-                       _base=pl.when(pl.col("_first")).then(pl.col("start")).forward_fill())
-    stats = s.select(w=(pl.col("end") - pl.col("_base")).max(), lo=(pl.col("end") - pl.col("_base")).min(),
-                     g=pl.col("_g").max()).row(0)
-    width, low, groups = int(stats[0] or 0) + 1, int(stats[1] or 0), int(stats[2] or 0)
-    drop = ["_g", "_base"] if keep_first else ["_first", "_g", "_base"]
-    if low < 0 or (groups + 1) * width >= 1 << 62:
-        return s.with_columns(prev=pl.col("end").cum_max().shift(1).over("_g")).drop(drop)
-    lift = pl.col("_g") * width
-    v = lift + pl.col("end") - pl.col("_base")
-    return s.with_columns(
-        prev=pl.when(pl.col("_first")).then(None).otherwise(v.cum_max().shift(1) - lift + pl.col("_base"))
-    ).drop(drop)
-

@@ -21,18 +21,13 @@ def _text(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns([pl.col(c).cast(pl.Utf8) for c in TEXT_KEYS if c in df.columns])
 
 
-def _ns(charges: pl.DataFrame) -> pl.DataFrame:
-    """Charges (accounting.CHARGE_SCHEMA) as they are, or segments turned into charges."""
-    return charges if "ns" in charges.columns else charges.with_columns(ns=pl.col("end") - pl.col("start"))
-
-
 def range_busy(ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per innermost range instance, the union of its own ops' intervals: (range_id, busy). Ops of no
     range are one group of their own (null range_id). `ops` in op_id (start) order; `scanned`:
     `accounting.range_scan(ops)` when the caller has it."""
     if scanned is not None:
         return scanned.select("range_id", "busy")
-    return union_length(ops, ["range_id"], ordered=True)
+    return union_length(ops, ["range_id"])
 
 
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
@@ -40,10 +35,9 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
                 per_range: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals).
 
-    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges (or segments);
+    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges;
     `per_range`: `range_busy(ops)` when the caller has it already.
     """
-    charges = _ns(charges)
     # (the columns needed first, then the rows: ranges carry names and other text)
     phases = ranges.select("range_id", "phase", "start", "end").filter(~pl.col("phase").is_in(grouping))
     inst = phases.join(proj, on="range_id", how="left").group_by("phase").agg(
@@ -62,7 +56,7 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
     # (and per stream, so that concurrent streams do not hide each other), over those ops in place.
     loose = pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])
-    loose_busy = _text(union_length(ops, ["phase", "device", "stream"], ordered=True, few=True, where=loose)
+    loose_busy = _text(union_length(ops, ["phase", "device", "stream"], where=loose)
                        .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
     attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))
@@ -87,7 +81,7 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
 
 def category_table(charges: pl.DataFrame) -> pl.DataFrame:
     """Attributed ns per (phase, category)."""
-    return _text(_ns(charges).group_by("phase", "category").agg(ns=pl.col("ns").sum())).sort(
+    return _text(charges.group_by("phase", "category").agg(ns=pl.col("ns").sum())).sort(
         "phase", "ns", descending=[False, True])
 
 
@@ -105,7 +99,7 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
         empty = pl.DataFrame(schema={"cycle": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64,
                                      "gpu_busy": pl.Int64, "cpu": pl.Int64})
         return cycles, empty
-    att = _text(_ns(charges).filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
+    att = _text(charges.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
         attributed=pl.col("ns").sum()))
     busy = _text(_cycle_busy(ranges, ops, grouping, per_range).rename({"busy": "gpu_busy"}))
     cpu = ranges.lazy().filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
@@ -131,7 +125,7 @@ def _cycle_busy(ranges: pl.DataFrame, ops: pl.DataFrame, grouping: tuple[str, ..
     instance (the usual case: one draft, one verify per cycle), its union is that range's, already
     in `per_range`; only the ops of pairs with several instances are unioned again."""
     if per_range is None:
-        return union_length(ops, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null())
+        return union_length(ops, ["cycle", "phase"]).filter(pl.col("cycle").is_not_null())
     owner = ranges.select("range_id", "cycle", phase=phase_of_ops(grouping).cast(ops.schema["phase"])).filter(
         pl.col("cycle").is_not_null())
     inst = per_range.join(owner, on="range_id", how="inner").with_columns(
@@ -142,7 +136,7 @@ def _cycle_busy(ranges: pl.DataFrame, ops: pl.DataFrame, grouping: tuple[str, ..
         return single
     redo = collect(ops.lazy().select("range_id", "cycle", "phase", "start", "end").filter(
         pl.col("range_id").is_in(several.get_column("range_id").implode())))
-    again = union_length(redo, ["cycle", "phase"], ordered=True).filter(pl.col("cycle").is_not_null())
+    again = union_length(redo, ["cycle", "phase"]).filter(pl.col("cycle").is_not_null())
     return pl.concat([single, again.select("cycle", "phase", "busy")])
 
 
@@ -193,7 +187,7 @@ def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
     """Per (device, stream): wall, busy (union), and the idle kinds."""
     walls = collect(ops.lazy().group_by("device", "stream").agg(
         first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64)))
-    c = _ns(charges).group_by("device", "stream", "category").agg(pl.col("ns").sum()).with_columns(
+    c = charges.group_by("device", "stream", "category").agg(pl.col("ns").sum()).with_columns(
         kind=pl.when(pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).then(pl.col("category").cast(pl.Utf8))
         .otherwise(pl.lit("busy")))
     kinds = c.group_by("device", "stream").agg(
@@ -207,7 +201,7 @@ def device_table(ops: pl.DataFrame) -> pl.DataFrame:
     """Per device: wall (first to last op on any stream) and the union of all its ops."""
     walls = collect(ops.lazy().group_by("device").agg(first=pl.col("start").min(), last=pl.col("end").max(),
                                                       streams=pl.col("stream").n_unique().cast(pl.Int64)))
-    busy = union_length(ops, ["device"], ordered=True, few=True)
+    busy = union_length(ops, ["device"])
     return walls.join(busy, on="device", how="left").with_columns(
         wall=pl.col("last") - pl.col("first")).sort("device")
 

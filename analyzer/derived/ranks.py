@@ -173,7 +173,7 @@ def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
             cats = summary.category_table(ch)
         ph_rows.append(phases.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
         cat_rows.append(cats.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
-        busy = union_length(ops, ["device"], ordered=True, few=True)
+        busy = union_length(ops, ["device"])
         rank_rows.append({**r, "streams": streams.height, "wall": r["last"] - r["first"],
                           "busy": int(busy["busy"].sum() or 0), "attributed": int(ch["ns"].sum() or 0)})
     phase_schema = {"rank": pl.Int64, "phase": pl.Utf8, "instances": pl.Int64, "ops": pl.Int64, "cpu": pl.Int64,
