@@ -182,7 +182,7 @@ def test_json_and_terminal_on_two_ranks(captures):
 
 def test_the_real_tensor_parallel_capture():
     # fixtures/reference-k4-tp2: the reference engine at TP = 2 on two H200s, NCCL all-reduce after
-    # attention and after the MLP (issue 9). The numbers docs/multirank.md quotes.
+    # attention and after the MLP. The numbers docs/multirank.md quotes.
     from analyzer.readers.sidecar import find, read_sidecars
     from conftest import FIXTURES
 

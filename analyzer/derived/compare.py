@@ -77,7 +77,7 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
 
 def compare_charges(a: tuple[str, int, pl.DataFrame], b: tuple[str, int, pl.DataFrame]) -> Comparison:
     """`compare` from each side's (label, cycles, charges): charges with phase, category, cycle (null outside
-    cycles) and ns, as an analysis has them or as the results store gives them (analyzer/store.py)."""
+    cycles) and ns, as an attribution has them or as the results store gives them (analyzer/app/store.py)."""
     notes = []
     unit = "cycle" if a[1] and b[1] else "run"
     if unit == "run":

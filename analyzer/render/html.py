@@ -551,8 +551,8 @@ def _blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> 
 
 
 # ----------------------------------------------------------------------------------------------
-# Cross-check and economics: drawn when the analysis carries them (analyzer/crosscheck.py,
-# analyzer/economics.py); converted to plain JSON here without interpretation.
+# Cross-check and economics: drawn when the analysis carries them (analyzer/derived/crosscheck.py,
+# analyzer/derived/economics.py); converted to plain JSON here without interpretation.
 
 
 PANEL_SKIP = ("pairs",)  # per-instance tables: too long to embed, and the panels draw the per-phase ones

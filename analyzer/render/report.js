@@ -699,7 +699,7 @@
     if (x == null) { emptyNote(box, "Not available for this input: needs the tracer's sidecar (accept lengths) and a baseline decode step time."); return; }
     renderEconomics(x, box);
   }
-  // analyzer/crosscheck.py CrossCheck: consistency (per phase, nsys vs sidecar per instance), inflation (with vs
+  // analyzer/derived/crosscheck.py CrossCheck: consistency (per phase, nsys vs sidecar per instance), inflation (with vs
   // without nsys, ratio with its interval), accept (accept-length reconciliation), notes. Times in ns.
   function renderCrosscheck(x, box) {
     var cons = Array.isArray(x.consistency) ? x.consistency : [];
@@ -755,7 +755,7 @@
     if (x.notes && x.notes.length) { var n = el("ul", "notes"); x.notes.forEach(function (t) { n.appendChild(el("li", null, t)); }); box.appendChild(n); }
   }
 
-  // analyzer/economics.py Economics: estimates (one row per source: cycle_ns, accept_len, speedup,
+  // analyzer/derived/economics.py Economics: estimates (one row per source: cycle_ns, accept_len, speedup,
   // break_even_accept_len, verdict), baseline_ns, baseline_source, verdict, notes.
   function renderEconomics(x, box) {
     var rows = Array.isArray(x.estimates) ? x.estimates.filter(function (r) { return r.cycle_ns; }) : [];
