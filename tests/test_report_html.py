@@ -1,4 +1,4 @@
-"""The HTML report (analyzer/render/html.py, report.js): rendered from real captures and run in headless Chromium.
+"""The HTML report (analyzer/render/html.py, analyzer/render/report/): rendered from real captures and run in headless Chromium.
 
 Checks: the page is one self-contained file that asks for nothing over the network; every panel is drawn with
 no console error; the cycle selector moves the timeline's window; hovering an op shows its name, phase,

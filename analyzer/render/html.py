@@ -2,7 +2,9 @@
 
 Python builds a view model (plain JSON: the analysis tables, columnar, with times in integer
 nanoseconds relative to the capture's first event, and display-only downsampling for big captures);
-`report.js` draws it in the browser. What each panel shows: docs/report.md.
+the app in `report/` draws it in the browser: one module per panel (`timeline.js`, `phases.js`, `kernels.js`,
+`cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
+put together here into the page's one script. What each panel shows: docs/report.md.
 
 Names (kernels, ranges, threads, the command line) come from other people's programs. They travel
 only inside the JSON data block, escaped so that nothing in them can close the <script> element
@@ -79,12 +81,23 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
     return path
 
 
+REPORT_MODULES = ("common.js", "timeline.js", "header.js", "phases.js", "kernels.js", "cycles.js", "checks.js",
+                  "main.js")
+
+
+def app_script() -> str:
+    """The report's app: its modules (analyzer/render/report/) in one strict-mode function, whose scope they
+    share (each declares one factory function; main.js calls them)."""
+    modules = "\n".join(_resource(f"report/{name}") for name in REPORT_MODULES)
+    return f'(function () {{\n"use strict";\n{modules}\n}})();\n'
+
+
 def page(vm: dict) -> str:
     """Put the view model, the app and plotly.js into the page template."""
     template = _resource("page.html")
-    app = _resource("report.js")
+    app = app_script()
     plotly_js = _plotly_js()
-    for name, code in (("plotly.js", plotly_js), ("report.js", app)):
+    for name, code in (("plotly.js", plotly_js), ("the report's app", app)):
         if "</script" in code.lower() or "<!--" in code:
             raise SpecprofError(f"{name} holds '</script' or '<!--' and cannot be inlined", name)
     title = f"specprof report: {os.path.basename(vm['facts']['source'] or '') or 'trace'}"
