@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from analyzer.core.attribution import attribute
-from analyzer.derived.analysis import Analysis
 from analyzer.render import html
 from analyzer.readers.inputs import manifest
 from analyzer.readers.load import load_trace

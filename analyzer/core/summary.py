@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.core.accounting import combined_key, union_length, with_prev_end
+from analyzer.core.accounting import union_length, with_prev_end
+from analyzer.core.projection import phase_of_ops
 from analyzer.model.columns import collect, first_distinct
 from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.core.projection import phase_of_ops
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
 

@@ -147,7 +147,8 @@ def skew_entry(m: Ranks) -> dict | None:
         "stragglers": [{"rank": r["rank"], "last": r["last"], "share": num(r["share"], 3),
                         "margin_mean_us": us_or_null(r["margin_mean"]), "margin_max_us": us_or_null(r["margin_max"]),
                         "caused_wait_ms": ms(r["caused"])} for r in m.stragglers.iter_rows(named=True)],
-        "straggler": None if top is None else {"rank": top["rank"], "last": top["last"], "share": num(top["share"], 3),
+        "straggler": None if top is None else {"rank": top["rank"], "last": top["last"],
+        "share": num(top["share"], 3),
                                                "margin_mean_us": us_or_null(top["margin_mean"]),
                                                "caused_wait_ms": ms(top["caused"])},
         "notes": list(m.notes),
@@ -168,7 +169,8 @@ def crosscheck(c: CrossCheck) -> dict:
             "baseline": c.baseline,
             "rows": [
                 {"measure": r["measure"], "phase": r["phase"], "cycles_with": r["cycles_with"],
-                 "cycles_without": r["cycles_without"], "with_ms": ms_or_null(r["with_ns"]), "without_ms": ms_or_null(r["without_ns"]),
+                 "cycles_without": r["cycles_without"], "with_ms": ms_or_null(r["with_ns"]),
+                 "without_ms": ms_or_null(r["without_ns"]),
                  "ratio": num(r["ratio"], 4), "ratio_ci95": [num(r["ratio_lo"], 4), num(r["ratio_hi"], 4)],
                  "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"]}
                 for r in c.inflation.iter_rows(named=True)
@@ -177,7 +179,8 @@ def crosscheck(c: CrossCheck) -> dict:
     accept = None
     if c.accept is not None:
         a = c.accept
-        accept = {"sidecar_accept_len": num(a.sidecar_pooled, 4), "sidecar_per_cycle_mean": num(a.sidecar_per_cycle, 4),
+        accept = {"sidecar_accept_len": num(a.sidecar_pooled, 4),
+        "sidecar_per_cycle_mean": num(a.sidecar_per_cycle, 4),
                   "request_rounds": a.request_rounds, "cycles": a.cycles, "log_lines": a.log_lines,
                   "log_mean": num(a.log_mean, 4), "log_weighted": num(a.log_weighted, 4),
                   "log_accept_rate_mean": num(a.log_rate_mean, 4), "gap": num(a.gap, 4),
@@ -195,7 +198,8 @@ def crosscheck(c: CrossCheck) -> dict:
         ],
         "consistency": [
             {"phase": r["phase"], "instances": r["instances"], "nsys_ms": ms_or_null(r["nsys_ns"]),
-             "sidecar_ms": ms_or_null(r["sidecar_ns"]), "diff_ms": ms_or_null(r["diff_ns"]), "diff_pct": num(r["diff_pct"], 3),
+             "sidecar_ms": ms_or_null(r["sidecar_ns"]), "diff_ms": ms_or_null(r["diff_ns"]),
+             "diff_pct": num(r["diff_pct"], 3),
              "abs_diff_p90_us": us_or_null(r["abs_diff_p90_ns"]), "abs_diff_max_us": us_or_null(r["abs_diff_max_ns"]),
              "tolerance_ms": ms_or_null(r["tolerance_ns"]), "verdict": r["verdict"]}
             for r in c.consistency.iter_rows(named=True)
@@ -210,9 +214,11 @@ def economics(e: Economics) -> dict:
     return {
         "baseline_ms": ms_or_null(e.baseline_ns), "baseline_source": e.baseline_source,
         "estimates": [
-            {"source": r["source"], "profiled": r["profiled"], "cycles": r["cycles"], "cycle_ms": ms_or_null(r["cycle_ns"]),
+            {"source": r["source"], "profiled": r["profiled"], "cycles": r["cycles"],
+             "cycle_ms": ms_or_null(r["cycle_ns"]),
              "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3),
-             "tokens_per_s": num(r["tokens_per_s"], 1), "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
+             "tokens_per_s": num(r["tokens_per_s"], 1),
+             "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
              "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_tokens_per_s": num(r["baseline_tokens_per_s"], 1),
              "speedup": num(r["speedup"], 4), "break_even_accept_len": num(r["break_even_accept_len"], 4),
              "verdict": r["verdict"]}
@@ -229,7 +235,8 @@ def _fit(row: dict, unit: str) -> dict:
         "ci95": {"fixed_ms": [ms_or_null(row["fixed_lo_ns"]), ms_or_null(row["fixed_hi_ns"])],
                  f"per_{unit}_ms": [ms_or_null(row["per_unit_lo_ns"]), ms_or_null(row["per_unit_hi_ns"])]},
         "ci95_runs": {"fixed_ms": [ms_or_null(row["fixed_runs_lo_ns"]), ms_or_null(row["fixed_runs_hi_ns"])],
-                      f"per_{unit}_ms": [ms_or_null(row["per_unit_runs_lo_ns"]), ms_or_null(row["per_unit_runs_hi_ns"])]},
+                      f"per_{unit}_ms": [ms_or_null(row["per_unit_runs_lo_ns"]),
+                                         ms_or_null(row["per_unit_runs_hi_ns"])]},
         "lack_of_fit_ms": ms_or_null(row["lack_of_fit_ns"]), "cycles": row["n"], "runs": row["runs"],
         "source": row["source"],
     }
@@ -243,8 +250,10 @@ def sweep(s: Sweep) -> dict:
         "schema": SWEEP_SCHEMA,
         "runs": [
             {"path": r["path"], "steps": r["steps"], "tokens": r["tokens"], "cycles": r["cycles"],
-             "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3), "draft_ms": ms_or_null(r["draft_ns"]),
-             "verify_ms": ms_or_null(r["verify_ns"]), "rest_ms": ms_or_null(r["rest_ns"]), "cycle_ms": ms_or_null(r["cycle_ns"]),
+             "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3),
+             "draft_ms": ms_or_null(r["draft_ns"]),
+             "verify_ms": ms_or_null(r["verify_ns"]), "rest_ms": ms_or_null(r["rest_ns"]),
+             "cycle_ms": ms_or_null(r["cycle_ns"]),
              "period_unprofiled_ms": ms_or_null(r["period_unprofiled_ns"])}
             for r in s.runs.iter_rows(named=True)
         ],
@@ -276,12 +285,15 @@ def compare(c: Comparison) -> dict:
         "unit": c.unit,
         "a": {"path": c.a_path, "cycles": c.a_cycles},
         "b": {"path": c.b_path, "cycles": c.b_cycles},
-        "total": {"a_ms": ms_or_null(c.a_total_ns), "b_ms": ms_or_null(c.b_total_ns), "diff_ms": ms_or_null(c.b_total_ns - c.a_total_ns),
+        "total": {"a_ms": ms_or_null(c.a_total_ns), "b_ms": ms_or_null(c.b_total_ns),
+                  "diff_ms": ms_or_null(c.b_total_ns - c.a_total_ns),
                   "ratio": num(c.b_total_ns / c.a_total_ns, 4) if c.a_total_ns else None,
                   "change_pct": num(c.change_pct, 3)},
-        "phases": [{"phase": r["phase"], "a_ms": ms_or_null(r["a_ns"]), "b_ms": ms_or_null(r["b_ns"]), "diff_ms": ms_or_null(r["diff_ns"]),
+        "phases": [{"phase": r["phase"], "a_ms": ms_or_null(r["a_ns"]), "b_ms": ms_or_null(r["b_ns"]),
+                    "diff_ms": ms_or_null(r["diff_ns"]),
                     "ratio": num(r["ratio"], 4)} for r in c.phases.iter_rows(named=True)],
-        "categories": [{"phase": r["phase"], "category": r["category"], "a_ms": ms_or_null(r["a_ns"]), "b_ms": ms_or_null(r["b_ns"]),
+        "categories": [{"phase": r["phase"], "category": r["category"], "a_ms": ms_or_null(r["a_ns"]),
+                        "b_ms": ms_or_null(r["b_ns"]),
                         "diff_ms": ms_or_null(r["diff_ns"]), "ratio": num(r["ratio"], 4)}
                        for r in c.categories.iter_rows(named=True)],
         "notes": c.notes,
