@@ -3,6 +3,9 @@
 Pure logic (the click command in tracer/cli.py only parses options): find nsys, build its command line, run it
 forwarding SIGINT/SIGTERM, convert a left-over `.qdstrm`, export SQLite (and, when asked, NVIDIA's
 `nvtx_gpu_proj_trace` reference), write `manifest.json`. Every subprocess takes an argv list: no shell strings.
+
+Without nsys (`no_nsys`), the same command runs with the same tracer environment and leaves the same run
+directory less the report: the twin run that measures what nsys itself changed (docs/crosscheck.md).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Callable, Mapping, Sequence
 
 from analyzer import __version__
 from analyzer.errors import SpecprofError
-from tracer import manifest
+from tracer import gpu_events, manifest, window
 
 # -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
 # cudaGraphLaunch's correlation id. fork-before-exec: SGLang's spawned schedulers are traced too.
@@ -151,14 +154,22 @@ def find_qdstrm_importer(nsys: Path) -> Path | None:
 
 @dataclass(frozen=True)
 class CaptureRange:
-    """What part of the run nsys records: all of it, a cudaProfilerApi / NVTX range, or delay + duration."""
+    """What part of the run nsys records: all of it, a cudaProfilerApi / NVTX range, delay + duration, or a
+    window of decode cycles (`cycles` = (W, N): the tracer calls cudaProfilerStart after W decode cycles and
+    cudaProfilerStop after N more; the mode is then cudaProfilerApi)."""
 
     mode: str | None = None  # "cudaProfilerApi", "nvtx" or None
     nvtx_capture: str | None = None  # RANGE@DOMAIN, with mode "nvtx"
     delay: int | None = None  # seconds
     duration: int | None = None  # seconds
+    cycles: tuple[int, int] | None = None  # (W, N) decode cycles
 
     def __post_init__(self):
+        if self.cycles is not None:
+            if self.mode not in (None, "cudaProfilerApi"):
+                raise SpecprofError("--capture-cycles opens and closes a cudaProfilerApi range: it does not go with "
+                                    f"--capture-range {self.mode}")
+            object.__setattr__(self, "mode", "cudaProfilerApi")
         if self.mode is not None and self.mode not in CAPTURE_RANGES:
             raise SpecprofError(f"--capture-range must be one of {', '.join(CAPTURE_RANGES)}, not {self.mode!r}")
         if (self.mode == "nvtx") != bool(self.nvtx_capture):
@@ -185,15 +196,20 @@ class Plan:
 
     command: tuple[str, ...]
     run_dir: Path  # absolute
-    nsys: Path
+    nsys: Path | None  # None: run without nsys (the twin run)
     capture_range: CaptureRange
     extra_nsys_args: tuple[str, ...]
     preset: str | None  # None: the tracer is off
     nvidia_stats: bool
     force: bool
     env: dict[str, str]  # additions to the workload's environment
+    gpu_time: bool = False  # the tracer records CUDA events at phase boundaries
+    nsys_missing: bool = False  # a dry run whose nsys was not found: `nsys` stands in for it
 
     def profile_argv(self) -> list[str]:
+        """The nsys command line, or the workload's own without nsys."""
+        if self.nsys is None:
+            return list(self.command)
         return [
             str(self.nsys), "profile", *DEFAULT_FLAGS, *self.capture_range.flags(), *self.extra_nsys_args,
             "-o", str(self.run_dir / Path(REPORT).stem), *self.command,
@@ -214,7 +230,8 @@ def default_run_dir(now: datetime | None = None) -> Path:
 
 
 def environment_additions(
-    run_dir: Path, preset: str | None, bootstrap: Path | None, capture_range: CaptureRange, environ: Mapping[str, str]
+    run_dir: Path, preset: str | None, bootstrap: Path | None, capture_range: CaptureRange, environ: Mapping[str, str],
+    gpu_time: bool = False,
 ) -> dict[str, str]:
     """SPECPROF_* and PYTHONPATH for the tracer (none when preset is None), and what an NVTX range needs."""
     env = {}
@@ -222,6 +239,10 @@ def environment_additions(
         env["SPECPROF_TRACE"] = "1"
         env["SPECPROF_OUT_DIR"] = str(run_dir)
         env["SPECPROF_PRESET"] = preset
+        if capture_range.cycles is not None:
+            env[window.ENV] = "{}:{}".format(*capture_range.cycles)
+        if gpu_time:
+            env[gpu_events.ENV] = "1"
         existing = environ.get("PYTHONPATH")
         env["PYTHONPATH"] = str(bootstrap) + (os.pathsep + existing if existing else "")
     if capture_range.mode == "nvtx" and "NSYS_NVTX_PROFILER_REGISTER_ONLY" not in environ:
@@ -277,37 +298,71 @@ def plan(
     nvidia_stats: bool = False,
     force: bool = False,
     environ: Mapping[str, str] | None = None,
+    gpu_time: bool = False,
+    no_nsys: bool = False,
+    dry_run: bool = False,
 ) -> Plan:
-    """Validate the options and find nsys. Runs nothing and writes nothing."""
+    """Validate the options and find nsys (not with `no_nsys`; for a `dry_run`, a missing nsys is a placeholder
+    and a note). Runs nothing and writes nothing."""
     environ = os.environ if environ is None else environ
     if preset not in PRESETS:
         raise SpecprofError(f"--preset must be one of {', '.join(PRESETS)}, not {preset!r}")
+    if not tracer and (capture_range.cycles is not None or gpu_time):
+        raise SpecprofError("--capture-cycles and --gpu-events are done by the tracer: they do not go with --no-tracer")
+    if no_nsys:
+        given = [name for name, value in (
+            ("--nsys", nsys), ("--capture-range", capture_range.mode if capture_range.cycles is None else None),
+            ("--delay", capture_range.delay), ("--duration", capture_range.duration),
+            ("--extra-nsys-args", extra_nsys_args), ("--nvidia-stats", nvidia_stats)) if value]
+        if given:
+            raise SpecprofError(f"--no-nsys runs the workload without nsys: {', '.join(given)} would do nothing")
     _check_command(command, environ)
     extra = _parse_extra(extra_nsys_args)
     directory = Path(run_dir if run_dir is not None else default_run_dir()).absolute()
     _check_run_dir(directory, force)
     chosen_preset = preset if tracer else None
     bootstrap = directory / BOOTSTRAP if tracer else None
+    missing = False
+    if no_nsys:
+        found = None
+    else:
+        try:
+            found = find_nsys(nsys, environ)
+        except SpecprofError:
+            if not dry_run or nsys:
+                raise
+            found, missing = Path("nsys"), True
     return Plan(
         command=tuple(command),
         run_dir=directory,
-        nsys=find_nsys(nsys, environ),
+        nsys=found,
         capture_range=capture_range,
         extra_nsys_args=extra,
         preset=chosen_preset,
         nvidia_stats=nvidia_stats,
         force=force,
-        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ),
+        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ, gpu_time),
+        gpu_time=gpu_time,
+        nsys_missing=missing,
     )
 
 
 def describe(plan: Plan) -> str:
-    """What --dry-run prints: the exact nsys command, the environment additions and the steps after it."""
-    lines = ["# nsys command", shlex.join(plan.profile_argv()), "# environment additions"]
+    """What --dry-run prints: the exact nsys command (the workload's own with --no-nsys), the environment
+    additions and the steps after it."""
+    if plan.nsys is None:
+        lines = ["# command (no nsys)", shlex.join(plan.profile_argv())]
+    else:
+        lines = ["# nsys command", shlex.join(plan.profile_argv())]
+        if plan.nsys_missing:
+            lines.insert(1, "# nsys was not found (looked at --nsys, $NSYS, PATH and the standard install folders): "
+                            "`nsys` stands in for it below")
+    lines += ["# environment additions"]
     lines += [f"{name}={shlex.quote(value)}" for name, value in plan.env.items()] or ["(none)"]
-    lines += [f"# then, in {shlex.quote(str(plan.run_dir))}", shlex.join(plan.export_argv())]
-    if plan.nvidia_stats:
-        lines.append(shlex.join(plan.stats_argv()))
+    if plan.nsys is not None:
+        lines += [f"# then, in {shlex.quote(str(plan.run_dir))}", shlex.join(plan.export_argv())]
+        if plan.nvidia_stats:
+            lines.append(shlex.join(plan.stats_argv()))
     return "\n".join(lines)
 
 
@@ -358,7 +413,7 @@ def _bootstrap(plan: Plan) -> Plan:
     except ImportError as exc:
         raise SpecprofError(f"the tracer cannot be loaded ({exc}); capture with --no-tracer instead") from exc
     made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))
-    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ)
+    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ, plan.gpu_time)
     return dataclasses.replace(plan, env=env)
 
 
@@ -419,7 +474,8 @@ def _facts(plan: Plan) -> dict:
         "schema": manifest.SCHEMA,
         "command": list(plan.command),
         "run_dir": str(plan.run_dir),
-        "nsys": {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": plan.profile_argv()},
+        "nsys": None if plan.nsys is None
+        else {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": plan.profile_argv()},
         "preset": plan.preset,
         "tracer": plan.preset is not None,
         "env": plan.env,
@@ -441,8 +497,9 @@ def _workload_problem(plan: Plan, code: int, signals: list[str], say: Callable[[
     elif code == 128 + signal.SIGTERM and plan.capture_range.duration is not None:
         say("nsys ended the workload with SIGTERM when --duration ran out (its default, --kill=sigterm)")
     elif code != 0:
+        under = "under nsys " if plan.nsys is not None else ""
         return (
-            f"`{shlex.join(plan.command)}` under nsys exited with code {code}; "
+            f"`{shlex.join(plan.command)}` {under}exited with code {code}; "
             "run the command without specprof to see whether it fails on its own"
         )
     return None
@@ -505,17 +562,21 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
     _prepare_run_dir(plan)
     if plan.preset is not None:
         plan = _bootstrap(plan)
-    steps = _Steps(["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])])
+    if plan.nsys is None:
+        steps = _Steps(["profile"])
+    else:
+        steps = _Steps(["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])])
     record = _facts(plan)
     problems: list[str] = []
     signals: list[str] = []
     workload = None
     try:
-        steps.commands["profile"] = record["nsys"]["argv"]
-        steps.codes["profile"], signals = run_forwarding_signals(record["nsys"]["argv"], {**os.environ, **plan.env})
+        steps.commands["profile"] = plan.profile_argv()
+        steps.codes["profile"], signals = run_forwarding_signals(plan.profile_argv(), {**os.environ, **plan.env})
         workload = _workload_problem(plan, steps.codes["profile"], signals, say)
         problems = [workload] if workload else []
-        problems += _post_process(plan, steps, say)
+        if plan.nsys is not None:
+            problems += _post_process(plan, steps, say)
     finally:
         record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands, signals_forwarded=signals,
                       files=run_files(plan.run_dir))  # fmt: skip
