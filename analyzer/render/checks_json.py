@@ -8,7 +8,7 @@ import json
 import math
 
 from analyzer.compare import Comparison
-from analyzer.crosscheck import FLOOR_NS, TOLERANCE, CrossCheck
+from analyzer.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from analyzer.economics import Economics
 from analyzer.sweep import Sweep
 
@@ -73,6 +73,15 @@ def crosscheck(c: CrossCheck) -> dict:
         ],
         "inflation": inflation,
         "accept": accept,
+        "ground_truth": None if c.ground_truth is None else {
+            "tolerance_pct": GT_TOLERANCE * 100, "floor_ms": ms(GT_FLOOR_NS),
+            "rows": [
+                {"phase": r["phase"], "instances": r["instances"], "stream": r["stream"],
+                 "attributed_ms": ms(r["attributed_ns"]), "events_ms": ms(r["events_ns"]), "diff_ms": ms(r["diff_ns"]),
+                 "diff_pct": num(r["diff_pct"], 3), "abs_diff_max_us": us(r["abs_diff_max_ns"]),
+                 "tolerance_ms": ms(r["tolerance_ns"]), "verdict": r["verdict"]}
+                for r in c.ground_truth.iter_rows(named=True)
+            ]},
         "notes": c.notes,
     }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analyzer.compare import Comparison
-from analyzer.crosscheck import FLOOR_NS, TOLERANCE, CrossCheck
+from analyzer.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from analyzer.economics import Economics
 from analyzer.render.terminal import clean, table
 from analyzer.sweep import Sweep
@@ -70,10 +70,21 @@ def crosscheck(c: CrossCheck) -> str:
         parts.append(
             f"Profiler inflation: this run under {c.profiler} against the same workload without it ({base})\n"
             "  mean ms per cycle; cpu: the phase call's host wall clock (sidecar); gpu: CUDA events around the "
-            "phase (reference engine);\n  cycle: the cycle call; period: cycle start to next cycle start (what "
+            "phase (the tracer's --gpu-events, or the reference engine's ground truth);\n  cycle: the cycle call; period: cycle start to next cycle start (what "
             "throughput sees)\n"
             + table(["measure", "phase", f"with {c.profiler}", "without", "ratio", "95% CI", "verdict"], rows,
                 "llrrrrl"))
+    if c.ground_truth is not None and c.ground_truth.height:
+        rows = [[clean(r["phase"], 32), f"{r['instances']:,}", str(r["stream"]), _ms(r["attributed_ns"]),
+                 _ms(r["events_ns"]), _us(r["diff_ns"]), "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.2f}%",
+                 _us(r["abs_diff_max_ns"]), _us(r["tolerance_ns"]), r["verdict"]]
+                for r in c.ground_truth.iter_rows(named=True)]
+        parts.append(
+            "Ground truth: attributed time per phase instance against CUDA events recorded in-stream at the phase's "
+            "boundaries (same run)\n  on the stream the phase ran on (the events'); within when the means differ "
+            f"by at most {GT_TOLERANCE:.0%} or {GT_FLOOR_NS / 1e6:.1f} ms\n"
+            + table(["phase", "inst", "stream", "attributed ms", "events ms", "diff us", "diff", "|diff| max us",
+                     "tolerance us", "verdict"], rows, "lrrrrrrrrl"))
     if c.accept is not None:
         a = c.accept
         parts.append(f"Accept length: sidecar {a.sidecar_pooled:.3f} vs server log "

@@ -57,6 +57,13 @@ def header(a: Analysis) -> str:
         f"{a.cycles.height:,} cycles; GPU time accounted {f_ms(total)} ms",
         f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
     ]
+    busy = a.phases.select(pl.col("gpu_busy").sum()).item() if a.phases.height else 0
+    if busy and a.cycles.height:
+        # GPU work that no phase launched: outside every range, or in a cycle but between its phases.
+        outside = a.phases.filter(pl.col("phase").is_in([UNATTRIBUTED, IN_CYCLE]))
+        lines.append(f"  GPU busy time outside every phase: {f_ms(int(outside['gpu_busy'].sum()))} ms of "
+                     f"{f_ms(busy)} ms ({pct(outside['gpu_busy'].sum(), busy)}; {UNATTRIBUTED}: launched between "
+                     f"cycles, {IN_CYCLE}: in a cycle between its phases)")
     return "\n".join(lines)
 
 
