@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import re
 import shlex
@@ -272,9 +273,26 @@ def _parse_extra(extra: str) -> tuple[str, ...]:
 
 
 def _owned_paths(run_dir: Path) -> list[Path]:
-    """What a capture writes into its run directory (what --force replaces)."""
-    named = [run_dir / name for name in (REPORT, QDSTRM, SQLITE, manifest.MANIFEST, BOOTSTRAP)]
-    return named + sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
+    """What --force replaces: the files the run's manifest.json lists as its own, the manifest and the
+    bootstrap folder; and the report and export names a capture always uses. A sidecar or CSV that no manifest
+    lists is someone else's: refused (SpecprofError), never deleted, never mixed into the new run."""
+    owned = {run_dir / name for name in (REPORT, QDSTRM, SQLITE, manifest.MANIFEST, BOOTSTRAP)}
+    listed: set[str] = set()
+    try:
+        files = json.loads((run_dir / manifest.MANIFEST).read_text()).get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        files = {}
+    for value in files.values() if isinstance(files, dict) else ():
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str) and name and Path(name).name == name:  # a plain name in the run directory
+                listed.add(name)
+    foreign = [path.name for path in sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
+               if path.name not in listed]
+    if foreign:
+        raise SpecprofError(
+            f"{run_dir} holds {', '.join(foreign)}, which no manifest.json there lists as a capture's own: "
+            "--force replaces only a capture's files; move them away or choose another -o DIR", str(run_dir))
+    return sorted(owned | {run_dir / name for name in listed})
 
 
 def _check_run_dir(run_dir: Path, force: bool) -> None:
@@ -373,37 +391,50 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_forwarding_signals(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[str]]:
-    """Run argv in its own process group and pass on each SIGINT/SIGTERM we get (so a terminal's Ctrl-C reaches
-    nsys once, through us). Returns its exit code (128+N when killed by signal N) and the signals passed on."""
-    child: subprocess.Popen | None = None
-    pending: list[int] = []
-    seen: list[str] = []
+class SignalRelay:
+    """For a whole capture, profiling and post-processing alike: each SIGINT/SIGTERM we get goes on to the
+    child running at that moment (nsys, then each export step), or to the next one started, and is
+    remembered; our handlers stay until the manifest is written, so a signal never ends specprof between a
+    child and its manifest. A signal ignored when we started (a background job's SIGINT) stays ignored.
+    Handlers are installed only from the main thread."""
 
-    def forward(signum, _frame):
-        seen.append(signal.Signals(signum).name)
-        if child is None:
-            pending.append(signum)
-        else:
-            child.send_signal(signum)
+    def __init__(self):
+        self.child: subprocess.Popen | None = None
+        self.pending: list[int] = []
+        self.seen: list[str] = []
+        self._previous: dict = {}
 
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        # A signal ignored when we started (a background job's SIGINT, say) stays ignored.
-        wanted = [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
-        previous = {signum: signal.signal(signum, forward) for signum in wanted}
-    try:
-        try:
-            child = subprocess.Popen(list(argv), env=dict(env), process_group=0)
-        except OSError as exc:
-            raise SpecprofError(f"could not start {argv[0]}: {exc.strerror or exc}", argv[0]) from exc
-        for signum in pending:
-            child.send_signal(signum)
-        returncode = child.wait()
-    finally:
-        for signum, handler in previous.items():
+    def __enter__(self) -> "SignalRelay":
+        if threading.current_thread() is threading.main_thread():
+            wanted = [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+            self._previous = {signum: signal.signal(signum, self._forward) for signum in wanted}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
             signal.signal(signum, handler)
-    return _exit_code(returncode), seen
+        self._previous = {}
+
+    def _forward(self, signum, _frame) -> None:
+        self.seen.append(signal.Signals(signum).name)
+        if self.child is None:
+            self.pending.append(signum)
+        else:
+            self.child.send_signal(signum)
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None,
+            own_group: bool = False) -> int:
+        """Run argv (in its own process group with `own_group`, so that a terminal's Ctrl-C reaches it once,
+        through us); its exit code, 128+N when killed by signal N. OSError when it cannot start."""
+        child = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd,
+                                 process_group=0 if own_group else None)
+        self.child = child
+        try:
+            while self.pending:
+                child.send_signal(self.pending.pop(0))
+            return _exit_code(child.wait())
+        finally:
+            self.child = None
 
 
 def _bootstrap(plan: Plan) -> Plan:
@@ -434,12 +465,19 @@ def run_files(run_dir: Path) -> dict:
 
 def _prepare_run_dir(plan: Plan) -> None:
     _check_run_dir(plan.run_dir, plan.force)  # again: it may have filled since the plan was made
-    plan.run_dir.mkdir(parents=True, exist_ok=True)
-    for path in _owned_paths(plan.run_dir):
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    try:
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        for path in _owned_paths(plan.run_dir):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        probe = plan.run_dir / f".specprof-write-test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise SpecprofError(f"{plan.run_dir}: cannot write the run directory ({exc.strerror or exc}); "
+                            "choose a writable -o DIR", str(plan.run_dir)) from None
 
 
 def _utc_now() -> str:
@@ -451,20 +489,30 @@ def _stderr(message: str) -> None:
 
 
 class _Steps:
-    """The argv and exit code of each step, as manifest.json records them (None: the step did not run)."""
+    """The argv and exit code of each step, as manifest.json records them (None: the step did not run). Steps
+    run through the capture's SignalRelay; once a signal has come during post-processing, no further step
+    starts."""
 
-    def __init__(self, names: Sequence[str]):
+    def __init__(self, names: Sequence[str], relay: SignalRelay):
         self.commands: dict[str, list[str] | None] = dict.fromkeys(names)
         self.codes: dict[str, int | None] = dict.fromkeys(names)
+        self.relay = relay
+        self.stopped_by: str | None = None  # the signal that stopped post-processing
 
     def call(self, name: str, argv: Sequence[str], cwd: Path) -> str | None:
-        """Run one step; a sentence for the error message when it fails."""
+        """Run one step; a sentence for the error message when it fails or was stopped."""
+        if self.stopped_by is not None:
+            return f"{self.stopped_by} during post-processing: `{name}` not run"
+        seen = len(self.relay.seen)
         self.commands[name] = list(argv)
         try:
-            self.codes[name] = _exit_code(subprocess.run(list(argv), cwd=cwd).returncode)
+            self.codes[name] = self.relay.run(argv, cwd=cwd)
         except OSError as exc:
             self.codes[name] = 127
             return f"`{shlex.join(argv)}` could not start: {exc.strerror or exc}"
+        if len(self.relay.seen) > seen:
+            self.stopped_by = self.relay.seen[-1]
+            return f"{self.stopped_by} during `{name}` (passed on to it; it exited with code {self.codes[name]})"
         return f"`{shlex.join(argv)}` exited with code {self.codes[name]}" if self.codes[name] else None
 
 
@@ -562,31 +610,35 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
     _prepare_run_dir(plan)
     if plan.preset is not None:
         plan = _bootstrap(plan)
-    if plan.nsys is None:
-        steps = _Steps(["profile"])
-    else:
-        steps = _Steps(["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])])
+    names = ["profile"] if plan.nsys is None else \
+        ["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])]
     record = _facts(plan)
     problems: list[str] = []
-    signals: list[str] = []
     workload = None
-    try:
-        steps.commands["profile"] = plan.profile_argv()
-        steps.codes["profile"], signals = run_forwarding_signals(plan.profile_argv(), {**os.environ, **plan.env})
-        workload = _workload_problem(plan, steps.codes["profile"], signals, say)
-        problems = [workload] if workload else []
-        if plan.nsys is not None:
-            problems += _post_process(plan, steps, say)
-    finally:
-        record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands, signals_forwarded=signals,
-                      files=run_files(plan.run_dir))  # fmt: skip
-        manifest.write(plan.run_dir, record)
+    with SignalRelay() as relay:
+        steps = _Steps(names, relay)
+        try:
+            argv = plan.profile_argv()
+            steps.commands["profile"] = argv
+            try:
+                steps.codes["profile"] = relay.run(argv, {**os.environ, **plan.env}, own_group=True)
+            except OSError as exc:
+                raise SpecprofError(f"could not start {argv[0]}: {exc.strerror or exc}", argv[0]) from exc
+            workload = _workload_problem(plan, steps.codes["profile"], list(relay.seen), say)
+            problems = [workload] if workload else []
+            if plan.nsys is not None:
+                problems += _post_process(plan, steps, say)
+        finally:
+            record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands,
+                          signals_forwarded=list(relay.seen), files=run_files(plan.run_dir))
+            manifest.write(plan.run_dir, record)
     if problems:
         code = steps.codes["profile"]
+        stopped = steps.stopped_by
         raise CaptureFailed(
             "; ".join(problems) + f"; what was captured is kept in {plan.run_dir} (see {manifest.MANIFEST})",
             str(plan.run_dir),
-            exit_code=code if workload and 0 < code < 256 else 2,
+            exit_code=128 + signal.Signals[stopped] if stopped else code if workload and 0 < code < 256 else 2,
         )
     return record
 

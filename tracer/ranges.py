@@ -114,6 +114,7 @@ class Recorder:
         self._indices = itertools.count()
         self.started = False
         self.last_cycle_index: int | None = None
+        self.faults = 0  # steps of the tracer's own bookkeeping that raised (the footer's `tracer_faults`)
 
     def after_fork_in_child(self) -> None:
         self._local = _ThreadState()
@@ -121,6 +122,7 @@ class Recorder:
         self.started = False
         self.last_cycle_index = None
         self._last_sync_ns = None
+        self.faults = 0
         self.matcher.reset()
 
     def _start(self, args: tuple) -> None:
@@ -153,6 +155,9 @@ class Recorder:
             raise
 
     def _close(self, frame: list, state: _ThreadState) -> int:
+        """Records the end event, stamps the end, closes record_function, pops the NVTX range and forgets the
+        frame. A failure of any step is counted (`faults`) and the others still run: a frame is always closed,
+        so one fault never keeps a cycle open."""
         if frame[_EV_START] is not None:
             frame[_EV_END] = self.events.record()
         end = self._clock()
@@ -162,8 +167,11 @@ class Recorder:
             try:
                 scope.__exit__(None, None, None)
             except Exception:
-                pass
-        self.nvtx.pop()
+                self.faults += 1
+        try:
+            self.nvtx.pop()
+        except Exception:
+            self.faults += 1
         frame[_END] = end
         stack = state.stack
         if stack and stack[-1] is frame:
@@ -229,16 +237,17 @@ class Recorder:
 
     def exit_cycle(self, frame: list) -> None:
         state = self._local
-        end = self._close(frame, state)
         cycle = frame[_CYCLE]
         if state.cycle is cycle:
-            state.cycle = None
+            state.cycle = None  # first: whatever fails below, the next cycle opens
+        end = self._close(frame, state)
         cycle.end_ns = end
         self.matcher.cycle_closed(cycle)
         if self.events is not None:
             self.events.cycle_closed(cycle.index, frame, cycle.phases)
-        if self.window is not None and cycle.decode:
-            self.window.decode_cycle_closed(cycle.index)
+        if self.window is not None and cycle.decode and self.window.decode_cycle_closed(cycle.index):
+            self._last_sync_ns = end
+            self._clock_sync()  # a clock-sync mark inside the capture, right at its start
         # A clock reading (and NVTX mark) at least every sync_every_ns, and after cycles 0, 1, 3, 7, 15, ...:
         # a short capture range that starts after the first cycles still holds a few marks.
         last = self._last_sync_ns

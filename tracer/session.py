@@ -243,7 +243,7 @@ class TracingSession:
         """Writes waiting cycles without counts, a last clock reading and the footer. Never raises."""
         if not self.sidecar.is_open:
             return
-        footer = {"unmatched_accepts": self.matcher.unmatched, "reason": reason}
+        footer = {"unmatched_accepts": self.matcher.unmatched, "reason": reason, "tracer_faults": self.recorder.faults}
         try:
             self.matcher.drain()
             if self.recorder.events is not None:

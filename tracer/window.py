@@ -72,15 +72,17 @@ class CaptureWindow:
         if self.skip == 0 and self.state == "waiting":
             self._call("start", None)
 
-    def decode_cycle_closed(self, index: int) -> None:
+    def decode_cycle_closed(self, index: int) -> bool:
+        """Counts a decode cycle; True when this opened the capture."""
         self.decode_cycles += 1
         n = self.decode_cycles
         if self.state == "waiting" and n == self.skip:
-            self._call("start", index)
-        elif self.state == "open" and n == self.skip + self.count:
+            return self._call("start", index)
+        if self.state == "open" and n == self.skip + self.count:
             self._call("stop", index)
+        return False
 
-    def _call(self, event: str, index: "int | None") -> None:
+    def _call(self, event: str, index: "int | None") -> bool:
         try:
             start, stop = self._profiler()
             (start if event == "start" else stop)()
@@ -88,10 +90,11 @@ class CaptureWindow:
             self.state = "off"
             logger.warning("specprof: capture window off: cudaProfiler%s failed (%s: %s)",
                            event.capitalize(), type(exc).__name__, exc)
-            return
+            return False
         self.state = "open" if event == "start" else "closed"
         self._emit({"type": RECORD, "event": event, "after_cycle": index, "decode_cycles": self.decode_cycles,
                     "ns": self._clock()})
+        return True
 
     def reset(self) -> None:
         """In a forked child: count again from zero (the child is another process)."""
