@@ -92,8 +92,9 @@ def main():
                    "[default: RUN_DIR/no-nsys/ when present]. Repeatable.")
 @click.option("--server-log", type=click.Path(dir_okay=False),
               help="SGLang server log: reconcile its `accept len` lines with the sidecar's accept counts.")
-@click.option("--log-interval", type=click.IntRange(1), default=40, show_default=True,
-              help="The server's --decode-log-interval (iterations per `accept len` line).")
+@click.option("--log-interval", type=click.IntRange(1),
+              help="The server's --decode-log-interval (iterations per `accept len` line) [default: from the "
+                   "server's command line in the sidecar, else SGLang's default, 40].")
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
                    "of the economics.")

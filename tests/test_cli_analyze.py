@@ -32,7 +32,7 @@ def test_json_contract(doc):
     assert {"path", "format", "nsys_version", "gpus"} <= set(doc["source"])
     assert doc["source"]["gpus"] == [{"device": 0, "name": "NVIDIA H200"}]
     names = [p["name"] for p in doc["phases"]]
-    assert set(names) == {"draft", "verify", "draft_extend", "prefill", "accept"}
+    assert set(names) == {"draft", "verify", "draft_extend", "prefill", "accept", "(cycle)", "(unattributed)"}
     for p in doc["phases"]:
         assert {"name", "instances", "cpu_ms", "gpu_span_ms", "gpu_busy_ms", "attributed_ms", "categories"} <= set(p)
         # the categories split the attributed time exactly (to the rounding of each value)

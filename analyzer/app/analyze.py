@@ -16,7 +16,6 @@ from analyzer.app import analysis_cache
 from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from analyzer.core.categories import Rule, default_rules, load_rules
 from analyzer.derived.analysis import Analysis
-from analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
 from analyzer.derived.run_files import enrich
 from analyzer.readers.inputs import locate, resolve
 from analyzer.readers.load import load_trace
@@ -47,12 +46,14 @@ class Options:
 @dataclass(frozen=True)
 class RunInputs:
     """What the user gives besides the trace: the run's sidecars (default: the run directory's), the sidecars of
-    the run without nsys (default: RUN/no-nsys/), a server log, a baseline run or step time."""
+    the run without nsys (default: RUN/no-nsys/), a server log (default: RUN/server.log of a speculative run) and
+    its --decode-log-interval (default: the server's, from its command line in the sidecar, else SGLang's), a
+    baseline run or step time."""
 
     sidecars: tuple[str, ...] = ()
     baseline_sidecars: tuple[str, ...] = ()
     server_log: str | None = None
-    log_interval: int = DEFAULT_LOG_INTERVAL
+    log_interval: int | None = None
     baseline_run: str | None = None
     baseline_ms: float | None = None
 

@@ -20,7 +20,7 @@ import polars as pl
 
 from analyzer.core.projection import lookup
 from analyzer.model.columns import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
-from analyzer.model.labels import CPU_WAIT, IDLE, LAUNCH
+from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
 USE_SCAN = True
@@ -191,9 +191,13 @@ def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataF
                          s_group=pl.col("phase").is_in(grouping))
     pieces = pieces.with_columns(s_name=lookup(info, state, "s_name"), s_cycle=lookup(info, state, "s_cycle"),
                                  s_group=lookup(info, state, "s_group").fill_null(False))
-    own = pl.col("s_name").is_null() | pl.col("s_group")
+    # What the launching thread was doing while the GPU waited: inside a phase, that phase; inside a cycle
+    # but no phase (the worker's own code around its phases), the cycle itself; in no range at all (the
+    # engine's code between cycles: scheduling, result processing not traced as a phase), no phase.
     pieces = pieces.with_columns(
-        phase=pl.when(own).then(pl.col("op_phase")).otherwise(pl.col("s_name")),
+        phase=pl.when(pl.col("s_group")).then(pl.lit(IN_CYCLE, dtype=pl.Categorical))
+        .when(pl.col("s_name").is_null()).then(pl.lit(UNATTRIBUTED, dtype=pl.Categorical))
+        .otherwise(pl.col("s_name")),
         # The cycle open at that instant: the grouping range itself, the cycle around the open
         # range (none when that range is outside every cycle), or, with nothing open, the next op's.
         cycle=pl.when(pl.col("s_group")).then(pl.col("state"))

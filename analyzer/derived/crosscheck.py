@@ -14,6 +14,13 @@ Three comparisons (method and measured numbers: docs/crosscheck.md):
    reference-engine ground_truth.json). The `period` row is the cycle start-to-start time: what throughput
    sees.
 3. Accept length: the sidecar's mean accept length against the `accept len` lines of SGLang's server log.
+4. Ground truth, same run: when the tracer recorded CUDA events at phase boundaries (`capture --gpu-events`),
+   the attributed time of each phase instance on the stream the phase ran on against the GPU time between
+   its two events. Within GT_TOLERANCE (3%) or GT_FLOOR_NS (0.1 ms) of the mean per instance: `within`.
+
+A sidecar that holds a capture window (`capture --capture-cycles W:N`) is compared over that window: the
+profiled run's window is what the trace holds, and the run without nsys counted its own W decode cycles
+before its window, so the two leave out the same warm-up even when prefill batches split differently.
 
 `CrossCheck` (what `Analysis.crosscheck` holds; the HTML report reads it). All times integer ns:
 - `alignment`: one row per sidecar file: file, path, pid (OS pid in the sidecar), trace_pid, method
@@ -36,6 +43,10 @@ Three comparisons (method and measured numbers: docs/crosscheck.md):
   (95% interval from the per-cycle spread), verdict ("inflated" | "unchanged" | "shorter" within
   INFLATION_TOLERANCE, or "negligible" when the phase takes under FLOOR_NS per cycle in both runs).
 - `accept` (null without a server log): `AcceptCheck`.
+- `ground_truth` (null without CUDA events in the sidecar): one row per phase: phase, instances (phase
+  instances matched to events), stream (the stream the phase's ops ran on, the one the events were recorded
+  on), attributed_ns and events_ns (means per instance), diff_ns, diff_pct, abs_diff_max_ns, tolerance_ns,
+  verdict ("within" | "outside").
 - `baseline`: the baseline sidecar paths; `notes`: what was missing or assumed.
 """
 
@@ -55,6 +66,8 @@ from analyzer.readers.sidecar import Sidecars
 TOLERANCE = 0.02  # relative, on the mean per instance
 FLOOR_NS = 10_000  # absolute floor of the tolerance: the NVTX push/pop outside the tracer's stamps
 INFLATION_TOLERANCE = 0.02  # a ratio within 1 +- this is "unchanged"
+GT_TOLERANCE = 0.03  # attributed vs CUDA events, relative, on the mean per instance
+GT_FLOOR_NS = 100_000  # ... or this, whichever is larger
 MATCH_NS = 100_000  # after alignment, an instance pairs with the same-named trace range within this
 DUR_NS = 50_000  # the same cycle's durations in the trace and the sidecar differ by less (fixtures: < 20 us)
 RESIDUAL_NS = 100_000  # a matched cycle's start is off the fitted offset line by less
@@ -114,6 +127,7 @@ class CrossCheck:
     profiler: str = "nsys"  # what timed the trace's ranges: "nsys", or "torch.profiler" (Kineto)
     inflation: pl.DataFrame | None = None
     accept: AcceptCheck | None = None
+    ground_truth: pl.DataFrame | None = None
     baseline: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -328,15 +342,35 @@ def consistency(pairs: pl.DataFrame, tolerance: float = TOLERANCE, floor_ns: int
 
 # -- inflation --------------------------------------------------------------------------------------------------
 
-def per_cycle_times(sc: Sidecars, first: int | None, last: int | None) -> pl.DataFrame:
-    """Per cycle (file, index) and phase: the phase's total sidecar time in that cycle, plus `cycle` (the cycle
-    range) and `period` (start to next start, idle gaps left out), for cycles with index in [first, last]."""
+def capture_windows(sc: Sidecars) -> pl.DataFrame:
+    """Per sidecar file with a complete capture window: file, first and last (the indices of the first and the
+    last cycle inside it: after the `start` record's cycle, up to the `stop` record's)."""
+    c = sc.capture
+    start = c.filter(pl.col("event") == "start").group_by("file").agg(
+        first=(pl.col("after_cycle").first().fill_null(-1) + 1))
+    stop = c.filter(pl.col("event") == "stop").group_by("file").agg(last=pl.col("after_cycle").first())
+    return start.join(stop, on="file").filter(pl.col("last").is_not_null() & (pl.col("last") >= pl.col("first")))
+
+
+def window_cycles(sc: Sidecars, first: int | None, last: int | None) -> pl.DataFrame:
+    """The sidecar's cycles to compare: a file's own capture window where it has one, else index in
+    [first, last] (either bound None: open)."""
     keep = pl.lit(True)
     if first is not None:
         keep = keep & (pl.col("index") >= first)
     if last is not None:
         keep = keep & (pl.col("index") <= last)
-    cycles = sc.cycles.filter(keep & pl.col("end").is_not_null())
+    windows = capture_windows(sc)
+    cycles = sc.cycles.join(windows, on="file", how="left")
+    own = pl.col("first").is_not_null()
+    return cycles.filter(pl.when(own).then(pl.col("index").is_between(pl.col("first"), pl.col("last")))
+                         .otherwise(keep)).drop("first", "last")
+
+
+def per_cycle_times(sc: Sidecars, first: int | None, last: int | None) -> pl.DataFrame:
+    """Per cycle (file, index) and phase: the phase's total sidecar time in that cycle, plus `cycle` (the cycle
+    range) and `period` (start to next start, idle gaps left out), for the cycles `window_cycles` keeps."""
+    cycles = window_cycles(sc, first, last).filter(pl.col("end").is_not_null())
     ph = sc.phases.filter(pl.col("end").is_not_null()).rename({"cycle": "index"}).join(
         cycles.select("file", "index"), on=["file", "index"], how="semi")
     per = ph.group_by("file", "index", phase="name").agg(ns=(pl.col("end") - pl.col("start")).sum())
@@ -387,6 +421,8 @@ def inflation(profiled: Sidecars, baseline: Sidecars, first: int | None, last: i
     seen = [p for p in w.group_by("phase").agg(pl.col("ns").sum()).sort("ns", descending=True)["phase"].to_list()
             if p not in (CYCLE, PERIOD)]
     rows = _ratio_rows("cpu", w, wo, n_w, n_wo, seen + [CYCLE, PERIOD])
+    if gt_with is None and gt_without is None and profiled.gpu_time.height and baseline.gpu_time.height:
+        gt_with, gt_without = events_per_cycle(profiled, first, last), events_per_cycle(baseline, first, last)
     if gt_with is not None and gt_without is not None and gt_with.height and gt_without.height:
         gw = gt_with.rename({"index": "cycle"})
         gwo = gt_without.rename({"index": "cycle"})
@@ -394,6 +430,67 @@ def inflation(profiled: Sidecars, baseline: Sidecars, first: int | None, last: i
         rows += _ratio_rows("gpu", gw, gwo, gw["cycle"].n_unique(), gwo["cycle"].n_unique(), order)
     return pl.DataFrame(rows, schema=INFLATION_SCHEMA, orient="row") if rows else pl.DataFrame(
         schema=INFLATION_SCHEMA)
+
+
+def events_per_cycle(sc: Sidecars, first: int | None, last: int | None) -> pl.DataFrame:
+    """The sidecar's CUDA-event GPU time per (cycle, phase) over the cycles `window_cycles` keeps, as the
+    ground-truth table: index, phase, ns (the cycle's own pair as phase `cycle`). Cycles are told apart by
+    file, so files of several processes do not mix."""
+    keep = window_cycles(sc, first, last).select("file", "index")
+    ev = sc.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
+    return ev.group_by("file", "index", "phase").agg(pl.col("ns").sum()).select(
+        index=pl.col("file") * (1 << 40) + pl.col("index"), phase="phase", ns="ns")
+
+
+def ground_truth_check(ops: pl.DataFrame, charges: pl.DataFrame, cycles: pl.DataFrame, check: "CrossCheck",
+                       sidecars: Sidecars, tolerance: float = GT_TOLERANCE, floor_ns: int = GT_FLOOR_NS
+                       ) -> pl.DataFrame | None:
+    """Attributed time per phase instance against the CUDA events the tracer recorded around it (module
+    docstring, 4). `ops`, `charges`, `cycles`: the analysis's; `check`: the cross-check of the same sidecars
+    (its alignment pairs each sidecar cycle with a trace cycle). None when the sidecars hold no events.
+
+    The events were recorded on the stream the phase launched its work on: per (process, phase), the stream
+    holding most of the phase's ops. Attributed time on that stream only is compared (the tiling also charges
+    other streams' idle time to the phase, which no event sees). One instance per (cycle, phase): a phase
+    entered twice in a cycle is summed on both sides."""
+    if not sidecars.gpu_time.height or not check.pairs.height:
+        return None
+    files = check.alignment.filter(pl.col("trace_pid").is_not_null()).select("file", pid="trace_pid")
+    matched = check.pairs.filter(pl.col("name") == CYCLE).join(files, on="file").join(
+        cycles.select("pid", trace_start="start", trace_cycle="cycle"), on=["pid", "trace_start"])
+    if not matched.height:
+        return None
+    events = sidecars.gpu_time.filter(pl.col("phase") != CYCLE).group_by("file", "cycle", "phase").agg(
+        events_ns=pl.col("ns").sum())
+    main = (ops.filter(pl.col("cycle").is_not_null()).group_by("pid", "phase", "device", "stream")
+            .agg(busy=(pl.col("end") - pl.col("start")).sum())
+            .sort("busy", descending=True).group_by("pid", "phase", maintain_order=True).first()
+            .with_columns(pl.col("phase").cast(pl.Utf8)))
+    cycle_pid = cycles.select(cycle="cycle", pid="pid")
+    attributed = (charges.filter(pl.col("cycle").is_not_null()).with_columns(pl.col("phase").cast(pl.Utf8))
+                  .join(cycle_pid, on="cycle").join(main.select("pid", "phase", "device", "stream"),
+                                                    on=["pid", "phase", "device", "stream"])
+                  .group_by("pid", "cycle", "phase", "stream").agg(attributed_ns=pl.col("ns").sum()))
+    rows = (matched.select("file", "pid", trace_cycle="trace_cycle", side_cycle="cycle")
+            .join(events, left_on=["file", "side_cycle"], right_on=["file", "cycle"])
+            .join(attributed, left_on=["pid", "trace_cycle", "phase"], right_on=["pid", "cycle", "phase"]))
+    if not rows.height:
+        return None
+    out = (rows.group_by("phase").agg(
+        instances=pl.len(), stream=pl.col("stream").first(),
+        attributed_ns=pl.col("attributed_ns").mean().round().cast(pl.Int64),
+        events_ns=pl.col("events_ns").mean().round().cast(pl.Int64),
+        abs_diff_max_ns=(pl.col("attributed_ns") - pl.col("events_ns")).abs().max())
+        .with_columns(diff_ns=pl.col("attributed_ns") - pl.col("events_ns"),
+                      tolerance_ns=pl.max_horizontal((pl.col("events_ns") * tolerance).round().cast(pl.Int64),
+                                                     pl.lit(floor_ns)))
+        .with_columns(diff_pct=pl.when(pl.col("events_ns") > 0)
+                      .then(pl.col("diff_ns") / pl.col("events_ns") * 100),
+                      verdict=pl.when(pl.col("diff_ns").abs() <= pl.col("tolerance_ns"))
+                      .then(pl.lit("within")).otherwise(pl.lit("outside")))
+        .sort("events_ns", descending=True))
+    return out.select("phase", "instances", "stream", "attributed_ns", "events_ns", "diff_ns", "diff_pct",
+                      "abs_diff_max_ns", "tolerance_ns", "verdict")
 
 
 # -- accept length ----------------------------------------------------------------------------------------------
@@ -537,7 +634,12 @@ def crosscheck(trace: Trace, sidecars: Sidecars, baseline: Sidecars | None = Non
         result.baseline = baseline.paths
         notes.extend(baseline.notes)
         result.inflation = inflation(sidecars, baseline, first, last, gt_with, gt_without)
-        if first is not None:
+        windows = capture_windows(baseline)
+        if windows.height:
+            spans = ", ".join(f"{r['first']}..{r['last']}" for r in windows.iter_rows(named=True))
+            notes.append(f"inflation: the baseline's own capture window (cycles {spans}: the same number of decode "
+                         "cycles left out before it as in the capture)")
+        elif first is not None:
             notes.append(f"inflation: cycles {first}..{last} of each sidecar (the ones the capture holds; "
                          "the same indices in the baseline, so both leave out the same warm-up)")
     if server_log is not None:

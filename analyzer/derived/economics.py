@@ -55,15 +55,16 @@ def cycle_periods(cycles: pl.DataFrame, key: str = "pid") -> pl.DataFrame:
     """Start-to-start periods of consecutive cycles (per `key`), with `idle` marking gaps to leave out.
 
     `cycles` needs `key`, `index` and `start`. A period belongs to the earlier cycle (`index`). Periods longer
-    than IDLE_GAP_FACTOR x the median are idle gaps (`idle` true). With a `verify` column (sidecar cycles), only
-    the periods of cycles that ran `verify` are kept: a prefill batch run as a cycle is not a decode cycle."""
+    than IDLE_GAP_FACTOR x the median are idle gaps (`idle` true). With a `decode` column (sidecar cycles), only
+    the periods of decode cycles (`verify`, or a plain `decode` step) are kept: a prefill batch run as a cycle
+    is not one."""
     p = (
         cycles.sort(key, "start")
         .with_columns(period=pl.col("start").shift(-1).over(key) - pl.col("start"))
         .filter(pl.col("period").is_not_null())
     )
-    if "verify" in p.columns:
-        p = p.filter(pl.col("verify"))
+    if "decode" in p.columns:
+        p = p.filter(pl.col("decode"))
     p = p.select(key, "index", "period")
     if p.is_empty():
         return p.with_columns(idle=pl.lit(False))
@@ -72,11 +73,14 @@ def cycle_periods(cycles: pl.DataFrame, key: str = "pid") -> pl.DataFrame:
 
 
 def mean_period(cycles: pl.DataFrame, key: str = "pid", first: int | None = None,
-                last: int | None = None) -> tuple[int | None, int, int]:
-    """(mean busy period ns, periods averaged, idle gaps left out), over cycles with index in [first, last]
-    (the period of the last one reaches the next cycle even when that one is outside)."""
+                last: int | None = None, keep: pl.DataFrame | None = None) -> tuple[int | None, int, int]:
+    """(mean busy period ns, periods averaged, idle gaps left out), over cycles with index in [first, last],
+    or over the (key, index) rows of `keep` (the period of the last one reaches the next cycle even when that
+    one is outside)."""
     p = cycle_periods(cycles, key)
-    if first is not None:
+    if keep is not None:
+        p = p.join(keep.select(key, "index"), on=[key, "index"], how="semi")
+    elif first is not None:
         p = p.filter(pl.col("index").is_between(first, last))
     busy = p.filter(~pl.col("idle"))
     if busy.is_empty():

@@ -33,13 +33,13 @@ def _sidecars(paths: list[str]) -> sc.Sidecars | None:
     return sc.read_sidecars(paths) if paths else None
 
 
-def _window(sidecars: sc.Sidecars, check: cc.CrossCheck | None) -> pl.DataFrame:
-    """The sidecar cycles the capture holds (all of them when the clocks could not be aligned)."""
+def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
+    """The sidecar indices of the first and last cycle the capture holds (None, None when not aligned)."""
     if check is not None:
         m = check.alignment.filter(pl.col("matched_cycles") > 0)
         if m.height:
-            return sidecars.cycles.filter(pl.col("index").is_between(m["first_index"].min(), m["last_index"].max()))
-    return sidecars.cycles
+            return int(m["first_index"].min()), int(m["last_index"].max())
+    return None, None
 
 
 def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
@@ -47,8 +47,9 @@ def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
     per step or None when unknown).
 
     A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
-    sidecars; then its trace's `cycle` ranges). A step is one traced cycle (for the reference engine at
-    `--steps 0`, one plain decode step), measured start to start."""
+    sidecars; then its trace's `cycle` ranges). A step is one traced decode cycle (SGLang without speculation:
+    `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start,
+    over the sidecar's capture window when it has one."""
     notes: list[str] = []
     if path.endswith(".jsonl") and os.path.isfile(path):
         paths, where = [path], "sidecar"
@@ -66,11 +67,17 @@ def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
                                 path)
         return mean, f"{path}: trace cycle ranges under nsys, {n} steps", notes, None
     sides = sc.read_sidecars(paths)
-    mean, n, _ = econ.mean_period(sides.cycles, key="file")
+    window = cc.window_cycles(sides, None, None)
+    mean, n, _ = econ.mean_period(sides.cycles, key="file", keep=window)
     if mean is None:
         raise SpecprofError(f"{path}: no two consecutive cycles in the sidecar: no step time to take as baseline",
                             path)
-    accept, batch, _ = econ.accept_stats(sides.cycles)
+    accept, batch, _ = econ.accept_stats(window)
+    if batch is None:  # a plain decode has no accept counts; its cycles still know their batch
+        sizes = window.filter(pl.col("decode") & pl.col("batch_size").is_not_null())["batch_size"]
+        batch = float(sizes.mean()) if sizes.len() else None
+    if cc.capture_windows(sides).height:
+        where += ", its capture window"
     if accept is not None and accept > 1.0:
         notes.append(f"the baseline run {path} accepted draft tokens (accept length {accept:.3f}): it is "
                      "speculative, not a plain decode; its cycle is not a plain-decode step")
@@ -86,14 +93,14 @@ def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sid
     rows = []
     under = cc.profiler_name(a.trace)
     if sidecars is not None:
-        window = _window(sidecars, check)
-        first, last = window["index"].min(), window["index"].max()
+        first, last = _aligned(check)
+        window = cc.window_cycles(sidecars, first, last)
         if baseline is not None:
-            base = baseline.cycles.filter(pl.col("index").is_between(first, last))
-            period, n, _ = econ.mean_period(baseline.cycles, "file", first, last)
+            base = cc.window_cycles(baseline, first, last)
+            period, n, _ = econ.mean_period(baseline.cycles, "file", keep=base)
             accept, batch, _ = econ.accept_stats(base)
             rows.append(econ.estimate(f"sidecar without {under}", False, n, period, accept, batch, baseline_ns))
-        period, n, _ = econ.mean_period(sidecars.cycles, "file", first, last)
+        period, n, _ = econ.mean_period(sidecars.cycles, "file", keep=window)
         accept, batch, _ = econ.accept_stats(window)
         rows.append(econ.estimate(f"sidecar under {under}", True, n, period, accept, batch, baseline_ns))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
@@ -106,13 +113,20 @@ def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sid
 
 
 def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
-           baseline_ms: float | None = None, log_interval: int = cc.DEFAULT_LOG_INTERVAL) -> Analysis:
+           baseline_ms: float | None = None, log_interval: int | None = None) -> Analysis:
     """The Analysis of the attribution `a`: with the per-rank results, and the cross-check and the economics where
-    the data for them is present."""
+    the data for them is present. `log_interval` None: the server's own --decode-log-interval, read from its
+    command line in the sidecar's header, else SGLang's default."""
     sidecars = _sidecars(files.sidecars)
     baseline = _sidecars(files.baseline)
+    found_log = server_log is None and files.server_log is not None and sidecars is not None \
+        and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
+    server_log = server_log or (files.server_log if found_log else None)
     log = read_server_log(server_log) if server_log else None
     check = None
+    if log is not None and log_interval is None:
+        given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in sidecars.headers]
+        log_interval = next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
     if sidecars is not None:
         check = cc.crosscheck(
             a.trace, sidecars, baseline,
@@ -121,6 +135,9 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
             log, log_interval)
         if files.baseline_auto:
             check.notes.insert(0, f"baseline (without nsys) found in {os.path.join(files.path, BASELINE_DIR)}")
+        if found_log:
+            check.notes.insert(0, f"server log found: {server_log}")
+        check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
     elif log is not None:
         raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
                             "sidecar too (--sidecar FILE, or a run directory)", server_log)
@@ -145,6 +162,7 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
 
 # -- sweep --------------------------------------------------------------------------------------------------------
 
+_LOG_INTERVAL_FLAGS = ("--decode-log-interval", "--decode_log_interval")
 _STEP_FLAGS = ("--steps", "-k", "--speculative-num-steps", "--speculative_num_steps")
 _TOKEN_FLAGS = ("--speculative-num-draft-tokens", "--speculative_num_draft_tokens")
 
@@ -210,7 +228,8 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars, check: cc.
     baseline = _sidecars(files.baseline)
     check = check if check is not None else cc.crosscheck(a.trace, sidecars)
     k, tokens = steps_of(files, sidecars)
-    window = _window(sidecars, check)
+    first, last = _aligned(check)
+    window = cc.window_cycles(sidecars, first, last)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
     accept, batch, _ = econ.accept_stats(window)
     # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's)
@@ -220,9 +239,9 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars, check: cc.
         total_ns=pl.col("attributed").sum())
     periods = None
     if baseline is not None:
-        first, last = window["index"].min(), window["index"].max()
-        periods = econ.cycle_periods(baseline.cycles, key="file").filter(
-            pl.col("index").is_between(first, last) & ~pl.col("idle")).select("index", "period")
+        keep = cc.window_cycles(baseline, window["index"].min(), window["index"].max()).select("file", "index")
+        periods = econ.cycle_periods(baseline.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
+            .filter(~pl.col("idle")).select("index", "period")
     return SweepRun(path=files.path, steps=k, tokens=tokens,
                     cycles=wide.select("draft_ns", "verify_ns", "total_ns"),
                     accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,

@@ -6,7 +6,8 @@ A run directory holds the nsys export (`*.sqlite`) or a PyTorch-profiler trace, 
 without nsys, tracer on: `specprof reference --trace --out RUN/no-nsys`, or any run of yours copied there),
 that folder's sidecars are the baseline of the cross-check's inflation table, found automatically and named
 in the output; `--baseline-sidecar` overrides it. A reference-engine `ground_truth.json` in both adds GPU-time
-inflation. A trace file given directly gets sidecars only from `--sidecar`.
+inflation, and a `server.log` the accept-length check. A trace file given directly gets sidecars only from
+`--sidecar`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from analyzer.readers.kineto import is_kineto
 KINETO_SUFFIXES = (".json", ".json.gz")
 BASELINE_DIR = "no-nsys"
 MANIFEST = "manifest.json"
+SERVER_LOG = "server.log"  # the server's log in a run directory (scripts/sglang/serve.py writes it there)
 
 
 def expand(paths) -> list[str]:
@@ -107,6 +109,7 @@ class RunFiles:
     baseline_auto: bool = False  # found in RUN/no-nsys, not given
     ground_truth: str | None = None
     baseline_ground_truth: str | None = None
+    server_log: str | None = None  # RUN/server.log: the server's own log beside its capture
 
 
 def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> RunFiles:
@@ -123,6 +126,8 @@ def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> 
         files.baseline_auto = bool(files.baseline)
     if is_dir:
         files.ground_truth = gt.find(path)
+        log = os.path.join(path, SERVER_LOG)
+        files.server_log = log if os.path.isfile(log) else None
         if files.baseline:
             files.baseline_ground_truth = gt.find(os.path.dirname(os.path.abspath(files.baseline[0])))
     return files

@@ -15,7 +15,7 @@ import polars as pl
 
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.compare import Comparison
-from analyzer.derived.crosscheck import FLOOR_NS, TOLERANCE, CrossCheck
+from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from analyzer.derived.economics import Economics
 from analyzer.derived.ranks import Ranks
 from analyzer.derived.sweep import Sweep
@@ -206,6 +206,16 @@ def crosscheck(c: CrossCheck) -> dict:
         ],
         "inflation": inflation,
         "accept": accept,
+        "ground_truth": None if c.ground_truth is None else {
+            "tolerance_pct": GT_TOLERANCE * 100, "floor_ms": ms_or_null(GT_FLOOR_NS),
+            "rows": [
+                {"phase": r["phase"], "instances": r["instances"], "stream": r["stream"],
+                 "attributed_ms": ms_or_null(r["attributed_ns"]), "events_ms": ms_or_null(r["events_ns"]),
+                 "diff_ms": ms_or_null(r["diff_ns"]), "diff_pct": num(r["diff_pct"], 3),
+                 "abs_diff_max_us": us_or_null(r["abs_diff_max_ns"]), "tolerance_ms": ms_or_null(r["tolerance_ns"]),
+                 "verdict": r["verdict"]}
+                for r in c.ground_truth.iter_rows(named=True)
+            ]},
         "notes": c.notes,
     }
 

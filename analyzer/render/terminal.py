@@ -10,7 +10,7 @@ import polars as pl
 
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.compare import Comparison
-from analyzer.derived.crosscheck import FLOOR_NS, TOLERANCE, CrossCheck
+from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from analyzer.derived.economics import Economics
 from analyzer.derived.ranks import Ranks
 from analyzer.derived.sweep import Sweep
@@ -31,6 +31,13 @@ def header(a: Analysis) -> str:
         f"{a.cycles.height:,} cycles; GPU time accounted {f_ms(total)} ms",
         f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
     ]
+    busy = a.phases.select(pl.col("gpu_busy").sum()).item() if a.phases.height else 0
+    if busy and a.cycles.height:
+        # GPU work that no phase launched: outside every range, or in a cycle but between its phases.
+        outside = a.phases.filter(pl.col("phase").is_in([UNATTRIBUTED, IN_CYCLE]))
+        lines.append(f"  GPU busy time outside every phase: {f_ms(int(outside['gpu_busy'].sum()))} ms of "
+                     f"{f_ms(busy)} ms ({pct(outside['gpu_busy'].sum(), busy)}; {UNATTRIBUTED}: launched between "
+                     f"cycles, {IN_CYCLE}: in a cycle between its phases)")
     return "\n".join(lines)
 
 
@@ -239,10 +246,22 @@ def crosscheck(c: CrossCheck) -> str:
         parts.append(
             f"Profiler inflation: this run under {c.profiler} against the same workload without it ({base})\n"
             "  mean ms per cycle; cpu: the phase call's host wall clock (sidecar); gpu: CUDA events around the "
-            "phase (reference engine);\n  cycle: the cycle call; period: cycle start to next cycle start (what "
-            "throughput sees)\n"
+            "phase (the tracer's --gpu-events, or the reference engine's ground truth);\n  cycle: the cycle call; "
+            "period: cycle start to next cycle start (what throughput sees)\n"
             + table(["measure", "phase", f"with {c.profiler}", "without", "ratio", "95% CI", "verdict"], rows,
                 "llrrrrl"))
+    if c.ground_truth is not None and c.ground_truth.height:
+        rows = [[clean(r["phase"], 32), f"{r['instances']:,}", str(r["stream"]), f_ms_or_dash(r["attributed_ns"]),
+                 f_ms_or_dash(r["events_ns"]), f_us(r["diff_ns"]),
+                 "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.2f}%", f_us(r["abs_diff_max_ns"]),
+                 f_us(r["tolerance_ns"]), r["verdict"]]
+                for r in c.ground_truth.iter_rows(named=True)]
+        parts.append(
+            "Ground truth: attributed time per phase instance against CUDA events recorded in-stream at the phase's "
+            "boundaries (same run)\n  on the stream the phase ran on (the events'); within when the means differ "
+            f"by at most {GT_TOLERANCE:.0%} or {GT_FLOOR_NS / 1e6:.1f} ms\n"
+            + table(["phase", "inst", "stream", "attributed ms", "events ms", "diff us", "diff", "|diff| max us",
+                     "tolerance us", "verdict"], rows, "lrrrrrrrrl"))
     if c.accept is not None:
         a = c.accept
         parts.append(f"Accept length: sidecar {a.sidecar_pooled:.3f} vs server log "
