@@ -67,7 +67,7 @@ def test_truncated_tail_pages_with_a_lying_header(tmp_path, shared_dir):
     data[28:32] = (keep // page).to_bytes(4, "big")
     p = tmp_path / "cut2.sqlite"
     p.write_bytes(bytes(data))
-    assert_clean_error(run(p), p, ["truncated or corrupt", "no GPU operations"])
+    assert_clean_error(run(p), p, ["truncated or corrupt", "is damaged", "no GPU operations"])
 
 
 def test_no_gpu_ops(tmp_path, shared_dir):
