@@ -17,7 +17,7 @@
  * Python API (module analyzer.readers._sqlite_pages):
  *   leaves(path, root) -> bytes            the table's leaves in rowid order, LEAF_SIZE bytes each (a page
  *                                          number and the rowids the interior pages allow it)
- *   read(path, leaves, columns, kinds, filters, defaults) -> capsule "arrow_array_stream"
+ *   read(path, leaves, columns, kinds, filters, defaults, notnull) -> capsule "arrow_array_stream"
  *       leaves:  a bytes-like slice of what leaves() returned, on LEAF_SIZE boundaries
  *       columns: tuple of record column indices to return
  *       kinds:   bytes, one per column: b'i' (int64) or b'b' (binary: text bytes)
@@ -26,6 +26,7 @@
  *                bitmap and `outside` is true, or is NULL and `null` is true.
  *       defaults: per record column from the first, what a record too short to hold it gives (ALTER TABLE
  *                ... ADD COLUMN ... DEFAULT): None (NULL), an int, or bytes (text); columns past it: NULL.
+ *       notnull: bytes, one per record column from the first: 1 where the column is declared NOT NULL.
  *   The stream yields one struct array (children c0, c1, ...) and ends.
  */
 #define PY_SSIZE_T_CLEAN
@@ -374,12 +375,40 @@ typedef struct {
     const uint8_t *value;
 } default_t;
 
+/* The free blocks of a leaf page (its chain ascending, inside the content area, none over a cell: `used` marks
+ * the cells' bytes) and its count of fragmented bytes (the bytes neither a cell's nor a free block's), as SQLite
+ * computes free space and its integrity check counts fragments. */
+static int check_free_space(db_t *db, const uint8_t *page, uint32_t hdr, uint32_t content, uint8_t *used,
+                            uint32_t pageno) {
+    const uint32_t U = db->usable;
+    uint32_t pc = get2(page + hdr + 1), next = 0, size = 0;
+    if (pc && pc < content) goto bad;
+    while (pc) {
+        if (pc > U - 4) goto bad;
+        next = get2(page + pc);
+        size = get2(page + pc + 2);
+        if (size < 4 || pc + size > U || memchr(used + pc, 1, size)) goto bad;
+        memset(used + pc, 1, size);
+        if (next <= pc + size + 3) break;
+        pc = next;
+    }
+    if (next > 0) goto bad;
+    uint32_t frag = 0;
+    for (uint32_t i = content; i < U; i++) frag += !used[i];
+    if (frag != page[hdr + 7]) goto bad;
+    return OK;
+bad:
+    snprintf(db->why, sizeof db->why, "the free space of page %u does not add up", pageno);
+    return E_CORRUPT;
+}
+
 /* Reads the rows of `leaves`, checking every structure it walks as SQLite's integrity check would for
  * what is read: the page type, the cell pointer array and content area, each cell inside the usable page
- * and apart from every other cell, rowids ascending and inside the range the interior pages give the leaf,
- * and each record's header adding up to its payload exactly. Anything else is E_CORRUPT. */
+ * and apart from every other cell and free block, the page's count of fragmented bytes, rowids ascending and
+ * inside the range the interior pages give the leaf, each record's header adding up to its payload exactly,
+ * and no NULL in a NOT NULL column (`notnull`: a byte per record column). Anything else is E_CORRUPT. */
 static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r, const filter_t *filters,
-                     int nfilters, const default_t *defaults, int ndefaults) {
+                     int nfilters, const default_t *defaults, int ndefaults, const uint8_t *notnull, int nnotnull) {
     int maxcol = 0;
     for (int i = 0; i < r->ncols; i++)
         if (r->cols[i].index > maxcol) maxcol = r->cols[i].index;
@@ -455,8 +484,10 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 }
                 const uint8_t *rec_end = p + payload;
                 if (rec_end > end) goto corrupt;
-                /* the cell's bytes: none of them another cell's */
+                /* the cell's bytes (4 at least, as SQLite counts them): none of them another cell's */
                 size_t from = off, len = (size_t)(rec_end - (page + off));
+                if (len < 4) len = 4;
+                if (from + len > U) goto corrupt;
                 if (memchr(used + from, 1, len)) {
                     snprintf(db->why, sizeof db->why, "two cells of page %u overlap", pageno);
                     { rc = E_CORRUPT; goto out; }
@@ -477,8 +508,9 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                         if (!n) goto corrupt;
                         h += n;
                     }
-                    if (t == 10 || t == 11) goto corrupt; /* reserved */
                     uint64_t sz = serial_size(t);
+                    if (t == 10 || t == 11) t = 0; /* reserved: SQLite reads them as NULL */
+                    if (t == 0 && col < nnotnull && notnull[col]) goto null;
                     if (sz > (uint64_t)(rec_end - v)) goto corrupt;
                     if (col <= maxcol) {
                         types[col] = t;
@@ -487,7 +519,9 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                     v += sz;
                 }
                 if (v != rec_end) goto corrupt;
-                for (; col <= maxcol; col++) { /* columns added after the row was written: their default */
+                for (int c = col; c < nnotnull; c++) /* columns added after the row was written: their default */
+                    if (notnull[c] && (c >= ndefaults || defaults[c].type == 0)) goto null;
+                for (; col <= maxcol; col++) {
                     types[col] = col < ndefaults ? defaults[col].type : 0;
                     where[col] = col < ndefaults ? defaults[col].value : NULL;
                 }
@@ -546,6 +580,7 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 }
                 row++;
             }
+            if ((rc = check_free_space(db, page, hdr, content, used, pageno))) goto out;
         }
     }
     r->rows = row;
@@ -555,6 +590,10 @@ out:
     return rc;
 corrupt:
     snprintf(db->why, sizeof db->why, "a record of page %u does not add up (header, sizes, payload)", pageno);
+    rc = E_CORRUPT;
+    goto out;
+null:
+    snprintf(db->why, sizeof db->why, "a record of page %u has NULL in a NOT NULL column", pageno);
     rc = E_CORRUPT;
     goto out;
 }
@@ -595,10 +634,10 @@ static PyObject *py_leaves(PyObject *self, PyObject *args) {
 
 static PyObject *py_read(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *path_obj, *leaves_obj, *columns, *kinds_obj, *filters_obj, *defaults_obj;
-    if (!PyArg_ParseTuple(args, "O&OO!O!O!O!", PyUnicode_FSConverter, &path_obj, &leaves_obj, &PyTuple_Type,
+    PyObject *path_obj, *leaves_obj, *columns, *kinds_obj, *filters_obj, *defaults_obj, *notnull_obj;
+    if (!PyArg_ParseTuple(args, "O&OO!O!O!O!O!", PyUnicode_FSConverter, &path_obj, &leaves_obj, &PyTuple_Type,
                           &columns, &PyBytes_Type, &kinds_obj, &PyTuple_Type, &filters_obj, &PyTuple_Type,
-                          &defaults_obj))
+                          &defaults_obj, &PyBytes_Type, &notnull_obj))
         return NULL;
     const char *path = PyBytes_AsString(path_obj);
     Py_ssize_t ndefaults = PyTuple_Size(defaults_obj);
@@ -694,11 +733,15 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         }
     }
 
+    Py_ssize_t nnotnull = PyBytes_Size(notnull_obj);
+    const uint8_t *notnull = (const uint8_t *)PyBytes_AsString(notnull_obj); /* (the tuple of args holds it) */
     db_t db;
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = db_open(&db, path);
-    if (rc == OK) rc = read_rows(&db, leaves, nleaves, &r, filters, (int)nfilters, defaults, (int)ndefaults);
+    if (rc == OK)
+        rc = read_rows(&db, leaves, nleaves, &r, filters, (int)nfilters, defaults, (int)ndefaults, notnull,
+                       nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull);
     db_close(&db);
     Py_END_ALLOW_THREADS
     if (rc != OK)
@@ -723,7 +766,7 @@ fail: /* (and the way out when it worked: capsule is set) */
 static PyMethodDef methods[] = {
     {"leaves", py_leaves, METH_VARARGS, "leaves(path, root) -> bytes: a table's leaf pages in rowid order"},
     {"read", py_read, METH_VARARGS,
-     "read(path, leaves, columns, kinds, filters) -> an 'arrow_array_stream' capsule of the rows"},
+     "read(path, leaves, columns, kinds, filters, defaults, notnull) -> an 'arrow_array_stream' capsule of the rows"},
     {NULL, NULL, 0, NULL},
 };
 

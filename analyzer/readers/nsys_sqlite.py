@@ -220,19 +220,16 @@ class _Export:
 
     def _cast(self, df: pl.DataFrame, schema: dict, table: str) -> pl.DataFrame:
         """`df` cast to `schema`; a value that is not what nsys writes there (text in an integer column) is
-        one SpecprofError naming the table and column."""
-        try:
-            return df.cast(schema)
-        except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError):
-            for (name, dtype), column in zip(schema.items(), df.columns):
-                try:
-                    df.get_column(column).cast(dtype)
-                except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError):
-                    raise SpecprofError(
-                        f"{self.path}: table {table or '?'} holds a value of another type in the column read as "
-                        f"{name} ({dtype}); nsys never writes that: the export is damaged or not made by nsys: "
-                        "export it again with `nsys export --type sqlite`", self.path) from None
-            raise
+        one SpecprofError naming the table and column. (The column's type is looked at, never its values:
+        text SQLite gives may not be valid UTF-8.)"""
+        for (name, dtype), column in zip(schema.items(), df.columns):
+            got = df.schema[column]
+            if dtype == pl.Int64 and not (got.is_integer() or got == pl.Null):
+                raise SpecprofError(
+                    f"{self.path}: table {table or '?'} holds values that are not integers in the column read as "
+                    f"{name}; nsys never writes that: the export is damaged or not made by nsys: export it "
+                    "again with `nsys export --type sqlite`", self.path)
+        return df.cast(schema)
 
     def check(self, table: str) -> None:
         """SQLite's quick_check of `table` (its B-tree pages, cells and records), once: a table read through
@@ -338,7 +335,7 @@ class _Export:
         plan = self._page_plan(select, schema)
         if plan is None:
             return None
-        root, index, kinds, filters, defaults = plan
+        root, index, kinds, filters, defaults, notnull = plan
         size = _sqlite_pages.LEAF_SIZE
         try:
             leaves = _sqlite_pages.leaves(self.path, root)
@@ -352,14 +349,14 @@ class _Export:
         if n == 0:
             return []
         lo, hi = self.row_span(select.table)
-        parts = min(n, self._parts(hi - lo, slice_rows))
+        parts = max(1, min(n, self._parts(hi - lo, slice_rows)))  # (a damaged span can be empty)
         cuts = [size * (n * i // parts) for i in range(parts + 1)]
         view = memoryview(leaves)
         names = list(schema)
         done = []
 
         def read(a: int, b: int) -> pl.DataFrame:
-            capsule = _sqlite_pages.read(self.path, view[a:b], index, kinds.encode(), filters, defaults)
+            capsule = _sqlite_pages.read(self.path, view[a:b], index, kinds.encode(), filters, defaults, notnull)
             df = pl.DataFrame(ArrowStream(capsule))
             df = _decoded(df.rename(dict(zip(df.columns, names))), schema, self.encoding)
             done.append(df.height)
@@ -379,8 +376,9 @@ class _Export:
             raise self._corrupt(exc) from None
 
     def _page_plan(self, select: Select, schema: dict):
-        """(root page, record column per output column, kinds, filters, defaults) for the page reader, or
-        None when the table is not a plain rowid table whose records hold the columns in declared order."""
+        """(root page, record column per output column, kinds, filters, defaults, NOT NULL flags) for the page
+        reader, or None when the table is not a plain rowid table whose records hold the columns in declared
+        order."""
         try:
             root = self.rows("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
                              (select.table,))
@@ -422,7 +420,8 @@ class _Export:
                 filters.append((col, bytes(bits), False, False))
             else:  # not in: every id but these; NULL is never kept (SQL's NULL NOT IN (...) is NULL)
                 filters.append((col, bytes(b ^ 0xFF for b in bits), True, False))
-        return int(root[0][0]), tuple(index), kinds, tuple(filters), defaults
+        notnull = bytes(1 if r[3] else 0 for r in info)
+        return int(root[0][0]), tuple(index), kinds, tuple(filters), defaults, notnull
 
     def _damaged(self, table: str, exc: Exception) -> SpecprofError:
         return SpecprofError(
