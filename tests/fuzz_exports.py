@@ -4,7 +4,7 @@ Each mutant is a real capture (fixtures/ and ../shared/traces) with random bytes
 of the large tables the reader reads (a leaf or an interior page; now and then a record's header bytes,
 where a changed serial type shifts every column after it). The table is then read with every column, in
 several threads over small slices, straight from the pages (analyzer/readers/_sqlite_pages.c) and through
-SQLite. The rule (docs/design.md, "Damaged, hostile and concurrent input"):
+SQLite. The rule (docs/robustness.md):
 
 - both read rows: the same rows;
 - one read rows and the other refused the table: the rows are the original's (the damage was in bytes the
