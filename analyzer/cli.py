@@ -95,7 +95,8 @@ def main():
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
                    "of the economics.")
-@click.option("--baseline-ms", type=_Finite(0, min_open=True), help="The plain-decode step time in ms, for the economics.")
+@click.option("--baseline-ms", type=_Finite(),
+              help="The plain-decode step time in ms, for the economics.")
 @click.option("--no-cache", is_flag=True,
               help="Read the export itself, not the Parquet cache of its parsed tables (nor write one).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
@@ -198,7 +199,8 @@ def runs_command(db_path, as_json):
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
-@click.option("--baseline-ms", type=_Finite(0, min_open=True), help="The plain-decode step time in ms, for the economics panel.")
+@click.option("--baseline-ms", type=_Finite(),
+              help="The plain-decode step time in ms, for the economics panel.")
 def report(run, output, categories_file, grouping, domains, baseline_run, baseline_ms):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 

@@ -146,7 +146,8 @@ def test_an_unreadable_trace_file_and_directory(tmp_path):
     shutil.copy(K4 / "run.sqlite", folder / "run.sqlite")
     folder.chmod(0)
     try:
-        _one_line(_cli("analyze", str(folder), "-q", drop_root=True), f"specprof: error: {folder}: cannot list the directory")
+        _one_line(_cli("analyze", str(folder), "-q", drop_root=True),
+                  f"specprof: error: {folder}: cannot list the directory")
     finally:
         folder.chmod(0o755)
 

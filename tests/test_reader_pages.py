@@ -206,7 +206,8 @@ def test_damaged_pages_never_crash_the_reader(tmp_path):
             data = bytearray(original)
             name = rng.choice({list(LARGE)!r})
             leaves = pages.leaves(src, tables[name])
-            pageno = int.from_bytes(leaves[pages.LEAF_SIZE * rng.randrange(len(leaves) // pages.LEAF_SIZE):][:4], sys.byteorder)
+            at = pages.LEAF_SIZE * rng.randrange(len(leaves) // pages.LEAF_SIZE)
+            pageno = int.from_bytes(leaves[at:at + 4], sys.byteorder)
             for _ in range(rng.choice([1, 4, 32])):
                 at = (pageno - 1) * page_size + rng.randrange(page_size)
                 data[at] = rng.randrange(256)
