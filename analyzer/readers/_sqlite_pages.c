@@ -368,6 +368,13 @@ static inline uint64_t serial_size(uint64_t t) {
 
 #define MAX_COLUMNS 256
 
+/* The size of the value of each one-byte serial type (0..127). */
+static uint8_t SIZE1[128];
+
+static void init_sizes(void) {
+    for (uint64_t t = 0; t < 128; t++) SIZE1[t] = (uint8_t)serial_size(t);
+}
+
 /* What a column holds in a record too short to have it (a column added by ALTER TABLE ... ADD COLUMN after
  * the row was written): its declared default, as a serial type and the value's bytes (NULL: type 0). */
 typedef struct {
@@ -375,30 +382,59 @@ typedef struct {
     const uint8_t *value;
 } default_t;
 
-/* The free blocks of a leaf page (its chain ascending, inside the content area, none over a cell: `used` marks
- * the cells' bytes) and its count of fragmented bytes (the bytes neither a cell's nor a free block's), as SQLite
- * computes free space and its integrity check counts fragments. */
-static int check_free_space(db_t *db, const uint8_t *page, uint32_t hdr, uint32_t content, uint8_t *used,
+/* The byte ranges [start, end) that a leaf page's cells and free blocks take: they must not overlap, and the
+ * bytes of the content area that none takes must be the page's count of fragmented bytes. */
+typedef struct {
+    uint32_t start, end;
+} extent_t;
+
+static int by_start(const void *a, const void *b) {
+    uint32_t x = ((const extent_t *)a)->start, y = ((const extent_t *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+/* The free blocks of a leaf page (its chain ascending, inside the content area) added to `ext` (which holds the
+ * page's `n` cells, in cell order), then the whole checked: nothing overlaps, and the fragmented bytes add up,
+ * as SQLite computes free space and its integrity check counts fragments. */
+static int check_free_space(db_t *db, const uint8_t *page, uint32_t hdr, uint32_t content, extent_t *ext, size_t n,
                             uint32_t pageno) {
     const uint32_t U = db->usable;
+    size_t cells = n;
     uint32_t pc = get2(page + hdr + 1), next = 0, size = 0;
     if (pc && pc < content) goto bad;
     while (pc) {
         if (pc > U - 4) goto bad;
         next = get2(page + pc);
         size = get2(page + pc + 2);
-        if (size < 4 || pc + size > U || memchr(used + pc, 1, size)) goto bad;
-        memset(used + pc, 1, size);
+        if (size < 4 || pc + size > U || n >= U) goto bad;
+        ext[n].start = pc;
+        ext[n].end = pc + size;
+        n++;
         if (next <= pc + size + 3) break;
         pc = next;
     }
     if (next > 0) goto bad;
-    uint32_t frag = 0;
-    for (uint32_t i = content; i < U; i++) frag += !used[i];
-    if (frag != page[hdr + 7]) goto bad;
+    /* cells are usually laid out from the end of the page down, in cell order: then no sort is needed */
+    int descending = n == cells;
+    for (size_t i = 1; i < n && descending; i++) descending = ext[i].start < ext[i - 1].start;
+    if (descending) {
+        for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+            extent_t t = ext[i];
+            ext[i] = ext[j];
+            ext[j] = t;
+        }
+    } else {
+        qsort(ext, n, sizeof *ext, by_start);
+    }
+    uint64_t taken = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && ext[i].start < ext[i - 1].end) goto bad; /* two uses of one byte */
+        taken += ext[i].end - ext[i].start;
+    }
+    if ((uint64_t)(U - content) - taken != page[hdr + 7]) goto bad;
     return OK;
 bad:
-    snprintf(db->why, sizeof db->why, "the free space of page %u does not add up", pageno);
+    snprintf(db->why, sizeof db->why, "the cells and free space of page %u do not add up", pageno);
     return E_CORRUPT;
 }
 
@@ -422,10 +458,10 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
      * each, up to CHUNK bytes: no memory map, so a file cut short under us is an error, not a signal. */
     const size_t CHUNK = PS > (1u << 20) ? PS : (1u << 20);
     uint8_t *chunk = malloc(CHUNK);
-    uint8_t *used = malloc(U); /* the bytes of the page that a cell already holds */
-    if (!chunk || !used) {
+    extent_t *ext = malloc((U / 4 + 1) * sizeof *ext); /* a page's cells and free blocks (4 bytes each at least) */
+    if (!chunk || !ext) {
         free(chunk);
-        free(used);
+        free(ext);
         return E_NOMEM;
     }
     int rc = result_grow(r, 1); /* buffers even for no rows */
@@ -453,7 +489,7 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
             if ((rc = check_cells(db, page, hdr, 8, pageno, &content))) goto out;
             uint32_t ncells = get2(page + hdr + 3);
             if (row + ncells > r->cap && (rc = result_grow(r, row + ncells))) goto out;
-            memset(used + content, 0, U - content);
+            if (ncells > U / 4) goto corrupt;
             int have_prev = (leaves[k].bounded & 1) != 0;
             int64_t prev = leaves[k].lo;
             for (uint32_t ci = 0; ci < ncells; ci++) {
@@ -484,21 +520,21 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 }
                 const uint8_t *rec_end = p + payload;
                 if (rec_end > end) goto corrupt;
-                /* the cell's bytes (4 at least, as SQLite counts them): none of them another cell's */
-                size_t from = off, len = (size_t)(rec_end - (page + off));
+                /* the cell's bytes (4 at least, as SQLite counts them; overlaps are looked for per page) */
+                uint32_t len = (uint32_t)(rec_end - (page + off));
                 if (len < 4) len = 4;
-                if (from + len > U) goto corrupt;
-                if (memchr(used + from, 1, len)) {
-                    snprintf(db->why, sizeof db->why, "two cells of page %u overlap", pageno);
-                    { rc = E_CORRUPT; goto out; }
-                }
-                memset(used + from, 1, len);
+                if (off + len > U) goto corrupt;
+                ext[ci].start = off;
+                ext[ci].end = off + len;
                 uint64_t hsize;
                 n = varint(p, rec_end, &hsize);
                 if (!n || hsize < (uint64_t)n || hsize > payload) goto corrupt;
-                const uint8_t *h = p + n, *hend = p + hsize, *v = hend;
+                const uint8_t *h = p + n, *hend = p + hsize;
                 int col = 0;
-                /* every column's serial type, not only those read: the sizes must add up to the payload */
+                /* every column's serial type, not only those read: the sizes must add up to the payload. The
+                 * columns read (up to maxcol) first, then the rest, summed only. */
+                const uint64_t body = (uint64_t)(rec_end - hend);
+                uint64_t at = 0; /* bytes of the body the columns so far take */
                 for (; h < hend; col++) {
                     uint64_t t = *h;
                     if (t < 0x80) { /* a one-byte serial type: every integer and short text */
@@ -511,14 +547,32 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                     uint64_t sz = serial_size(t);
                     if (t == 10 || t == 11) t = 0; /* reserved: SQLite reads them as NULL */
                     if (t == 0 && col < nnotnull && notnull[col]) goto null;
-                    if (sz > (uint64_t)(rec_end - v)) goto corrupt;
-                    if (col <= maxcol) {
-                        types[col] = t;
-                        where[col] = v;
+                    if (sz > body - at) goto corrupt;
+                    types[col] = t;
+                    where[col] = hend + at;
+                    at += sz;
+                    if (col == maxcol) {
+                        col++;
+                        break;
                     }
-                    v += sz;
                 }
-                if (v != rec_end) goto corrupt;
+                while (h < hend) { /* the columns not read */
+                    uint64_t t = *h;
+                    if (t < 0x80) {
+                        h++;
+                        at += SIZE1[t];
+                        if ((t == 0 || t == 10 || t == 11) && col < nnotnull && notnull[col]) goto null;
+                    } else {
+                        n = varint(h, hend, &t);
+                        if (!n) goto corrupt;
+                        h += n;
+                        uint64_t sz = serial_size(t);
+                        if (sz > body) goto corrupt;
+                        at += sz;
+                    }
+                    col++;
+                }
+                if (at != body) goto corrupt;
                 for (int c = col; c < nnotnull; c++) /* columns added after the row was written: their default */
                     if (notnull[c] && (c >= ndefaults || defaults[c].type == 0)) goto null;
                 for (; col <= maxcol; col++) {
@@ -580,13 +634,13 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 }
                 row++;
             }
-            if ((rc = check_free_space(db, page, hdr, content, used, pageno))) goto out;
+            if ((rc = check_free_space(db, page, hdr, content, ext, ncells, pageno))) goto out;
         }
     }
     r->rows = row;
 out:
     free(chunk);
-    free(used);
+    free(ext);
     return rc;
 corrupt:
     snprintf(db->why, sizeof db->why, "a record of page %u does not add up (header, sizes, payload)", pageno);
@@ -776,6 +830,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__sqlite_pages(void) {
+    init_sizes();
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Unsupported = PyErr_NewException("_sqlite_pages.Unsupported", PyExc_ValueError, NULL);
