@@ -2,7 +2,8 @@
 
 Each mutant is a real capture (fixtures/ and ../shared/traces) with random bytes written over pages of one
 of the large tables the reader reads (a leaf or an interior page; now and then a record's header bytes,
-where a changed serial type shifts every column after it). The table is then read with every column, in
+where a changed serial type shifts every column after it, or a field of the page header: a cell count,
+the first free block, the content area's start). The table is then read with every column, in
 several threads over small slices, straight from the pages (analyzer/readers/_sqlite_pages.c) and through
 SQLite. The rule (docs/robustness.md):
 
@@ -126,10 +127,15 @@ class Capture:
         at = (n - 1) * self.page_size
         data = bytearray(self.data)
         what = rng.random()
-        if what < 0.3 and data[at] == 0x0D:  # a record header byte of one cell: a serial type, usually
-            cells = int.from_bytes(data[at + 3:at + 5], "big")
+        hdr = at + (100 if n == 1 else 0)
+        if what < 0.1:  # a field of the page header: first free block, cell count, content start, fragments
+            field = hdr + rng.choice([1, 2, 3, 4, 5, 6, 7])
+            data[field] = rng.choice([0, 1, data[field] ^ 1, rng.randrange(256)])
+            return table, bytes(data), f"page {n}: header byte {field - hdr}"
+        if what < 0.35 and data[hdr] == 0x0D:  # a record header byte of one cell: a serial type, usually
+            cells = int.from_bytes(data[hdr + 3:hdr + 5], "big")
             if cells:
-                off = int.from_bytes(data[at + 8 + 2 * rng.randrange(cells):][:2], "big")
+                off = int.from_bytes(data[hdr + 8 + 2 * rng.randrange(cells):][:2], "big")
                 data[at + off + rng.randrange(2, 14)] = rng.randrange(256)
                 return table, bytes(data), f"page {n}: a record header byte"
         count = rng.choice([1, 1, 2, 4, 32])

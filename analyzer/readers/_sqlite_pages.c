@@ -180,6 +180,63 @@ static int check_cells(db_t *db, const uint8_t *page, uint32_t hdr, uint32_t fir
     return OK;
 }
 
+/* The byte ranges [start, end) that a page's cells and free blocks take: they must not overlap, and the
+ * bytes of the content area that none takes must be the page's count of fragmented bytes. */
+typedef struct {
+    uint32_t start, end;
+} extent_t;
+
+static int by_start(const void *a, const void *b) {
+    uint32_t x = ((const extent_t *)a)->start, y = ((const extent_t *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+/* The free blocks of a B-tree page (its chain ascending, inside the content area) added to `ext` (which holds the
+ * page's `n` cells, in cell order), then the whole checked: nothing overlaps, and the fragmented bytes add up,
+ * as SQLite computes free space and its integrity check counts fragments. */
+static int check_free_space(db_t *db, const uint8_t *page, uint32_t hdr, uint32_t content, extent_t *ext, size_t n,
+                            uint64_t pageno) {
+    const uint32_t U = db->usable;
+    size_t cells = n;
+    uint32_t pc = get2(page + hdr + 1), next = 0, size = 0;
+    if (pc && pc < content) goto bad;
+    while (pc) {
+        if (pc > U - 4) goto bad;
+        next = get2(page + pc);
+        size = get2(page + pc + 2);
+        if (size < 4 || pc + size > U || n > U / 4) goto bad; /* (ext holds U / 4 + 1) */
+        ext[n].start = pc;
+        ext[n].end = pc + size;
+        n++;
+        if (next <= pc + size + 3) break;
+        pc = next;
+    }
+    if (next > 0) goto bad;
+    /* cells are usually laid out from the end of the page down, in cell order: then no sort is needed */
+    int descending = n == cells;
+    for (size_t i = 1; i < n && descending; i++) descending = ext[i].start < ext[i - 1].start;
+    if (descending) {
+        for (size_t i = 0, j = n ? n - 1 : 0; i < j; i++, j--) {
+            extent_t t = ext[i];
+            ext[i] = ext[j];
+            ext[j] = t;
+        }
+    } else {
+        qsort(ext, n, sizeof *ext, by_start);
+    }
+    uint64_t taken = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && ext[i].start < ext[i - 1].end) goto bad; /* two uses of one byte */
+        taken += ext[i].end - ext[i].start;
+    }
+    if ((uint64_t)(U - content) - taken != page[hdr + 7]) goto bad;
+    return OK;
+bad:
+    snprintf(db->why, sizeof db->why, "the cells and free space of page %llu do not add up",
+             (unsigned long long)pageno);
+    return E_CORRUPT;
+}
+
 static int walk_leaves(db_t *db, uint64_t root, buf_t *out) {
     enum { MAX_DEPTH = 64 };
     typedef struct {
@@ -193,6 +250,8 @@ static int walk_leaves(db_t *db, uint64_t root, buf_t *out) {
     uint64_t visited = 0;
     uint64_t n = root;
     leaf_t range = {0, 0, 0, 0}; /* of page n */
+    extent_t *ext = malloc((db->usable / 4 + 1) * sizeof *ext); /* an interior page's cells and free blocks */
+    if (!ext) return E_NOMEM;
     const uint8_t *end;
     for (;;) {
         /* descend into page n */
@@ -235,11 +294,14 @@ static int walk_leaves(db_t *db, uint64_t root, buf_t *out) {
             for (uint32_t i = 0; i < ncells; i++) {
                 uint32_t off = get2(page + hdr + 12 + 2 * i);
                 uint64_t key = 0;
-                if (off < content || (uint64_t)off + 4 >= db->usable || !varint(page + off + 4, end, &key)) {
+                int klen = off < content || (uint64_t)off + 4 >= db->usable ? 0 : varint(page + off + 4, end, &key);
+                if (!klen || ncells > db->usable / 4) {
                     snprintf(db->why, sizeof db->why, "a cell of page %llu lies outside it", (unsigned long long)n);
                     rc = E_CORRUPT;
                     goto done;
                 }
+                ext[i].start = off;
+                ext[i].end = off + 4 + (uint32_t)klen;
                 int64_t k = (int64_t)key;
                 if (((within.bounded & 1) && k <= within.lo) || ((within.bounded & 2) && k > within.hi)) {
                     snprintf(db->why, sizeof db->why, "the keys of page %llu are out of order", (unsigned long long)n);
@@ -249,6 +311,8 @@ static int walk_leaves(db_t *db, uint64_t root, buf_t *out) {
                 within.lo = k;
                 within.bounded |= 1;
             }
+            /* a cell dropped from the page (its subtree's rows with it) leaves bytes nothing accounts for */
+            if ((rc = check_free_space(db, page, hdr, content, ext, ncells, n))) goto done;
             /* Every leaf of a B-tree lies at the same depth: when this page's right-most child is a leaf,
              * all its children are, and they are listed without reading them (read() checks each). */
             if (!pages[depth + 1] && !(pages[depth + 1] = malloc(db->page_size))) {
@@ -336,6 +400,7 @@ static int walk_leaves(db_t *db, uint64_t root, buf_t *out) {
     }
 done:
     for (int i = 0; i <= MAX_DEPTH; i++) free(pages[i]);
+    free(ext);
     return rc;
 }
 
@@ -381,62 +446,6 @@ typedef struct {
     uint64_t type;
     const uint8_t *value;
 } default_t;
-
-/* The byte ranges [start, end) that a leaf page's cells and free blocks take: they must not overlap, and the
- * bytes of the content area that none takes must be the page's count of fragmented bytes. */
-typedef struct {
-    uint32_t start, end;
-} extent_t;
-
-static int by_start(const void *a, const void *b) {
-    uint32_t x = ((const extent_t *)a)->start, y = ((const extent_t *)b)->start;
-    return x < y ? -1 : x > y;
-}
-
-/* The free blocks of a leaf page (its chain ascending, inside the content area) added to `ext` (which holds the
- * page's `n` cells, in cell order), then the whole checked: nothing overlaps, and the fragmented bytes add up,
- * as SQLite computes free space and its integrity check counts fragments. */
-static int check_free_space(db_t *db, const uint8_t *page, uint32_t hdr, uint32_t content, extent_t *ext, size_t n,
-                            uint32_t pageno) {
-    const uint32_t U = db->usable;
-    size_t cells = n;
-    uint32_t pc = get2(page + hdr + 1), next = 0, size = 0;
-    if (pc && pc < content) goto bad;
-    while (pc) {
-        if (pc > U - 4) goto bad;
-        next = get2(page + pc);
-        size = get2(page + pc + 2);
-        if (size < 4 || pc + size > U || n >= U) goto bad;
-        ext[n].start = pc;
-        ext[n].end = pc + size;
-        n++;
-        if (next <= pc + size + 3) break;
-        pc = next;
-    }
-    if (next > 0) goto bad;
-    /* cells are usually laid out from the end of the page down, in cell order: then no sort is needed */
-    int descending = n == cells;
-    for (size_t i = 1; i < n && descending; i++) descending = ext[i].start < ext[i - 1].start;
-    if (descending) {
-        for (size_t i = 0, j = n - 1; i < j; i++, j--) {
-            extent_t t = ext[i];
-            ext[i] = ext[j];
-            ext[j] = t;
-        }
-    } else {
-        qsort(ext, n, sizeof *ext, by_start);
-    }
-    uint64_t taken = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0 && ext[i].start < ext[i - 1].end) goto bad; /* two uses of one byte */
-        taken += ext[i].end - ext[i].start;
-    }
-    if ((uint64_t)(U - content) - taken != page[hdr + 7]) goto bad;
-    return OK;
-bad:
-    snprintf(db->why, sizeof db->why, "the cells and free space of page %u do not add up", pageno);
-    return E_CORRUPT;
-}
 
 /* Reads the rows of `leaves`, checking every structure it walks as SQLite's integrity check would for
  * what is read: the page type, the cell pointer array and content area, each cell inside the usable page
