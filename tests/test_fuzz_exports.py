@@ -1,6 +1,7 @@
 """The differential fuzz of the nsys reader (tests/fuzz_exports.py) in the suite: a fast run on every capture,
-and the same run with both C modules built with AddressSanitizer and UndefinedBehaviorSanitizer (plus a whole
-analysis of the two-rank capture, which runs the ops scan of analyzer/_scan.c). The long run is by hand:
+and the same run with both C modules built with AddressSanitizer and UndefinedBehaviorSanitizer (plus an export
+with an emptied table, and a whole analysis of the two-rank capture, which runs the ops scan of
+analyzer/_scan.c). The long run is by hand:
 `python3 tests/fuzz_exports.py --mutants 3000`."""
 
 from __future__ import annotations
@@ -77,6 +78,14 @@ def test_the_c_modules_under_address_and_undefined_behaviour_sanitizers(tmp_path
         from analyzer import _scan
         from analyzer.readers import _sqlite_pages
         assert _sqlite_pages.__file__.startswith({str(pkg)!r}) and _scan.__file__.startswith({str(pkg)!r})
+        import shutil, sqlite3
+        from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+        shutil.copy({str(FIXTURES / "reference-k4" / "run.sqlite")!r}, "emptied.sqlite")
+        con = sqlite3.connect("emptied.sqlite")  # a table with no rows: its root, a leaf with no cells
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET")
+        con.commit()
+        con.close()
+        assert read_nsys_sqlite("emptied.sqlite").ops.height > 0
         import fuzz_exports
         counts = fuzz_exports.run({MUTANTS // 2}, seed=2)
         print(counts["mutants"], "mutants", len(counts["failures"]), "failures")
