@@ -9,6 +9,7 @@ import polars as pl
 
 from analyzer import accounting, categories, progress, projection, summary
 from analyzer.errors import SpecprofError
+from analyzer.readers.files import list_dir, open_input
 from analyzer.trace import Trace
 
 DEFAULT_GROUPING = ("cycle",)
@@ -67,7 +68,7 @@ def resolve(path: str) -> str:
     """The trace file for `path`: the file itself, or the export inside a run directory."""
     if not os.path.isdir(path):
         return path
-    exports = sorted(f for f in os.listdir(path) if f.endswith(".sqlite"))
+    exports = [f for f in list_dir(path) if f.endswith(".sqlite")]
     if len(exports) == 1:
         return os.path.join(path, exports[0])
     if not exports:
@@ -104,7 +105,7 @@ def load(path: str, cache: bool = False) -> Trace:
     and read from there the next time."""
     path = resolve(path)
     if os.path.isfile(path):
-        with open(path, "rb") as fh:
+        with open_input(path, "a trace file", binary=True) as fh:
             head = fh.read(16)
         body = head.lstrip()
         if (head[:2] == b"\x1f\x8b" or body[:1] in (b"{", b"[")

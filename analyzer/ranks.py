@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.readers.files import list_dir
 
 KINETO_SUFFIXES = (".json", ".json.gz")
 SCHEMA = "specprof.ranks/1"
@@ -41,7 +42,7 @@ def expand(paths) -> list[str]:
         if not os.path.isdir(path):
             out.append(path)
             continue
-        exports = sorted(n for n in os.listdir(path) if n.endswith(".sqlite"))
+        exports = [n for n in list_dir(path) if n.endswith(".sqlite")]
         if len(exports) > 1 and not os.path.isfile(os.path.join(path, "manifest.json")):
             out.extend(os.path.join(path, n) for n in exports)  # a folder of exports: each one
             continue
@@ -67,7 +68,7 @@ def kineto_traces(folder: str) -> list[str]:
     """The PyTorch-profiler traces in `folder`, sorted by name."""
     from analyzer.readers.kineto import is_kineto
 
-    paths = (os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(KINETO_SUFFIXES))
+    paths = (os.path.join(folder, n) for n in list_dir(folder) if n.endswith(KINETO_SUFFIXES))
     return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
 
 

@@ -13,6 +13,7 @@ This module reads files and calls the pure analyses (crosscheck, economics, swee
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 from dataclasses import dataclass, field, replace
@@ -180,7 +181,7 @@ def enrich(a: Analysis, files: RunFiles, server_log: str | None = None, baseline
     econ_notes: list[str] = []
     baseline_ns = baseline_source = baseline_batch = None
     if baseline_ms is not None:
-        if not baseline_ms > 0:
+        if not 0 < baseline_ms < math.inf:
             raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
         baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
     elif baseline_run is not None:
