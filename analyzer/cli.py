@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -22,6 +23,16 @@ class _Group(click.Group):
         except SpecprofError as exc:
             click.echo(f"specprof: error: {exc}", err=True)
             sys.exit(exc.exit_code)
+
+
+class _Finite(click.FloatRange):
+    """A float range that refuses nan and infinity (click's FloatRange lets nan through every bound)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _remember_all_domains(ctx, param, value):
@@ -98,7 +109,8 @@ def main():
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
                    "of the economics.")
-@click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics.")
+@click.option("--baseline-ms", type=_Finite(),
+              help="The plain-decode step time in ms, for the economics.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="Append the run(s) to this results database (SQLite, docs/store.md); the same run again is "
@@ -146,7 +158,8 @@ def runs_command(db_path, as_json):
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
-@click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics panel.")
+@click.option("--baseline-ms", type=_Finite(),
+              help="The plain-decode step time in ms, for the economics panel.")
 def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 
@@ -184,7 +197,7 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache):
 @click.argument("a")
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (specprof.compare/1).")
-@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(0), metavar="PCT",
+@click.option("--fail-if-slower", "fail_pct", type=_Finite(0), metavar="PCT",
               help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
 @_analysis_options
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),

@@ -333,3 +333,82 @@ def test_a_folder_with_no_trace(tmp_path):
     (tmp_path / "notes.json").write_text("{}")
     result = CliRunner().invoke(main, ["analyze", str(tmp_path)])
     assert result.exit_code == 2 and "no nsys SQLite export" in result.output
+
+
+# -- hostile JSON: bounded memory ------------------------------------------------------------------------------------
+
+_PEAK = """
+import sys
+from analyzer.errors import SpecprofError
+from analyzer.readers.kineto import read_kineto
+try:
+    read_kineto(sys.argv[1])
+    print("read")
+except SpecprofError as exc:
+    print("refused:", exc)
+# this process's peak (VmHWM: ru_maxrss would count the parent's peak too, kept across fork and exec)
+print(next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")) // 1024)
+"""
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000,  # 100 KB, nothing but openers
+    '{"traceEvents": [{"ph": "X", "args": ' + "[" * 20_000 + "]" * 20_000 + "}]}",  # 40 KB, a deep event
+    '{"deviceProperties": ' + "{\"a\": " * 20_000 + "1" + "}" * 20_000 + ', "traceEvents": []}',  # before events
+], ids=["openers", "deep-event", "deep-head"])
+def test_deep_nesting_is_refused_in_bounded_memory(tmp_path, text):
+    # Synthetic (no trace nests deeper than 6): ijson's memory grows with the square of the depth; a 40 KB
+    # file of depth 20,000 took 2 GB, 200 KB of `[` 22 GB. Refused before the parser goes that deep.
+    import subprocess
+    import sys
+
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-c", _PEAK, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict, peak_mb = done.stdout.strip().splitlines()
+    assert verdict.startswith(f"refused: {path}: JSON nested deeper than 64 levels"), verdict
+    assert int(peak_mb) < 400, f"{peak_mb} MB"
+
+
+def test_the_depth_count_skips_brackets_in_strings_across_chunks():
+    # Every real trace fits at its own depth and not one below it, however its text is cut into chunks; strings
+    # full of brackets, quotes and backslashes cut anywhere count for nothing.
+    import random
+
+    from analyzer.readers.kineto import _Depth
+
+    def deepest(value, d=0):
+        if isinstance(value, (dict, list)):
+            inner = value.values() if isinstance(value, dict) else value
+            return max([deepest(v, d + 1) for v in inner] or [d + 1])
+        return d
+
+    rng = random.Random(3)
+    texts = [gzip.open(p).read() for p in ALL[:3]]
+    tricky = json.dumps({"a": ["[[[{{{", "\\\"]]]", "x\\\\", {"b": "\\\\\\\"[{"}]}).encode()
+    for text in [*texts, tricky]:
+        depth = deepest(json.loads(text))
+        for limit, fits in ((depth, True), (depth - 1, False)):
+            for _ in range(3):
+                d, at, ok = _Depth(limit), 0, True
+                while at < len(text) and ok:
+                    n = rng.choice([1, 2, 3, 7, 4096, 16384])
+                    ok = d.fits(text[at:at + n])
+                    at += n
+                assert ok == fits, (limit, depth)
+
+
+def test_only_the_collective_fields_of_an_event_are_kept(tmp_path):
+    # Synthetic: an NCCL kernel whose args carry a large list and a long string besides the collective's fields.
+    from analyzer.readers.kineto import _Parser
+
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+         "args": {"correlation": 5, "Collective name": "allreduce", "In msg nelems": 1024,
+                  "dtype": "x" * 100_000, "junk": list(range(100_000))}}]}))
+    parser = _Parser(str(path), False)
+    parser.run()
+    ((row, args),) = parser.collectives
+    assert args == {"Collective name": "allreduce", "In msg nelems": 1024, "dtype": "x" * 4096}

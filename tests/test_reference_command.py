@@ -45,3 +45,16 @@ def test_sync_timers_time_every_phase_of_every_measured_cycle(tmp_path, monkeypa
         assert all(value >= 0 for key, value in cycle.items() if key != "index")
     assert set(timers["mean_ms"]) == {"draft", "verify", "draft_extend", "accept"}
     assert "sync_timers" not in run(tmp_path, "--steps", "2")  # off unless asked for
+
+
+def test_without_a_gpu_the_engine_says_so_in_one_line(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():  # only a machine without a usable GPU can show it (CI has none)
+        import pytest
+
+        pytest.skip("a GPU is usable here")
+    result = CliRunner().invoke(main, ["reference", "--cycles", "2", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == ("specprof: error: the reference engine needs a GPU: no CUDA GPU is usable here; to try "
+                             "it on the CPU, run `specprof reference --tiny --device cpu`\n")

@@ -195,3 +195,92 @@ def test_the_server_log_reconciliation_is_stored(tmp_path):
     assert row[0] in ("agree", "explained") and row[1] > 0 and isinstance(json.loads(row[2]), list)
     # the log is part of the run's key: the same run without it is another run
     assert "stored as run @2" in CliRunner().invoke(main, ["analyze", K4, "--db", db]).stderr
+
+
+# -- concurrent and killed writers ----------------------------------------------------------------------------------
+
+_WRITER = """
+import os, pickle, signal, sys
+from analyzer.app import store
+db_path, record_file, prefix, count, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+with open(record_file, "rb") as fh:
+    rec = pickle.load(fh)
+db = store.connect(db_path)
+if kill_at:  # SIGKILL this writer when it starts writing that table: mid-way through a run
+    db.conn.set_trace_callback(lambda sql: sql.startswith("INSERT INTO") and kill_at in sql.split("(")[0]
+                               and os.kill(os.getpid(), signal.SIGKILL))
+import_id = store.begin_import(db, [prefix])
+for i in range(count):
+    rec.run["key"] = f"{prefix}-{i}"
+    store.add(db, rec, import_id)
+"""
+
+
+@pytest.fixture(scope="module")
+def record_file(tmp_path_factory):
+    """The K=4 capture analysed once, as the store's rows (pickled for the writer processes)."""
+    import pickle
+
+    from analyzer.readers.inputs import resolve
+
+    a = analyze(K4)
+    rec = store.record(a, path=K4, trace_path=resolve(K4), options=store.options_of())
+    path = tmp_path_factory.mktemp("record") / "record.pickle"
+    path.write_bytes(pickle.dumps(rec))
+    return str(path)
+
+
+def _writers(db, record_file, prefixes, count, kill_at=""):
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, db, record_file, p, str(count), kill_at],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in prefixes]
+    return [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+
+
+def test_concurrent_writers_on_a_new_store_lose_no_run(tmp_path, record_file):
+    # Four processes append eight runs each to a database that does not exist yet: they race to create the
+    # schema, then to append. Every run arrives, whole.
+    db = str(tmp_path / "results.db")
+    done = _writers(db, record_file, ["a", "b", "c", "d"], 8)
+    assert all(rc == 0 for rc, _ in done), [err[-800:] for _, err in done]
+    assert q(db, "SELECT COUNT(*) FROM runs") == [(32,)]
+    phases = q(db, "SELECT COUNT(*) FROM phases WHERE run_id = 1")[0][0]
+    assert phases > 0 and q(db, "SELECT COUNT(DISTINCT run_id), COUNT(*) FROM phases") == [(32, 32 * phases)]
+
+
+def test_a_writer_killed_mid_run_leaves_nothing_of_it_and_the_run_is_added_again_whole(tmp_path, record_file):
+    db = str(tmp_path / "results.db")
+    ((rc, err),) = _writers(db, record_file, ["whole"], 1)
+    assert rc == 0, err[-800:]
+    complete = {t: q(db, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("phases", "cycles", "cycle_phases", "kernels")}
+    ((rc, err),) = _writers(db, record_file, ["killed"], 1, kill_at="cycle_phases")
+    assert rc == -9, err[-800:]  # SIGKILL: after the runs row, phases, kernels and cycles were written
+    assert q(db, "SELECT key FROM runs") == [("whole-0",)]
+    assert {t: q(db, f"SELECT COUNT(*) FROM {t}")[0][0] for t in complete} == complete
+    ((rc, err),) = _writers(db, record_file, ["killed"], 1)  # added again: created, and whole
+    assert rc == 0, err[-800:]
+    (run_id,) = q(db, "SELECT id FROM runs WHERE key = 'killed-0'")[0]
+    assert q(db, "SELECT COUNT(*) FROM phases WHERE run_id = ?", run_id) == [(complete["phases"],)]
+    assert q(db, "SELECT COUNT(*) FROM cycle_phases p JOIN cycles c ON c.id = p.cycle_id WHERE c.run_id = ?",
+             run_id) == [(complete["cycle_phases"],)]
+
+
+def test_a_read_only_store_is_one_clear_error(tmp_path):
+    # As root, file modes do not stop a write: the CLI runs without the capabilities that override them.
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not here to drop the file-permission override")
+    db = tmp_path / "results.db"
+    store.connect(str(db)).conn.close()
+    db.chmod(0o444)
+    done = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
+                           "analyzer", "analyze", K4, "--db", str(db), "-q"], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.strip()]
+    assert line.startswith(f"specprof: error: {db}: the results database cannot be written")

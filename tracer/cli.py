@@ -80,7 +80,7 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
     record = capture_lib.run(plan, say=lambda message: click.echo(f"specprof: {message}", err=True))
     files = record["files"]
     kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"]
-    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept)}, manifest.json", err=True)
+    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}", err=True)
     click.get_current_context().exit(capture_lib.exit_status(record))
 
 

@@ -2,14 +2,15 @@
 runs with SQL or Datasette (docs/store.md).
 
 - `record(...)` turns an analysis into rows (a pure function; parallel workers run it where they analyse);
-- `add(db, record)` writes them in one transaction, or finds the run already there: a run is keyed by the
+- `add(db, record)` writes them in one transaction (a run is there whole or not at all; concurrent writers wait
+  for each other), or finds the run already there: a run is keyed by the
   SHA-256 of its trace file and of the analysis options, so importing the same run again changes nothing;
 - `record_of(...)` and `save(...)` do both for the analysis of a run's files (`specprof analyze --db`);
 - `list_runs(db)` lists the runs; `side(db, id)` and `sweep_tables(db, id)` give `specprof compare` and
   `specprof sweep` what they need of a stored run, without its files.
 
-Names from traces are untrusted: they are only ever bound as SQL parameters (sqlite-utils inserts, `?`
-placeholders), never put into SQL text. Table and column names come from this module alone. Times are integer
+Names from traces are untrusted: they are only ever bound as SQL parameters (`?` placeholders), never put into
+SQL text. Table and column names come from this module alone. Times are integer
 nanoseconds (`*_ns`), like everywhere inside specprof.
 """
 
@@ -337,49 +338,111 @@ def record_of(a: Analysis, path: str, trace: str, files: RunFiles, options: dict
 # -- the database --------------------------------------------------------------------------------------------------
 
 def connect(path: str, create: bool = True):
-    """The store at `path` (created with its schema when `create`), foreign keys enforced."""
+    """The store at `path` (created with its schema when `create`), foreign keys enforced.
+
+    The connection is in autocommit mode: every write is one explicit `BEGIN IMMEDIATE` ... `COMMIT` of this
+    module's own (never a commit sqlite-utils makes on its own, which some of its versions do inside
+    `insert_all`), and a writer that finds the database locked by another waits for it (up to BUSY_S)."""
     import sqlite_utils
 
     if not create and not os.path.isfile(path):
         raise SpecprofError(f"{path}: no such results database (`specprof analyze ... --db {path}` makes one)", path)
     try:
-        conn = sqlite3.connect(path, timeout=60)
+        conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)
         conn.execute("PRAGMA foreign_keys = ON")
         db = sqlite_utils.Database(conn)
-        version = None
-        if "meta" in db.table_names():
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            version = row[0] if row else None
-        elif db.table_names():
-            raise SpecprofError(f"{path}: a SQLite database, but not a specprof results store (no `meta` table)", path)
+        version = _schema_version(db, path)
+        if version is None:
+            if not create:
+                raise SpecprofError(f"{path}: an empty database, not a specprof results store", path)
+            with _transaction(conn, path):  # one writer creates the schema; the others wait, then find it
+                version = _schema_version(db, path)
+                if version is None:
+                    _create(db)
+                    version = SCHEMA
     except sqlite3.DatabaseError as exc:
-        raise SpecprofError(f"{path}: not a SQLite database ({exc})", path) from None
-    if version is not None and version != SCHEMA:
+        raise _db_error(path, exc) from None
+    if version != SCHEMA:
         raise SpecprofError(f"{path}: results store schema {version!r}, this version reads {SCHEMA}; "
                             "use another file or update specprof", path)
-    if version is None:
-        if not create:
-            raise SpecprofError(f"{path}: an empty database, not a specprof results store", path)
-        _create(db)
     return db
 
 
+BUSY_S = 60  # how long a writer waits for another to finish its transaction
+
+
+def _schema_version(db, path: str) -> str | None:
+    names = db.table_names()
+    if "meta" in names:
+        row = db.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        return row[0] if row else None
+    if names:
+        raise SpecprofError(f"{path}: a SQLite database, but not a specprof results store (no `meta` table)", path)
+    return None
+
+
+def _db_error(path: str, exc: sqlite3.DatabaseError) -> SpecprofError:
+    text = str(exc)
+    if "readonly" in text or "unable to open" in text:
+        return SpecprofError(f"{path}: the results database cannot be written ({text}); give a --db file in a "
+                             "folder you can write", path)
+    if "locked" in text or "busy" in text:
+        return SpecprofError(f"{path}: the results database stayed locked by another writer for {BUSY_S} s "
+                             f"({text}); try again when it is done", path)
+    return SpecprofError(f"{path}: not a SQLite database, or a damaged one ({text})", path)
+
+
+class _transaction:
+    """`with _transaction(conn, path):` one `BEGIN IMMEDIATE` ... `COMMIT` (waiting for other writers), rolled
+    back on any error; a database error is one SpecprofError naming the file."""
+
+    def __init__(self, conn, path: str):
+        self.conn, self.path = conn, path
+
+    def __enter__(self):
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+        return self.conn
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None:
+            try:
+                self.conn.execute("COMMIT")
+                return False
+            except sqlite3.DatabaseError as error:
+                exc = error
+        self.conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise _db_error(self.path, exc) from None
+        return False
+
+
+def _path(db) -> str:
+    row = db.conn.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else "the results database"
+
+
 def _create(db) -> None:
-    with db.conn:
-        for name, (columns, pk, fks, indexes) in TABLES.items():
-            db[name].create(columns, pk=pk, foreign_keys=fks or None, if_not_exists=True)
-            for cols, unique in indexes:
-                db[name].create_index(cols, unique=unique, if_not_exists=True)
-        for name, sql in VIEWS.items():
-            db.create_view(name, sql, ignore=True)
-        db["meta"].insert({"key": "schema", "value": SCHEMA}, replace=True)
+    """The tables, indexes, views and schema row, by statements run inside the caller's transaction (sqlite-utils
+    only writes the CREATE TABLE text: some of its versions commit inside their own create calls)."""
+    conn = db.conn
+    for name, (columns, pk, fks, indexes) in TABLES.items():
+        conn.execute(db.create_table_sql(name, columns, pk=pk, foreign_keys=fks or None, if_not_exists=True))
+        for cols, unique in indexes:
+            conn.execute(f"CREATE {'UNIQUE ' if unique else ''}INDEX IF NOT EXISTS [idx_{name}_{'_'.join(cols)}] "
+                         f"ON [{name}] ({', '.join(f'[{c}]' for c in cols)})")
+    for name, sql in VIEWS.items():
+        conn.execute(f"CREATE VIEW IF NOT EXISTS [{name}] AS {sql}")
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", [SCHEMA])
 
 
 def begin_import(db, argv: list[str] | None = None) -> int:
     """An `imports` row for one `specprof analyze --db` invocation; returns its id."""
-    with db.conn:
-        return db["imports"].insert({"at": _now(), "specprof_version": __version__,
-                                     "argv": json.dumps(argv) if argv is not None else None}).last_pk
+    with _transaction(db.conn, _path(db)) as conn:
+        return conn.execute("INSERT INTO imports (at, specprof_version, argv) VALUES (?, ?, ?)",
+                            [_now(), __version__, json.dumps(argv) if argv is not None else None]).lastrowid
 
 
 def _now() -> str:
@@ -387,36 +450,28 @@ def _now() -> str:
 
 
 def _insert(db, table: str, df: pl.DataFrame | None, **fixed) -> None:
+    """Rows of `df` (and the `fixed` columns) into `table`, by plain `executemany` inside the caller's
+    transaction. Column names come from TABLES; values are bound as parameters."""
     rows = _rows(df)
     if not rows:
         return
     columns = TABLES[table][0]
     keep = [c for c in columns if c in rows[0] or c in fixed]
-    db[table].insert_all(({c: fixed[c] if c in fixed else r.get(c) for c in keep} for r in rows), batch_size=500)
+    sql = f"INSERT INTO {table} ({', '.join(keep)}) VALUES ({', '.join('?' * len(keep))})"
+    db.conn.executemany(sql, ([fixed[c] if c in fixed else r.get(c) for c in keep] for r in rows))
 
 
 def add(db, rec: Record, import_id: int | None = None) -> tuple[int, bool]:
-    """Write `rec` (one transaction). Returns (run id, created): created is False when the same run (same trace
-    bytes and analysis options) was already in the store, which is then left unchanged."""
-    conn = db.conn
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        raise SpecprofError(f"the results database is busy or read-only ({exc})") from None
-    try:
+    """Write `rec` in one transaction: a run is in the store whole or not at all (a writer killed mid-way
+    leaves nothing of it). Returns (run id, created): created is False when the same run (same trace bytes and
+    analysis options) was already in the store, which is then left unchanged."""
+    with _transaction(db.conn, _path(db)) as conn:
         row = conn.execute("SELECT id FROM runs WHERE key = ?", [rec.run["key"]]).fetchone()
         created = row is None
-        if created:
-            run_id = _insert_run(db, rec)
-        else:
-            run_id = row[0]
+        run_id = _insert_run(db, rec) if created else row[0]
         if import_id is not None:
             conn.execute("INSERT OR IGNORE INTO import_runs (import_id, run_id, created) VALUES (?, ?, ?)",
                          [import_id, run_id, int(created)])
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return run_id, created
 
 

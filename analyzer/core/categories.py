@@ -64,6 +64,9 @@ def load_rules(path: str | None = None) -> list[Rule]:
             text = fh.read()
     except OSError as exc:
         raise SpecprofError(f"{path}: cannot read the categories file ({exc.strerror})", path) from None
+    except UnicodeDecodeError:
+        raise SpecprofError(f"{path}: the categories file is not UTF-8 text; give a TOML file of [[rule]] "
+                            "tables (docs/attribution.md)", path) from None
     return _parse(text, path) + rules
 
 

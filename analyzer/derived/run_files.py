@@ -8,6 +8,7 @@ it prints nothing.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Iterable
@@ -144,7 +145,7 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
     econ_notes: list[str] = []
     baseline_ns = baseline_source = baseline_batch = None
     if baseline_ms is not None:
-        if not baseline_ms > 0:
+        if not 0 < baseline_ms < math.inf:
             raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
         baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
     elif baseline_run is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from analyzer.errors import SpecprofError
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
+from analyzer.readers.files import list_dir
 from analyzer.readers.kineto import is_kineto
 
 KINETO_SUFFIXES = (".json", ".json.gz")
@@ -42,7 +43,7 @@ def expand(paths) -> list[str]:
         if not os.path.isdir(path):
             out.append(path)
             continue
-        exports = sorted(n for n in os.listdir(path) if n.endswith(".sqlite"))
+        exports = [n for n in list_dir(path) if n.endswith(".sqlite")]
         if len(exports) > 1 and not os.path.isfile(os.path.join(path, MANIFEST)):
             out.extend(os.path.join(path, n) for n in exports)  # a folder of exports: each one
             continue
@@ -66,7 +67,7 @@ def expand(paths) -> list[str]:
 
 def kineto_traces(folder: str) -> list[str]:
     """The PyTorch-profiler traces in `folder`, sorted by name."""
-    paths = (os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(KINETO_SUFFIXES))
+    paths = (os.path.join(folder, n) for n in list_dir(folder) if n.endswith(KINETO_SUFFIXES))
     return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
 
 
@@ -74,7 +75,7 @@ def resolve(path: str) -> str:
     """The trace file for `path`: the file itself, or the export (or single trace) inside a run directory."""
     if not os.path.isdir(path):
         return path
-    exports = sorted(f for f in os.listdir(path) if f.endswith(".sqlite"))
+    exports = [f for f in list_dir(path) if f.endswith(".sqlite")]
     if len(exports) == 1:
         return os.path.join(path, exports[0])
     if not exports:

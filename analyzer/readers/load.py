@@ -8,6 +8,7 @@ import os
 from analyzer import progress
 from analyzer.model.trace import Trace
 from analyzer.readers import trace_cache
+from analyzer.readers.files import open_input
 from analyzer.readers.inputs import resolve
 from analyzer.readers.kineto import read_kineto
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
@@ -18,7 +19,7 @@ def is_kineto_file(path: str) -> bool:
     bytes or its name. Anything else goes to the nsys reader (which says what it is not)."""
     if not os.path.isfile(path):
         return False
-    with open(path, "rb") as fh:
+    with open_input(path, "a trace file", binary=True) as fh:
         head = fh.read(16)
     return head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or path.endswith((".json", ".json.gz"))
 

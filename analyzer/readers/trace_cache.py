@@ -67,7 +67,7 @@ def locations(path: str) -> list[str]:
     path = os.path.abspath(path)
     folder, name = os.path.split(path)
     user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
     return [os.path.join(folder, f".{name}{SUFFIX}"), os.path.join(user, "specprof", f"{digest}-{name}")]
 
 

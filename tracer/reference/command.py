@@ -9,6 +9,25 @@ import os
 
 import click
 
+from analyzer.errors import SpecprofError
+
+
+def _require_gpu(device: str) -> None:
+    """One line, not a CUDA traceback, when the engine's device cannot be used."""
+    import torch
+
+    problem = None
+    if not torch.cuda.is_available():
+        problem = "no CUDA GPU is usable here"
+    else:
+        try:
+            torch.empty(1, device=device)
+        except Exception as exc:  # a bad index, a driver older than the runtime, ...
+            problem = f"{device} cannot be used ({str(exc).splitlines()[0]})"
+    if problem:
+        raise SpecprofError(f"the reference engine needs a GPU: {problem}; to try it on the CPU, run "
+                            "`specprof reference --tiny --device cpu`")
+
 
 @click.command()
 @click.option("--steps", "-k", type=click.IntRange(0, 16), default=4, show_default=True,
@@ -54,6 +73,9 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
     """
     from tracer.reference.engine import EngineConfig
     from tracer.reference.runner import enable_tracer, run_reference
+
+    if device.startswith("cuda") and not tiny:
+        _require_gpu(device)
 
     if trace is True:
         enable_tracer()
