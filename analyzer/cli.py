@@ -69,8 +69,8 @@ def _analysis_options(command):
         click.option("--all-domains", is_flag=True, expose_value=False, callback=_remember_all_domains,
                      help="Phases from ranges of every NVTX domain (NCCL's own ranges too)."),
         click.option("--no-cache", is_flag=True,
-                     help="Read the export itself, not the Parquet cache of its parsed tables and of its analysis "
-                          "(nor write one)."),
+                     help="Read the export itself, not the cache of its parsed tables and of its analysis in the "
+                          "user's cache folder (nor write one; `specprof cache info`)."),
     )):
         command = option(command)
     return command
@@ -179,8 +179,8 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that RUNS written @ID come from (docs/store.md).")
 @click.option("--no-cache", is_flag=True,
-              help="Read the exports themselves, not the Parquet cache of their parsed tables and of their analysis "
-                   "(nor write one).")
+              help="Read the exports themselves, not the cache of their parsed tables and of their analysis in "
+                   "the user's cache folder (nor write one; `specprof cache info`).")
 def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
@@ -211,6 +211,24 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
     """
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
                                fail_pct))
+
+
+@main.group("cache")
+def cache_group():
+    """The cache of parsed nsys exports and their analyses, in the user's cache folder
+    ($SPECPROF_CACHE_DIR to move it, $SPECPROF_CACHE_MAX_GB to bound it; docs/performance.md)."""
+
+
+@cache_group.command("info")
+def cache_info_command():
+    """Where the cache is, how large, and which exports it holds."""
+    _say(commands.cache_info())
+
+
+@cache_group.command("clear")
+def cache_clear_command():
+    """Remove every entry of the cache (the next analysis of each export reads it again)."""
+    _say(commands.cache_clear())
 
 
 def _register_tracer_commands():

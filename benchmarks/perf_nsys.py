@@ -123,8 +123,7 @@ def _row_counts(path: str) -> dict:
 def _drop_specprof_cache(path: str) -> None:
     from analyzer.readers import trace_cache
 
-    for folder in trace_cache.locations(path):
-        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(trace_cache.location(path), ignore_errors=True)
 
 
 def _drop_nsysai_cache(path: str) -> None:

@@ -26,10 +26,18 @@ def render() -> str:
     """The reference as Markdown: `specprof --help`, then each command's, in name order."""
     from click.testing import CliRunner
 
+    import click
+
     from analyzer.cli import main
 
     parts = [HEAD]
-    for args in [[]] + [[name] for name in sorted(main.commands)]:
+    commands = [[]]
+    for name in sorted(main.commands):
+        commands.append([name])
+        command = main.commands[name]
+        if isinstance(command, click.Group):  # `specprof cache info`, ...
+            commands.extend([name, sub] for sub in sorted(command.commands))
+    for args in commands:
         out = CliRunner().invoke(main, [*args, "--help"], prog_name="specprof", terminal_width=WIDTH)
         if out.exit_code != 0:
             raise RuntimeError(f"specprof {' '.join(args)} --help failed: {out.output}")

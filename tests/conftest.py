@@ -4,6 +4,8 @@ third-party ones in ../shared/traces, which stay out of the repository)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,20 @@ def _shared_traces() -> Path | None:
 
 
 SHARED = _shared_traces()
+_CACHE: list[str] = []
+
+
+def pytest_configure(config):
+    """The analyses' cache (analyzer/readers/trace_cache.py) of this test run is a folder of its own, never the
+    user's."""
+    if not os.environ.get("SPECPROF_CACHE_DIR"):
+        _CACHE.append(tempfile.mkdtemp(prefix="specprof-test-cache-"))
+        os.environ["SPECPROF_CACHE_DIR"] = _CACHE[0]
+
+
+def pytest_unconfigure(config):
+    for folder in _CACHE:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def shared_nsys() -> list[Path]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -21,16 +22,18 @@ from conftest import FIXTURES
 @pytest.fixture
 def export(tmp_path):
     """A private copy of a real capture (reference-k4), so that caches land in tmp_path."""
-    dst = tmp_path / "run.sqlite"
+    dst = tmp_path / "data" / "run.sqlite"
+    dst.parent.mkdir()
     shutil.copyfile(FIXTURES / "reference-k4" / "run.sqlite", dst)
     return dst
 
 
 @pytest.fixture(autouse=True)
 def user_cache(tmp_path, monkeypatch):
-    """The user cache folder of these tests (never the real ~/.cache)."""
+    """The cache folder of these tests (never the user's own)."""
     folder = tmp_path / "user-cache"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    monkeypatch.setenv("SPECPROF_CACHE_DIR", str(folder))
+    monkeypatch.delenv("SPECPROF_CACHE_MAX_GB", raising=False)
     return folder
 
 
@@ -45,8 +48,8 @@ def _same(a, b):
 def test_second_load_reads_the_cache_and_gives_the_same_tables(export):
     fresh = read_nsys_sqlite(str(export))
     first = load_trace(str(export), cache=True)
-    beside = export.parent / f".{export.name}{cache.SUFFIX}"
-    assert (beside / "key.json").is_file()
+    assert (Path(cache.location(str(export))) / "key.json").is_file()
+    assert os.listdir(export.parent) == [export.name]  # nothing written beside the input
     assert cache.load(str(export)) is not None
     second = load_trace(str(export), cache=True)
     _same(fresh, first)
@@ -83,8 +86,8 @@ def test_cache_of_another_export_is_never_used(export, tmp_path):
     other = tmp_path / "other" / "run.sqlite"
     other.parent.mkdir()
     shutil.copyfile(FIXTURES / "reference-k2" / "run.sqlite", other)
-    # Put reference-k4's cache beside reference-k2's export, under the name its cache would have.
-    shutil.copytree(export.parent / f".{export.name}{cache.SUFFIX}", other.parent / f".{other.name}{cache.SUFFIX}")
+    # Put reference-k4's cache where reference-k2's export's cache would be.
+    shutil.copytree(cache.location(str(export)), cache.location(str(other)))
     assert cache.load(str(other)) is None
     trace = load_trace(str(other), cache=True)
     assert trace.ops.height == read_nsys_sqlite(str(other)).ops.height != read_nsys_sqlite(str(export)).ops.height
@@ -100,30 +103,65 @@ def test_cache_of_another_code_version_is_not_used(export, monkeypatch):
 
 def test_corrupt_cache_is_ignored(export):
     load_trace(str(export), cache=True)
-    folder = export.parent / f".{export.name}{cache.SUFFIX}"
+    folder = Path(cache.location(str(export)))
     (folder / "ops.parquet").write_bytes(b"not parquet")
     assert cache.load(str(export)) is None
     assert load_trace(str(export), cache=True).ops.height == read_nsys_sqlite(str(export)).ops.height
 
 
-def test_unwritable_folder_beside_the_export_falls_back_to_the_user_cache(export, user_cache, monkeypatch, tmp_path):
+def test_a_moved_export_is_never_served_the_cache_of_what_was_there(export, tmp_path):
+    load_trace(str(export), cache=True)
+    moved = tmp_path / "elsewhere" / "run.sqlite"
+    moved.parent.mkdir()
+    os.replace(export, moved)
+    assert cache.load(str(moved)) is None  # another path: another entry
+    # Another export put where the first one was, with the first one's size and mtime: not served its cache.
+    shutil.copyfile(FIXTURES / "reference-k2" / "run.sqlite", export)
+    assert cache.load(str(export)) is None
+
+
+def test_an_unwritable_cache_folder_skips_the_cache_with_a_note(export, monkeypatch, capsys, tmp_path):
     # A folder that cannot be written, even by root: one under a plain file.
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where a folder would be")
-    beside, user = cache.locations(str(export))
-    monkeypatch.setattr(cache, "locations", lambda path: [str(blocked / os.path.basename(beside)), user])
-    load_trace(str(export), cache=True)
-    assert any(user_cache.rglob("key.json"))
-    assert cache.load(str(export)) is not None
-
-
-def test_unwritable_locations_skip_the_cache_with_a_note(export, monkeypatch, capsys, tmp_path):
-    blocked = tmp_path / "blocked"
-    blocked.write_text("a file where a folder would be")
-    monkeypatch.setattr(cache, "locations", lambda path: [str(blocked / "a"), str(blocked / "b")])
+    monkeypatch.setenv("SPECPROF_CACHE_DIR", str(blocked / "cache"))
     trace = load_trace(str(export), cache=True)
     assert trace.ops.height == read_nsys_sqlite(str(export)).ops.height
     assert "not cached" in capsys.readouterr().err
+
+
+def test_the_cache_is_kept_under_its_size_bound_least_recently_used_first(tmp_path, monkeypatch):
+    exports = []
+    for name in ("reference-k2", "reference-k4", "reference-k6"):
+        dst = tmp_path / name / "run.sqlite"
+        dst.parent.mkdir()
+        shutil.copyfile(FIXTURES / name / "run.sqlite", dst)
+        exports.append(str(dst))
+    for p in exports[:2]:
+        load_trace(p, cache=True)
+    one = max(e.bytes for e in cache.entries())
+    assert len(cache.entries()) == 2
+    load_trace(exports[0], cache=True)  # the first export used again: the second is now the least recent
+    monkeypatch.setenv("SPECPROF_CACHE_MAX_GB", str(2.5 * one / 1e9))
+    load_trace(exports[2], cache=True)
+    kept = {e.export for e in cache.entries()}
+    assert kept == {os.path.realpath(exports[0]), os.path.realpath(exports[2])}
+    assert sum(e.bytes for e in cache.entries()) <= 2.5 * one
+
+
+def test_cache_info_and_clear(export, user_cache):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    load_trace(str(export), cache=True)
+    out = CliRunner().invoke(main, ["cache", "info"])
+    assert out.exit_code == 0, out.output
+    assert str(user_cache) in out.stdout and os.path.realpath(export) in out.stdout and "1 export(s)" in out.stdout
+    out = CliRunner().invoke(main, ["cache", "clear"])
+    assert out.exit_code == 0 and "removed 1 export(s)" in out.stdout
+    assert cache.entries() == [] and cache.load(str(export)) is None
+    assert "0 export(s)" in CliRunner().invoke(main, ["cache", "info"]).stdout
 
 
 def test_cli_no_cache_writes_none(export):
@@ -133,10 +171,11 @@ def test_cli_no_cache_writes_none(export):
 
     out = CliRunner().invoke(main, ["analyze", str(export), "--json", "--no-cache"])
     assert out.exit_code == 0, out.output
-    assert not (export.parent / f".{export.name}{cache.SUFFIX}").exists()
+    assert not os.path.exists(cache.location(str(export)))
     out2 = CliRunner().invoke(main, ["analyze", str(export), "--json"])
     assert out2.exit_code == 0
-    assert (export.parent / f".{export.name}{cache.SUFFIX}").exists()
+    assert os.path.exists(cache.location(str(export)))
+    assert os.listdir(export.parent) == [export.name]
     out3 = CliRunner().invoke(main, ["analyze", str(export), "--json"])
     assert out3.stdout == out2.stdout == out.stdout
 

@@ -1,5 +1,5 @@
-"""The cache of an attribution: the last attribution of an nsys export's cached tables, kept beside them
-(readers/trace_cache.py) in `analysis-<hash>/`: the columns it adds to the ops, its other tables and notes,
+"""The cache of an attribution: the last attribution of an nsys export's cached tables, kept with them
+(readers/trace_cache.py, in the user's cache folder) in `analysis-<hash>/`: the columns it adds to the ops, its other tables and notes,
 keyed by the options that shape it (grouping ranges, NVTX domains, category rules) and a hash of the code
 that makes it. The loader (app/analyze.py) uses it when everything matches; like the trace cache, it never
 makes an analysis fail."""
@@ -17,7 +17,7 @@ import polars as pl
 
 from analyzer.core.attribution import Attribution
 from analyzer.model.trace import Trace
-from analyzer.readers.trace_cache import code_hash, matching_folder
+from analyzer.readers.trace_cache import code_hash, evict, matching_folder
 
 _CODE = ("core/attribution.py", "core/projection.py", "core/accounting.py", "core/summary.py",
          "core/categories.py", "model/labels.py")
@@ -83,6 +83,7 @@ def store(path: str, opts: dict, a: Attribution) -> None:
             if old.startswith("analysis-"):
                 shutil.rmtree(os.path.join(folder, old), ignore_errors=True)
         os.replace(tmp, sub)
+        evict(keep=folder)
     except Exception as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

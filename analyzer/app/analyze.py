@@ -3,7 +3,7 @@ parsed tables), attributed (through the cache of its attribution), then enriched
 files add (the cross-check, the economics, the per-rank results).
 
 One cache policy: with `Options.cache` (the default; `--no-cache` turns it off) an nsys export's tables and
-its latest attribution are kept beside it and used when they match (readers/trace_cache.py,
+its latest attribution are kept in the user's cache folder and used when they match (readers/trace_cache.py,
 app/analysis_cache.py); Kineto traces are read each time.
 """
 

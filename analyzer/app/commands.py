@@ -15,6 +15,7 @@ from analyzer.derived.run_files import fit_sweep, sweep_run
 from analyzer.derived.sweep import Sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import sidecar as sc
+from analyzer.readers import trace_cache
 from analyzer.readers.inputs import expand, locate, manifest, resolve
 from analyzer.render import html, tables, terminal
 from analyzer.render import json as json_render
@@ -140,3 +141,14 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
             yield path, sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
 
     return fit_sweep(inputs(), list(steps), max_steps)
+
+
+def cache_info() -> Output:
+    """`specprof cache info`: where the cache of parsed exports and their analyses is, its entries and size."""
+    return Output(terminal.cache_info(trace_cache.root(), trace_cache.entries(), trace_cache.max_bytes()))
+
+
+def cache_clear() -> Output:
+    """`specprof cache clear`: remove every entry of the cache."""
+    n, size = trace_cache.clear()
+    return Output(terminal.cache_cleared(trace_cache.root(), n, size))

@@ -27,8 +27,8 @@ def is_kineto_file(path: str) -> bool:
 def load_trace(path: str, cache: bool = False) -> Trace:
     """Read a trace file (or a run directory's export), choosing the reader by content.
 
-    With `cache`, an nsys export's parsed tables are kept as Parquet beside it (readers/trace_cache.py)
-    and read from there the next time."""
+    With `cache`, an nsys export's parsed tables are kept as Parquet in the user's cache folder
+    (readers/trace_cache.py) and read from there the next time."""
     path = resolve(path)
     if is_kineto_file(path):
         return read_kineto(path)

@@ -421,3 +421,23 @@ def slower(c: Comparison, pct_limit: float) -> str:
     """Why `specprof compare --fail-if-slower PCT` failed."""
     return (f"specprof: B is {c.change_pct:.1f}% slower than A per {c.unit} "
             f"(more than {pct_limit:g}%)")
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def cache_info(root: str, entries, bound: int) -> str:
+    """`specprof cache info`: the cache folder, its size against the bound, and each entry (its export)."""
+    total = sum(e.bytes for e in entries)
+    lines = [f"specprof cache: {clean(root)}",
+             f"  {len(entries)} export(s), {_gb(total)} of " + (f"{_gb(bound)} at most (SPECPROF_CACHE_MAX_GB)"
+                                                               if bound else "no size bound")]
+    for e in reversed(entries):  # most recently used first
+        lines.append(f"  {_gb(e.bytes):>10}  {clean(e.export or os.path.basename(e.folder))}")
+    lines.append("  `specprof cache clear` removes it all; SPECPROF_CACHE_DIR moves it; --no-cache skips it")
+    return "\n".join(lines)
+
+
+def cache_cleared(root: str, n: int, size: int) -> str:
+    return f"specprof cache: removed {n} export(s), {_gb(size)}, from {clean(root)}"
