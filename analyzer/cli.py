@@ -9,7 +9,7 @@ import click
 
 from analyzer import __version__
 from analyzer.app import commands
-from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.analyze import Options, RunInputs, Window
 from analyzer.app.traces import Outputs
 from analyzer.errors import SpecprofError
 
@@ -41,9 +41,61 @@ def _remember_all_domains(ctx, param, value):
 
 
 def _options(categories_file, grouping, domains, no_cache=False) -> Options:
-    """How a trace is analysed, from the options of `_analysis_options` (and --no-cache)."""
-    all_domains = bool(click.get_current_context().meta.get("all_domains"))
-    return Options.of(categories_file, grouping, domains, all_domains, cache=not no_cache)
+    """How a trace is analysed, from the options of `_analysis_options` (and --no-cache), with the window of
+    `_window_options` when the command has them."""
+    meta = click.get_current_context().meta
+    return Options.of(categories_file, grouping, domains, bool(meta.get("all_domains")), cache=not no_cache,
+                      window=meta.get("window", Window()))
+
+
+def _span(kind):
+    """A click callback that reads `A:B` (either side may be empty) as a pair of numbers of `kind`."""
+
+    def parse(ctx, param, value):
+        if value is None:
+            return None
+        a, sep, b = value.partition(":")
+        try:
+            pair = tuple(kind(x) if x.strip() else None for x in (a, b))
+        except ValueError:
+            pair = None
+        if not sep or pair is None or any(x is not None and not math.isfinite(x) for x in pair):
+            raise click.BadParameter(f"{value!r}: give A:B (A or B may be left out: 10: or :50)")
+        return pair
+
+    def remember(ctx, param, value):
+        return _remember_window(ctx, param, parse(ctx, param, value))
+    return remember
+
+
+def _remember_window(ctx, param, value):
+    """Collects --cycle-window, --time-window and --skip-warmup into ctx.meta["window"] (a core/window.py
+    Window) once all three are parsed."""
+    got = ctx.meta.setdefault("window_parts", {})
+    got[param.name] = value
+    if len(got) == 3:
+        time = got["time_window"]
+        ns = None if time is None else tuple(None if x is None else round(x * 1e6) for x in time)
+        try:
+            ctx.meta["window"] = Window.of(cycles=got["cycle_window"], time_ns=ns, skip_warmup=got["skip_warmup"])
+        except SpecprofError as exc:
+            raise click.UsageError(str(exc)) from None
+
+
+def _window_options(command):
+    """--cycle-window, --time-window, --skip-warmup: the part of each trace analysed (docs/attribution.md)."""
+    for option in reversed((
+        click.option("--cycle-window", metavar="A:B", callback=_span(int), expose_value=False, is_eager=False,
+                     help="Analyse only cycles A to B-1 of each process (numbered from 0 as in the per-cycle "
+                          "table; A: or :B leave a side open). GPU work counts by its launch time."),
+        click.option("--time-window", metavar="A:B", callback=_span(float), expose_value=False,
+                     help="Analyse only the GPU work launched from A to B ms after the trace's first GPU op "
+                          "starts (A: or :B leave a side open); the cycles at the edges may be partial."),
+        click.option("--skip-warmup", type=click.IntRange(0), metavar="N", callback=_remember_window,
+                     expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
+    )):
+        command = option(command)
+    return command
 
 
 def _say(output) -> None:
@@ -91,8 +143,9 @@ def main():
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
               help="Also write the HTML report (docs/report.md) to FILE.")
 @_analysis_options
-@click.option("--cycles", "cycle_limit", type=int, default=10, show_default=True,
-              help="How many cycles the per-cycle table shows.")
+@_window_options
+@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0), default=10, show_default=True, metavar="N",
+              help="How many rows the per-cycle table shows (what is analysed: --cycle-window).")
 @click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
               help="How many phases the terminal tables show (the JSON has all).")
 @click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
@@ -155,6 +208,7 @@ def runs_command(db_path, as_json):
 @click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
               help="The HTML file to write.")
 @_analysis_options
+@_window_options
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
@@ -200,6 +254,7 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache):
 @click.option("--fail-if-slower", "fail_pct", type=_Finite(0), metavar="PCT",
               help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
 @_analysis_options
+@_window_options
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
 def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path):

@@ -53,7 +53,7 @@ def test_per_cycle_sums_equal_the_phase_totals_inside_cycles(doc):
 
 
 def test_terminal_sections():
-    out = invoke("--cycles", "3")
+    out = invoke("--show-cycles", "3")
     for heading in ("Phases (totals over instances", "Attributed ms by category", "Per cycle: attributed ms",
                     "Launch overhead", "GPU streams", "Top kernels per phase"):
         assert heading in out

@@ -15,6 +15,7 @@ from analyzer import progress
 from analyzer.app import analysis_cache
 from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from analyzer.core.categories import Rule, default_rules, load_rules
+from analyzer.core.window import Window, select
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.run_files import enrich
 from analyzer.readers.inputs import locate, resolve
@@ -29,14 +30,15 @@ class Options:
     domains: tuple[str, ...] = ()  # NVTX domains phases come from (ALL_DOMAINS: every one; empty: the default)
     rules: tuple[Rule, ...] = ()  # category rules, tried first; empty: the built-in ones alone
     cache: bool = True
+    window: Window = Window()  # the part of each trace analysed (core/window.py); empty: all of it
 
     @classmethod
     def of(cls, categories_file: str | None = None, grouping=DEFAULT_GROUPING, domains=(), all_domains: bool = False,
-           cache: bool = True) -> Options:
+           cache: bool = True, window: Window = Window()) -> Options:
         """Options from what a user gives: a TOML file of category rules (read here), grouping range names, NVTX
         domains or all of them."""
         return cls(grouping=tuple(grouping), domains=(ALL_DOMAINS,) if all_domains else tuple(domains),
-                   rules=tuple(load_rules(categories_file)), cache=cache)
+                   rules=tuple(load_rules(categories_file)), cache=cache, window=window)
 
     @property
     def rule_list(self) -> list[Rule]:
@@ -59,13 +61,19 @@ class RunInputs:
 
 
 def attribution(path: str, options: Options = Options()) -> Attribution:
-    """The attribution of the trace at `path` (a file or a run directory), through the caches."""
+    """The attribution of the trace at `path` (a file or a run directory), or of the part of it that
+    `options.window` keeps, through the caches."""
     rules = options.rule_list
     trace = load_trace(path, cache=options.cache)
+    if options.window:
+        with progress.step("selecting the window"):
+            trace = select(trace, options.window, options.grouping)
     if not options.cache or trace.meta.format != "nsys-sqlite":
         return attribute(trace, grouping=options.grouping, rules=rules, domains=options.domains)
     export = resolve(path)
     key = analysis_cache.key(options.grouping, rules, options.domains)
+    if options.window:
+        key["window"] = options.window.key()
     with progress.step("reading the cached analysis"):
         cached = analysis_cache.load(export, key, trace)
     if cached is not None:

@@ -47,7 +47,8 @@ def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunI
         files = locate(path, inputs.sidecars, inputs.baseline_sidecars)
         key = store.options_of(a.grouping, options.domains, options.rule_list, files.sidecars, files.baseline,
                                inputs.server_log, inputs.baseline_run, inputs.baseline_ms,
-                               inputs.log_interval if inputs.server_log else None)
+                               inputs.log_interval if inputs.server_log else None,
+                               window=options.window.describe() if options.window else None)
         record = store.record_of(a, path, resolve(path), files, key)
         said = terminal.stored(db_path, store.save(db_path, [(path, record)], argv))
     for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):

@@ -168,11 +168,11 @@ def file_sha256(path: str) -> tuple[str, int]:
 
 
 def options_of(grouping=("cycle",), domains=(), rules=None, sidecars=(), baseline_sidecars=(), server_log=None,
-               baseline_run=None, baseline_ms=None, log_interval=None) -> dict:
+               baseline_run=None, baseline_ms=None, log_interval=None, window=None) -> dict:
     """The analysis options that change a run's results, as plain JSON values. Inputs that are files (sidecars,
-    the server log) count by content."""
+    the server log) count by content; a window (core/window.py `Window.describe`) only when there is one."""
     rules = rules if rules is not None else categories.default_rules()
-    return {
+    return ({"window": window} if window else {}) | {
         "grouping": list(grouping), "domains": sorted(domains),
         "rules": [[r.category, r.pattern] for r in rules],
         "sidecars": sorted(file_sha256(p)[0] for p in sidecars),

@@ -86,7 +86,8 @@ def digest(path: str, options: Options, outputs: Outputs) -> Digest:
         d.text = terminal.render(a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
     if outputs.store:
         files = locate(path)
-        key = store.options_of(options.grouping, options.domains, options.rule_list, files.sidecars, files.baseline)
+        key = store.options_of(options.grouping, options.domains, options.rule_list, files.sidecars, files.baseline,
+                               window=options.window.describe() if options.window else None)
         d.record = store.record_of(a, path, trace, files, key)
     for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):
         if folder:  # a folder of its own; `analyze_all` names it once every trace's rank is known

@@ -13,6 +13,7 @@ import polars as pl
 
 from analyzer import progress
 from analyzer.core import accounting, categories, projection, summary
+from analyzer.core.window import renumber_cycles
 from analyzer.errors import SpecprofError
 from analyzer.model.trace import Trace
 
@@ -108,6 +109,8 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         per_range = summary.range_busy(ops, scanned)
         del scanned
         tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping, per_range)
+        # A window's cycles keep their numbers in the whole trace (core/window.py).
+        tables["cycles"] = renumber_cycles(tables["cycles"], trace.meta.extra.get("cycle_index_offset"))
         step.advance()
         if trace.meta.skipped:
             for reason, n in trace.meta.skipped.items():

@@ -80,6 +80,7 @@ def _document(a: Analysis) -> dict:
             "nsys_version": meta.tool_version if meta.format == "nsys-sqlite" else None,
             "tool_version": meta.tool_version,
             "gpus": meta.gpus,
+            "window": meta.extra.get("window"),
         },
         "phases": phases,
         "cycles": [],

@@ -112,7 +112,7 @@ def cycles(a: Analysis, limit: int = 10) -> str:
     t = table(["cycle", "start ms"] + phase_cols + ["total"], rows + [["", ""] + [""] * (len(phase_cols) + 1)] + stats)
     shown = min(limit, data.height)
     return (f"Per cycle: attributed ms per phase (first {shown} of {data.height:,} cycles; "
-            "--cycles N shows more)\n" + t)
+            "--show-cycles N shows more)\n" + t)
 
 
 def launch(a: Analysis, limit: int = 20) -> str:
