@@ -268,6 +268,22 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
                                fail_pct))
 
 
+@main.command("export")
+@click.argument("trace")
+@click.option("--perfetto", "perfetto_file", required=True, type=click.Path(dir_okay=False),
+              help="Write the attributed timeline to FILE as a Perfetto trace (protobuf), for ui.perfetto.dev.")
+@_analysis_options
+@_window_options
+def export_command(trace, perfetto_file, categories_file, grouping, domains, no_cache):
+    """Export the attributed timeline of TRACE for a trace viewer (docs/perfetto.md).
+
+    TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by `specprof
+    capture`. The Perfetto trace holds each GPU stream's ops and its tiling by phase and category (idle
+    included), each thread's ranges and launch calls, and a flow from each launch to its ops.
+    """
+    _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache)))
+
+
 @main.group("cache")
 def cache_group():
     """The cache of parsed nsys exports and their analyses, in the user's cache folder

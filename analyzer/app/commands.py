@@ -17,7 +17,7 @@ from analyzer.errors import SpecprofError
 from analyzer.readers import sidecar as sc
 from analyzer.readers import trace_cache
 from analyzer.readers.inputs import expand, locate, manifest, resolve
-from analyzer.render import html, tables, terminal
+from analyzer.render import html, perfetto, tables, terminal
 from analyzer.render import json as json_render
 
 
@@ -76,6 +76,12 @@ def _several(traces: list[str], options: Options, outputs: many.Outputs, html_fi
     text = json_render.traces(digests, skew) if outputs.as_json else terminal.traces(
         digests, many.summary(digests), skew, outputs.phase_limit)
     return Output(text, said)
+
+
+def export_trace(path: str, perfetto_file: str, options: Options = Options()) -> Output:
+    """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
+    counts = perfetto.write(analyze(path, options), perfetto_file)
+    return Output(stderr=[terminal.exported(perfetto_file, counts)])
 
 
 def list_runs(db_path: str, as_json: bool = False) -> Output:

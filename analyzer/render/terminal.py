@@ -441,3 +441,10 @@ def cache_info(root: str, entries, bound: int) -> str:
 
 def cache_cleared(root: str, n: int, size: int) -> str:
     return f"specprof cache: removed {n} export(s), {_gb(size)}, from {clean(root)}"
+
+
+def exported(path: str, counts: dict) -> str:
+    """`specprof export`: where the Perfetto trace went and what it holds."""
+    return (f"specprof: wrote {clean(path)}: {counts['ops']:,} GPU ops, {counts['segments']:,} attributed segments, "
+            f"{counts['ranges']:,} ranges, {counts['launches']:,} launch calls with their flows, on "
+            f"{counts['tracks']:,} tracks; open it at https://ui.perfetto.dev")
