@@ -137,9 +137,9 @@ def main():
 @main.command("analyze")
 @click.argument("trace", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (docs/json.md) to stdout.")
-@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR.")
+@click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR (times in ns; docs/tables.md).")
 @click.option("--parquet", "parquet_dir", type=click.Path(file_okay=False),
-              help="Write every table as Parquet into DIR.")
+              help="Write every table as Parquet into DIR (times in ns; docs/tables.md).")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False),
               help="Also write the HTML report (docs/report.md) to FILE.")
 @_analysis_options

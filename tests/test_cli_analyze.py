@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import polars as pl
 import pytest
@@ -68,8 +69,44 @@ def test_tables_written(tmp_path, doc, fmt):
         assert (tmp_path / f"{name}.{fmt}").is_file(), name
     phases = read(tmp_path / f"phases.{fmt}")
     assert sorted(phases["phase"].to_list()) == sorted(p["name"] for p in doc["phases"])
+    # The same numbers as the JSON, in ns under names that say so.
+    ms = {p["name"]: p["attributed_ms"] for p in doc["phases"]}
+    for phase, ns in phases.select("phase", "attributed_ns").iter_rows():
+        assert ns / 1e6 == pytest.approx(ms[phase], abs=1e-6)
     assert read(tmp_path / f"cycles.{fmt}").height == 100
     assert read(tmp_path / f"ops.{fmt}").height == 21126
+    # The run directory has a sidecar and a run without nsys: the cross-check's tables are there too.
+    for name in ("crosscheck_alignment", "crosscheck_consistency", "crosscheck_inflation"):
+        assert (tmp_path / f"{name}.{fmt}").is_file(), name
+
+
+# Column names that are times without a unit: none may be written.
+BARE_TIMES = {"start", "end", "first", "attributed", "busy", "gpu_busy", "gpu_span", "cpu", "wall", "idle",
+              "cpu_wait", "wait", "transfer", "comm", "min", "max", "mean", "skew"}
+
+
+@pytest.mark.parametrize("run, extra", [("reference-k4-tp2", ["--baseline-ms", "2"]),
+                                        ("sglang-k4", ["--baseline-ms", "20"])])
+def test_every_table_is_written_with_its_units_and_documented(tmp_path, run, extra):
+    import re
+
+    from conftest import ROOT
+
+    out = CliRunner().invoke(main, ["analyze", str(FIXTURES / run), "--no-cache", "-q", "--csv", str(tmp_path),
+                                    *extra])
+    assert out.exit_code == 0, out.output
+    doc = (ROOT / "docs" / "tables.md").read_text(encoding="utf-8")
+    documented = {}
+    for line in doc.splitlines():
+        m = re.match(r"\| `(\w+)` \| (.*) \|$", line)
+        if m:
+            documented[m.group(1)] = set(re.findall(r"`(\w+)`", m.group(2)))
+    written = {f[:-4]: pl.read_csv(tmp_path / f, infer_schema_length=0).columns for f in os.listdir(tmp_path)}
+    assert {"economics_estimates", "ranks_ranks" if run.endswith("tp2") else "crosscheck_accept"} <= set(written)
+    for name, columns in written.items():
+        assert name in documented, f"{name}.csv is not in docs/tables.md"
+        assert set(columns) <= documented[name], (name, set(columns) - documented[name])
+        assert not set(columns) & BARE_TIMES, (name, set(columns) & BARE_TIMES)
 
 
 def test_json_text_survives_hostile_phase_names():

@@ -1,29 +1,88 @@
-"""Write the analysis tables as CSV or Parquet files, one file per table (times in ns)."""
+"""Write the analysis tables as CSV or Parquet files, one file per table (docs/tables.md).
+
+Every table the analysis has goes out: the attribution's (phases, categories, cycles, ...), the cross-check's,
+the economics' and the per-rank results' where the run has them (`crosscheck_*.csv`, `economics_*.csv`,
+`ranks_*.csv`). Times stay integer nanoseconds (latency percentiles: float ns), and every time column says so in
+its name (`attributed_ns`, `busy_ns`, `start_ns`); counts, ids, ratios and names keep theirs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
-from analyzer.core.attribution import Attribution
+import polars as pl
+
+from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
 
 TABLES = ("phases", "categories", "cycles", "cycle_phases", "launch", "streams", "devices",
           "kernels", "unattributed", "ranges", "ops", "segments")
+# The tables of the run's other files: (file name prefix, the Analysis attribute, its tables).
+MORE = (("crosscheck", "crosscheck", ("alignment", "pairs", "consistency", "inflation", "ground_truth", "accept")),
+        ("economics", "economics", ("estimates",)),
+        ("ranks", "ranks", ("ranks", "phases", "categories", "skew", "comm", "comm_phases", "collectives",
+                             "stragglers")))
+
+_T = ("start", "end")
+# Per table, its time columns whose names say no unit: each gets `_ns`.
+TIME_COLUMNS = {
+    "phases": ("cpu", "gpu_span", "gpu_busy", "attributed"),
+    "cycles": _T,
+    "cycle_phases": ("attributed", "gpu_busy", "cpu"),
+    "launch": ("latency_p50", "latency_p90", "latency_max", "idle_latency_p50", "idle_latency_p90"),
+    "streams": ("first", "last", "busy", "cpu_wait", "launch", "idle", "wall"),
+    "devices": ("first", "last", "busy", "wall"),
+    "ranges": _T + ("gpu_start", "gpu_end"),
+    "ops": _T + ("launch_start", "launch_end", "prev_end"),
+    "segments": _T,
+    "crosscheck_pairs": ("trace_start",),
+    "ranks_ranks": ("first", "last", "wall", "busy", "attributed", "comm", "wait", "transfer", "unmatched"),
+    "ranks_phases": ("cpu", "gpu_span", "gpu_busy", "attributed"),
+    "ranks_skew": ("min", "max", "mean", "skew"),
+    "ranks_comm": _T + ("last_start", "wait", "transfer"),
+    "ranks_comm_phases": ("comm", "wait", "transfer", "unmatched"),
+    "ranks_collectives": ("wait", "transfer"),
+    "ranks_stragglers": ("margin_mean", "margin_max", "caused"),
+}
 
 
-def write(a: Attribution, directory: str, fmt: str) -> list[str]:
+def named(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with its time columns named with their unit (TIME_COLUMNS)."""
+    return df.rename({c: f"{c}_ns" for c in TIME_COLUMNS.get(table, ()) if c in df.columns})
+
+
+def frames(a: Analysis) -> dict[str, pl.DataFrame]:
+    """Every table of the analysis, by file name (without the extension), its columns named with their units."""
+    out = {name: getattr(a, name) for name in TABLES}
+    for prefix, attr, names in MORE:
+        part = getattr(a, attr, None)
+        if part is None:
+            continue
+        for name in names:
+            df = getattr(part, name, None)
+            if dataclasses.is_dataclass(df):  # one row (the accept-length check)
+                df = pl.DataFrame([dataclasses.asdict(df)])
+            if isinstance(df, pl.DataFrame):
+                out[f"{prefix}_{name}"] = df
+    return {name: named(name, df) for name, df in out.items()}
+
+
+def write(a: Analysis, directory: str, fmt: str) -> list[str]:
     """Write every table to `directory` as `<table>.csv` or `<table>.parquet`; returns the paths."""
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
         raise SpecprofError(f"{directory}: cannot create the output folder ({exc.strerror})", directory) from None
     paths = []
-    for name in TABLES:
-        df = getattr(a, name)
+    for name, df in frames(a).items():
         path = os.path.join(directory, f"{name}.{fmt}")
         try:
             if fmt == "csv":
-                df.write_csv(path)
+                # CSV has no nested values: a list (the accept check's explanations) is written as its items
+                # joined by "; "; categoricals as their text.
+                lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+                df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.Utf8)).list.join("; ")
+                                for c in lists).write_csv(path)
             else:
                 df.write_parquet(path)
         except OSError as exc:
