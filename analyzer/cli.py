@@ -179,8 +179,9 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
-    `specprof capture`. Several traces, or a directory of Kineto traces (one per rank) or of exports, give one
-    result per trace (docs/kineto.md), analysed in parallel with --jobs N or on a Dask cluster with --dask;
+    `specprof capture`. Several traces, or a directory of Kineto traces or of exports, give one result per
+    trace, as ranks of one run only when they are (distinct ranks of one world size, at the same time), else as
+    runs side by side (docs/kineto.md), analysed in parallel with --jobs N or on a Dask cluster with --dask;
     a capture of several GPUs adds per-rank results (docs/multirank.md). --db appends the runs to a results
     database (docs/store.md). With the tracer's
     sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics

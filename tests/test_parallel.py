@@ -40,8 +40,9 @@ def test_jobs_give_the_serial_result(traces, tmp_path):
     pooled = analyze(*traces, "--json", "--jobs", "3").output
     assert pooled == serial
     doc = json.loads(serial)
-    assert [r["path"] for r in doc["ranks"]] == sorted(traces)  # ranks unknown: in path order
-    assert all(r["analysis"]["ranks"] for r in doc["ranks"])
+    assert doc["ranks_of_one_run"] is False  # nsys exports that say no rank: several runs, in the order given
+    assert [r["path"] for r in doc["runs"]] == traces
+    assert all(r["analysis"]["ranks"] for r in doc["runs"])
     assert analyze(*traces, "--jobs", "2").output == analyze(*traces).output
 
 
@@ -85,7 +86,7 @@ def test_dask_local_cluster_gives_the_serial_result(traces):
         assert r.doc == s.doc and r.row == s.row and r.record.run == s.record.run
     assert out.exit_code == 0, out.output
     by_path = {d.path: d.doc for d in serial}
-    assert [r["analysis"] for r in json.loads(out.output)["ranks"]] == [by_path[p] for p in sorted(traces)]
+    assert [r["analysis"] for r in json.loads(out.output)["runs"]] == [by_path[p] for p in traces]
 
 
 def test_dask_refuses_table_folders_and_says_an_unreachable_scheduler(tmp_path, monkeypatch):
@@ -101,6 +102,7 @@ def test_a_directory_of_exports_is_each_export(tmp_path):
     for k in (2, 4):
         shutil.copy(FIXTURES / f"reference-k{k}" / "run.sqlite", tmp_path / f"node{k}.sqlite")
     doc = json.loads(analyze(str(tmp_path), "--json", "--jobs", "2", "--csv", str(tmp_path / "csv")).output)
-    assert [os.path.basename(r["path"]) for r in doc["ranks"]] == ["node2.sqlite", "node4.sqlite"]
-    assert sorted(os.listdir(tmp_path / "csv")) == ["trace0", "trace1"]
-    assert {s["name"] for s in doc["skew"]} >= {"draft", "verify"}
+    assert [os.path.basename(r["path"]) for r in doc["runs"]] == ["node2.sqlite", "node4.sqlite"]
+    # Two exports that say no rank: two runs, their tables in folders named after them.
+    assert sorted(os.listdir(tmp_path / "csv")) == ["1-node2", "2-node4"]
+    assert "skew" not in doc

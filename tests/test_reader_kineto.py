@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -301,24 +302,59 @@ def test_no_gpu_events(tmp_path):
 
 # --- several ranks -------------------------------------------------------------------------------
 
-def test_a_folder_of_rank_traces_gives_per_rank_results(tmp_path, shared_dir):
-    # Three real traces of three ranks (of different jobs: the mechanics, not one job's story).
+def test_a_folder_of_unrelated_traces_is_several_runs(tmp_path, shared_dir):
+    # Three real traces that say ranks 0, 1 and 3, but of different jobs (world sizes 8 and 128): three runs,
+    # each on its own, not three ranks with a skew across them.
     src = shared_dir / "torch_kineto"
-    for name in ("hta_trace_diff__control__control.json.gz", "hta_trace_file_list__inference_rank_1.json.gz",
-                 "hta_trace_filter__sampled_rank-0.json.gz"):
+    names = ("hta_trace_diff__control__control.json.gz", "hta_trace_file_list__inference_rank_1.json.gz",
+             "hta_trace_filter__sampled_rank-0.json.gz")
+    for name in names:
         shutil.copy(src / name, tmp_path / name)
     (tmp_path / "manifest.json").write_text('{"schema": "not a trace"}')
     result = CliRunner().invoke(main, ["analyze", str(tmp_path), "--json", "--csv", str(tmp_path / "csv")])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "specprof.ranks/1"
-    assert [r["rank"] for r in doc["ranks"]] == [0, 1, 3]
-    assert all(r["analysis"]["schema"] == "specprof.analysis/1" for r in doc["ranks"])
-    assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == ["rank0", "rank1", "rank3"]
-    text = CliRunner().invoke(main, ["analyze", str(tmp_path / "hta_trace_diff__control__control.json.gz"),
-                                     str(tmp_path / "hta_trace_filter__sampled_rank-0.json.gz")])
+    assert doc["schema"] == "specprof.runs-side-by-side/1" and doc["ranks_of_one_run"] is False
+    assert "world sizes differ" in doc["why"]
+    assert [os.path.basename(r["path"]) for r in doc["runs"]] == sorted(names)
+    assert all(r["analysis"]["schema"] == "specprof.analysis/1" for r in doc["runs"])
+    assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == [
+        "1-hta_trace_diff__control__control", "2-hta_trace_file_list__inference_rank_1",
+        "3-hta_trace_filter__sampled_rank-0"]
+    text = CliRunner().invoke(main, ["analyze", str(tmp_path / names[0]), str(tmp_path / names[2])])
     assert text.exit_code == 0, text.output
-    assert "2 traces, one per rank" in text.output and "rank 3: " in text.output
+    assert "2 runs, each on its own" in text.output and "Skew" not in text.output
+
+
+def _rank_copy(doc: dict, rank: int, world: int, shift_ns: int = 0) -> dict:
+    """A copy of a real trace that says another rank (and, shifted, another time)."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    out["distributedInfo"] = {**out.get("distributedInfo", {}), "rank": rank, "world_size": world}
+    if shift_ns:
+        out["baseTimeNanoseconds"] = out.get("baseTimeNanoseconds", 0) + shift_ns
+    return out
+
+
+def test_traces_are_ranks_of_one_run_only_when_they_are(tmp_path):
+    # SYNTHETIC ranks: the real torch-k4 trace written again as ranks 0 and 1 of a world of 2 (the same time: one
+    # run, with a skew table); then rank 0 twice, and two ranks an hour apart: two runs each.
+    doc = _load(TORCH_K4)
+    a = _write(tmp_path / "r0.json.gz", _rank_copy(doc, 0, 2), compress=True)
+    b = _write(tmp_path / "r1.json.gz", _rank_copy(doc, 1, 2), compress=True)
+    twin = _write(tmp_path / "again0.json.gz", _rank_copy(doc, 0, 2), compress=True)
+    later = _write(tmp_path / "late1.json.gz", _rank_copy(doc, 1, 2, 3600 * 10**9), compress=True)
+    out = CliRunner().invoke(main, ["analyze", str(b), str(a), "--json", "-q"])
+    assert out.exit_code == 0, out.output
+    one = json.loads(out.stdout)
+    assert one["schema"] == "specprof.ranks/1" and one["ranks_of_one_run"] is True
+    assert [r["rank"] for r in one["ranks"]] == [0, 1] and one["skew"]
+    for pair, why in (((a, twin), "rank 0 appears 2 times"), ((a, later), "does not overlap in time")):
+        out = CliRunner().invoke(main, ["analyze", *map(str, pair), "--json", "-q"])
+        assert out.exit_code == 0, out.output
+        several = json.loads(out.stdout)
+        assert several["ranks_of_one_run"] is False and why in several["why"], several["why"]
 
 
 def test_a_run_folder_with_one_trace_is_one_run():

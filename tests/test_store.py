@@ -170,8 +170,8 @@ def test_two_ranks_with_nccl_are_stored_per_rank(tmp_path, shared_dir):
 
 def test_records_built_in_workers_equal_serial_ones(tmp_path):
     outputs = traces.Outputs(store=True, as_json=True)
-    serial = traces.analyze_all([K4, K6], Options(), outputs)
-    pooled = traces.analyze_all([K4, K6], Options(), outputs, jobs=2)
+    serial = traces.analyze_all([K4, K6], Options(), outputs).digests
+    pooled = traces.analyze_all([K4, K6], Options(), outputs, jobs=2).digests
     for s, p in zip(serial, pooled):
         assert s.doc == p.doc and s.text == p.text and s.row == p.row
         assert s.record.run == p.record.run

@@ -67,21 +67,16 @@ def _several(traces: list[str], options: Options, outputs: many.Outputs, html_fi
     if html_file:
         raise SpecprofError(f"{html_file}: --html takes one trace; give the traces one at a time", html_file)
     outputs = replace(outputs, text=not outputs.as_json, store=db_path is not None)
-    digests = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask)
+    several = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask)
+    digests = several.digests
     said = []
     if db_path:
         runs = [(d.path, d.record) for d in digests if d.record is not None]
         said = terminal.stored(db_path, store.save(db_path, runs, argv))
-    skew = many.skew(digests)
-    text = json_render.traces(digests, skew) if outputs.as_json else terminal.traces(
-        digests, many.summary(digests), skew, outputs.phase_limit)
+    skew = many.skew(digests) if several.one_run else None
+    text = json_render.traces(digests, skew, several.why) if outputs.as_json else terminal.traces(
+        digests, many.summary(digests), skew, outputs.phase_limit, several.why)
     return Output(text, said)
-
-
-def export_trace(path: str, perfetto_file: str, options: Options = Options()) -> Output:
-    """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
-    counts = perfetto.write(analyze(path, options), perfetto_file)
-    return Output(stderr=[terminal.exported(perfetto_file, counts)])
 
 
 def list_runs(db_path: str, as_json: bool = False) -> Output:

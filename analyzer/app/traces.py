@@ -1,17 +1,21 @@
-"""Several traces at once (one per rank, or several runs): each read and analysed on its own, in parallel with
-`--jobs N` or on Dask (app/parallel.py), into a small `Digest`; then one row per trace and the skew across
-them.
+"""Several traces at once (ranks of one run, or several runs): each read and analysed on its own, in parallel
+with `--jobs N` or on Dask (app/parallel.py), into a small `Digest`; then one row per trace, and the skew across
+them when they are ranks of one run.
 
 A distributed job profiled with torch.profiler writes one Kineto trace per rank (SGLang:
-`SGLANG_TORCH_PROFILER_DIR`, one `*-TP-<rank>*.trace.json.gz` per TP rank). Each trace is analysed on its own
-(each rank has its own clock and its own launching threads); the results are reported side by side, ordered by
-rank (`distributedInfo.rank`), then by file name.
+`SGLANG_TORCH_PROFILER_DIR`, one `*-TP-<rank>*.trace.json.gz` per TP rank). Traces are called ranks of one run
+only when they are (`one_run`): each says its rank (`distributedInfo.rank`), no rank twice, the same world size
+(each rank below it), and, where their clocks are absolute (Kineto's `baseTimeNanoseconds`), their GPU work
+overlaps in time. They are then ordered by rank, with the skew across them. Anything else (several nsys
+exports, unrelated Kineto traces) is several runs: each analysed as its own run, side by side in the order
+given, with no skew.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -59,6 +63,9 @@ class Digest:
     text: str | None = None
     record: store.Record | None = None
     tables: dict = field(default_factory=dict)  # "csv"/"parquet" -> the folder its tables were written to
+    world_size: int | None = None  # Kineto distributedInfo.world_size
+    span: tuple[int, int] | None = None  # its first GPU op's start and last op's end, on its clock
+    absolute: bool = False  # its clock is absolute (ns since the epoch), so spans of several traces compare
 
 
 def summary_row(a: Analysis) -> dict:
@@ -78,8 +85,11 @@ def digest(path: str, options: Options, outputs: Outputs) -> Digest:
     unit of work of `analyze_all`, run where the trace is."""
     a = analyze(path, options)
     trace = resolve(path)
-    d = Digest(path=path, trace=trace, rank=a.trace.meta.rank, row=summary_row(a),
-               phase_ns=dict(a.phases.select("phase", "attributed").iter_rows()))
+    meta = a.trace.meta
+    d = Digest(path=path, trace=trace, rank=meta.rank, row=summary_row(a),
+               phase_ns=dict(a.phases.select("phase", "attributed").iter_rows()),
+               world_size=meta.extra.get("world_size"), span=(int(a.ops["start"].min()), int(a.ops["end"].max())),
+               absolute="base_time_ns" in meta.extra)
     if outputs.as_json:
         d.doc = json_render.to_dict(a)
     if outputs.text:
@@ -96,21 +106,63 @@ def digest(path: str, options: Options, outputs: Outputs) -> Digest:
     return d
 
 
-def analyze_all(paths: list[str], options: Options, outputs: Outputs, jobs: int = 1, dask=None) -> list[Digest]:
-    """Every trace's digest (in parallel with `jobs` or on Dask), ordered by rank (unknown ranks last), then path.
-    Tables (--csv/--parquet) go into one folder per trace: rank<N> where the rank is known and unique, else
-    trace<i>."""
+@dataclass
+class Several:
+    """The digests of several traces, in the order they are shown, and whether they are ranks of one run (and
+    why, or why not)."""
+
+    digests: list[Digest]
+    one_run: bool
+    why: str
+
+
+def one_run(digests: list[Digest]) -> tuple[bool, str]:
+    """Whether the traces are ranks of one run, with the reason in the user's words."""
+    if any(d.rank is None for d in digests):
+        return False, "not every trace says its rank"
+    ranks = [d.rank for d in digests]
+    twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    if twice:
+        return False, f"rank {twice[0]} appears {ranks.count(twice[0])} times"
+    worlds = {d.world_size for d in digests if d.world_size is not None}
+    if len(worlds) > 1:
+        return False, f"their world sizes differ ({', '.join(map(str, sorted(worlds)))})"
+    if worlds and max(ranks) >= min(worlds):
+        return False, f"rank {max(ranks)} is not in a world of {min(worlds)}"
+    if all(d.absolute for d in digests):
+        if max(d.span[0] for d in digests) >= min(d.span[1] for d in digests):
+            return False, "their GPU work does not overlap in time"
+        return True, "distinct ranks of one world size, at the same time"
+    return True, "distinct ranks of one world size (their clocks cannot be compared)"
+
+
+def analyze_all(paths: list[str], options: Options, outputs: Outputs, jobs: int = 1, dask=None) -> Several:
+    """Every trace's digest (in parallel with `jobs` or on Dask): ranks of one run ordered by rank, several runs in
+    the order given. Tables (--csv/--parquet) go into one folder per trace: rank<N> for ranks of one run, else
+    <i>-<the input's name> (i from 1, in the order given)."""
     if dask and (outputs.csv_dir or outputs.parquet_dir):
         raise SpecprofError("--csv and --parquet write files where the analysis runs: not with --dask (the "
                             "workers' file systems); run without --dask, or with --jobs N")
     digests = parallel.map_paths(digest, paths, options, outputs, jobs=jobs, dask=dask)
-    digests.sort(key=lambda d: (d.rank is None, d.rank if d.rank is not None else 0, d.path))
-    ranks = [d.rank for d in digests]
+    same, why = one_run(digests)
+    if same:
+        digests.sort(key=lambda d: d.rank)
     for i, d in enumerate(digests):
-        unique = d.rank is not None and ranks.count(d.rank) == 1
         for written in d.tables.values():
-            _move_tables(written, os.path.join(os.path.dirname(written), f"rank{d.rank}" if unique else f"trace{i}"))
-    return digests
+            name = f"rank{d.rank}" if same else f"{i + 1}-{input_name(d.path)}"
+            _move_tables(written, os.path.join(os.path.dirname(written), name))
+    return Several(digests, same, why)
+
+
+def input_name(path: str) -> str:
+    """A folder name after the input: its base name without the trace suffixes, in safe characters."""
+    name = os.path.basename(os.path.normpath(path))
+    for suffix in (".sqlite", ".json.gz", ".json", ".gz"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            break
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "trace"
+    return name[:80]
 
 
 def _move_tables(written: str, folder: str) -> None:

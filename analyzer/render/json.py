@@ -23,6 +23,7 @@ from analyzer.render.format import ms, ms_or_null, num, us_or_null
 
 SCHEMA = "specprof.analysis/1"
 TRACES_SCHEMA = "specprof.ranks/1"
+SIDE_BY_SIDE_SCHEMA = "specprof.runs-side-by-side/1"
 SWEEP_SCHEMA = "specprof.sweep/1"
 COMPARE_SCHEMA = "specprof.compare/1"
 RUNS_SCHEMA = "specprof.runs/1"
@@ -362,11 +363,18 @@ def _cycle_lines(a: Analysis) -> str | None:
     return lines.to_series().str.join(",\n  ").item()
 
 
-def traces(digests, skew: pl.DataFrame) -> str:
-    """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/1}], "skew"}.
-    `digests`: each trace's rank, path and `doc` (its specprof.analysis/1 as a dict, `to_dict`), in order;
-    `skew`: app/traces.py's skew across them."""
-    doc = {"schema": TRACES_SCHEMA, "ranks": [{"rank": d.rank, "path": d.path, "analysis": d.doc} for d in digests],
+def traces(digests, skew: pl.DataFrame | None, why: str = "") -> str:
+    """Ranks of one run (`skew` not None): {"schema": "specprof.ranks/1", "ranks_of_one_run": true, "why",
+    "ranks": [{"rank", "path", "analysis": specprof.analysis/1}], "skew"}; several runs: {"schema":
+    "specprof.runs-side-by-side/1", "ranks_of_one_run": false, "why", "runs": [{"index", "rank", "path",
+    "analysis"}]}. `digests`: each trace's rank, path and `doc` (`to_dict`), in order; `skew`: app/traces.py's
+    skew across them; `why`: why they are (or are not) ranks of one run."""
+    if skew is None:
+        return json.dumps({"schema": SIDE_BY_SIDE_SCHEMA, "ranks_of_one_run": False, "why": why,
+                           "runs": [{"index": i + 1, "rank": d.rank, "path": d.path, "analysis": d.doc}
+                                    for i, d in enumerate(digests)]}, indent=1)
+    doc = {"schema": TRACES_SCHEMA, "ranks_of_one_run": True, "why": why,
+           "ranks": [{"rank": d.rank, "path": d.path, "analysis": d.doc} for d in digests],
            # additive: per phase across the traces (`min_trace`/`max_trace`: positions in `ranks`)
            "skew": [{"name": r["phase"], "traces": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
                      "skew_ms": ms(r["skew"]), "skew_pct": round(r["skew_pct"], 3), "min_trace": r["min_rank"],

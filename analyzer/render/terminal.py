@@ -303,32 +303,37 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _label(d) -> str:
-    return f"rank {d.rank}" if d.rank is not None else os.path.basename(d.path)
+def _label(d, i: int, ranks: bool) -> str:
+    return f"rank {d.rank}" if ranks else f"#{i + 1}"
 
 
-def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame, phase_limit: int = 20) -> str:
-    """Several traces side by side: one row per trace (`summary`), the skew across them, then each one's own
-    text. `digests`: each trace's rank, path and `text` (its terminal text), in the order of `summary`'s rows."""
-    rows = [[_label(d), os.path.basename(d.path), f"{row['ops']:,}", f_ms(row["wall"]), f_ms(row["busy"]),
+def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame | None, phase_limit: int = 20, why: str = "") -> str:
+    """Several traces side by side: one row per trace (`summary`), the skew across them when they are ranks of one
+    run (`skew` not None), then each one's own text. `digests`: each trace's rank, path and `text` (its terminal
+    text), in the order of `summary`'s rows; `why`: why they are (or are not) ranks of one run."""
+    ranks = skew is not None
+    rows = [[_label(d, i, ranks), os.path.basename(d.path), f"{row['ops']:,}", f_ms(row["wall"]), f_ms(row["busy"]),
              pct(row["busy"], row["wall"]), f_ms(row["cpu_wait"]), f_ms(row["launch"]), f_ms(row["idle"]),
              f_ms(row["communication"]), row["top_phase"] or "-"]
-            for d, row in zip(digests, summary.iter_rows(named=True))]
-    out = [f"specprof analysis of {len(digests)} traces, one per rank (each on its own clock)", "",
-           table(["rank", "trace", "GPU ops", "wall ms", "busy ms", "busy", "cpu_wait ms", "launch ms", "idle ms",
-                  "comm ms", "top phase"], rows, "llrrrrrrrrl"),
-           "  wall, busy and the idle kinds are summed over each rank's GPU streams (docs/attribution.md)"]
-    sk = skew.head(phase_limit)
+            for i, (d, row) in enumerate(zip(digests, summary.iter_rows(named=True)))]
+    head = (f"specprof analysis of {len(digests)} traces, ranks of one run ({why}; each on its own clock)" if ranks
+            else f"specprof analysis of {len(digests)} runs, each on its own, side by side (not ranks of one run: "
+                 f"{why})")
+    out = [head, "",
+           table(["rank" if ranks else "run", "trace", "GPU ops", "wall ms", "busy ms", "busy", "cpu_wait ms",
+                  "launch ms", "idle ms", "comm ms", "top phase"], rows, "llrrrrrrrrl"),
+           "  wall, busy and the idle kinds are summed over each trace's GPU streams (docs/attribution.md)"]
+    sk = skew.head(phase_limit) if ranks else pl.DataFrame()
     if sk.height:
-        names = [_label(d) for d in digests]
+        names = [_label(d, i, ranks) for i, d in enumerate(digests)]
         rows = [[clean(r["phase"], 48), str(r["ranks"]), f_ms(r["min"]), f_ms(r["max"]), f_ms(r["skew"]),
                  f"{r['skew_pct']:.1f}%", names[r["min_rank"]], names[r["max_rank"]]]
                 for r in sk.iter_rows(named=True)]
-        out += ["", "Skew across the traces (attributed ms per phase; a trace without the phase counts 0; "
+        out += ["", "Skew across the ranks (attributed ms per phase; a rank without the phase counts 0; "
                 "docs/multirank.md)",
-                table(["phase", "traces", "min ms", "max ms", "skew ms", "skew", "min", "max"], rows, "lrrrrrll")]
-    for d in digests:
-        out += ["", "=" * 100, f"{_label(d)}: {clean(d.path)}", "=" * 100, d.text]
+                table(["phase", "ranks", "min ms", "max ms", "skew ms", "skew", "min", "max"], rows, "lrrrrrll")]
+    for i, d in enumerate(digests):
+        out += ["", "=" * 100, f"{_label(d, i, ranks)}: {clean(d.path)}", "=" * 100, d.text]
     return "\n".join(out)
 
 
