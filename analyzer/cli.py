@@ -253,13 +253,15 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache):
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (specprof.compare/1).")
 @click.option("--fail-if-slower", "fail_pct", type=_Finite(0), metavar="PCT",
-              help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
+              help="Exit 1 when B's total attributed GPU time per cycle (or phase instance) exceeds A's by more than "
+                   "PCT percent.")
 @_analysis_options
 @_window_options
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
 def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path):
-    """Compare run B with run A per phase and category (attributed GPU ms per cycle).
+    """Compare run B with run A per phase and category (attributed GPU ms per cycle; per phase instance where
+    either run has no cycles, docs/economics.md).
 
     A and B are nsys SQLite exports, run directories, or runs of a results database written @ID (with --db;
     `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when

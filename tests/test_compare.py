@@ -15,7 +15,7 @@ from analyzer.cli import main
 from analyzer.derived.compare import compare
 from conftest import FIXTURES
 
-K4, K6 = str(FIXTURES / "reference-k4"), str(FIXTURES / "reference-k6")
+K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +81,39 @@ def test_missing_input_is_a_clean_error(tmp_path):
     assert out.exit_code == 2 and "specprof: error:" in out.output and "Traceback" not in out.output
 
 
-def test_runs_without_cycles_compare_per_run(shared_dir, analyses):
-    # a third-party capture (no `cycle` ranges) against itself and against K4: per run, and said
-    path = sorted((shared_dir / "nsys_sqlite").glob("*.sqlite"))[0]
-    other = attribute(load_trace(str(path)))
-    c = compare(other, analyses[0])
-    assert c.unit == "run" and any("no `cycle` ranges" in n and str(path) in n for n in c.notes)
-    assert c.a_total_ns == other.segments.select((pl.col("end") - pl.col("start")).sum()).item()
+def test_runs_without_cycles_compare_per_phase_instance(shared_dir, analyses):
+    # a third-party capture (no `cycle` ranges) against K4: per instance of the phases both have, or refused
+    from analyzer.errors import SpecprofError
+
+    for path in sorted((shared_dir / "nsys_sqlite").glob("*.sqlite"))[:3]:
+        other = attribute(load_trace(str(path)))
+        named = set(other.phases.filter(pl.col("instances") > 0)["phase"]) & set(analyses[0].phases["phase"])
+        if not named:
+            with pytest.raises(SpecprofError, match="no phase range that both runs have"):
+                compare(other, analyses[0])
+            continue
+        c = compare(other, analyses[0])
+        assert c.unit == "instance" and any("no `cycle` ranges" in n and str(path) in n for n in c.notes)
+
+
+def test_without_cycles_the_length_of_the_capture_does_not_count():
+    # The same run (K4) without its cycle ranges (--group-range nosuch), whole and cut to its first 30 cycles: per
+    # phase instance they agree (a total per run would call the short one 70% faster).
+    args = ["--group-range", "nosuch", "--no-cache", "--json"]
+    out = CliRunner().invoke(main, ["compare", K4, K4, *args])
+    assert out.exit_code == 0, out.output
+    whole = json.loads(out.stdout)
+    assert whole["unit"] == "instance" and whole["total"]["change_pct"] == 0
+    a = attribute(load_trace(K4), grouping=("nosuch",))
+    verify = a.phases.filter(pl.col("phase") == "verify").row(0, named=True)
+    got = next(p for p in whole["phases"] if p["phase"] == "verify")
+    assert got["a_ms"] == pytest.approx(verify["attributed"] / verify["instances"] / 1e6, abs=1e-6)
+    out = CliRunner().invoke(main, ["compare", K4, K4, *args, "--time-window", ":200", "--fail-if-slower", "5"])
+    assert out.exit_code == 0, out.output  # not slower: the same work per instance
+    cut = json.loads(out.stdout)
+    assert abs(cut["total"]["change_pct"]) < 5
+
+
+def test_runs_with_nothing_to_compare_are_refused():
+    out = CliRunner().invoke(main, ["compare", K4, K2, "--domain", "nosuch", "--no-cache", "--fail-if-slower", "5"])
+    assert out.exit_code == 2 and "no phase range that both runs have" in out.output

@@ -10,7 +10,7 @@ from analyzer import progress
 from analyzer.app import store
 from analyzer.app import traces as many
 from analyzer.app.analyze import Options, RunInputs, analyze
-from analyzer.derived.compare import compare_charges
+from analyzer.derived.compare import compare_charges, side_of
 from analyzer.derived.run_files import fit_sweep, sweep_run
 from analyzer.derived.sweep import Sweep
 from analyzer.errors import SpecprofError
@@ -98,8 +98,7 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
     db = store.connect(db_path, create=False) if db_path else None
 
     def analysed(path):
-        x = analyze(path, options)
-        return x.trace.meta.path, x.cycles.height, x.charges
+        return side_of(analyze(path, options))
 
     result = compare_charges(*(store.side(x, db, analysed) for x in (a, b)))
     out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))

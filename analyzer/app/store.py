@@ -542,9 +542,9 @@ def _run_row(db, run_id: int) -> dict:
     return dict(zip([d[0] for d in cur.description], row))
 
 
-def charges(db, run_id: int) -> tuple[str, int, pl.DataFrame]:
-    """(label, cycles, charges) of a stored run, for derived/compare.py: attributed ns per (phase, category), split
-    into the part inside cycles (cycle = 0) and the rest (cycle = null)."""
+def charges(db, run_id: int) -> tuple[str, int, pl.DataFrame, dict]:
+    """(label, cycles, charges, phase -> instances) of a stored run, for derived/compare.py: attributed ns per
+    (phase, category), split into the part inside cycles (cycle = 0) and the rest (cycle = null)."""
     run = _run_row(db, run_id)
     rows = db.conn.execute("SELECT phase, category, ns, cycle_ns FROM categories WHERE run_id = ?",
                            [run_id]).fetchall()
@@ -554,10 +554,11 @@ def charges(db, run_id: int) -> tuple[str, int, pl.DataFrame]:
         df.select("phase", "category", cycle=pl.lit(0, dtype=pl.Int64), ns="cycle_ns"),
         df.select("phase", "category", cycle=pl.lit(None, dtype=pl.Int64), ns=pl.col("ns") - pl.col("cycle_ns")),
     ]).filter(pl.col("ns") > 0)
-    return f"@{run_id} ({run['path']})", int(run["cycles"] or 0), long
+    instances = dict(db.conn.execute("SELECT phase, instances FROM phases WHERE run_id = ?", [run_id]).fetchall())
+    return f"@{run_id} ({run['path']})", int(run["cycles"] or 0), long, instances
 
 
-def side(arg: str, db, analyse) -> tuple[str, int, pl.DataFrame]:
+def side(arg: str, db, analyse) -> tuple[str, int, pl.DataFrame, dict]:
     """`specprof compare`'s view of one side: a stored run (`@ID`, from `db`) or `analyse(arg)` for a path."""
     if not is_run_id(arg):
         return analyse(arg)

@@ -2,10 +2,12 @@
 
 The unit is a cycle: each side's attributed GPU time of the phases that belong to cycles (every range from
 one `cycle` range's start to the next one's, accept included; docs/attribution.md) divided by its number of
-cycles, so runs of different lengths compare. When either run has no `cycle` ranges, the unit is the whole
-run (every phase's attributed time, prefill included) and a note says so.
+cycles, so runs of different lengths compare. When either run has no `cycle` ranges, the unit is one instance
+of each phase: a phase's attributed time divided by its number of ranges, for the phases both runs have
+(a whole run's time would measure the capture's length, not the work). Runs with neither cycles nor a phase in
+common cannot be compared: an error says so.
 
-The headline is `total`: the sum over phases per unit. "B is slower by X%" means B's total exceeds A's by
+The headline is `total`: the sum over phases per unit (per instance: one instance of each common phase). "B is slower by X%" means B's total exceeds A's by
 X% of A's; `specprof compare --fail-if-slower PCT` exits 1 when X > PCT.
 
 `Comparison` holds integer ns (renderers turn them into ms):
@@ -20,13 +22,15 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from analyzer.core.attribution import Attribution
+from analyzer.errors import SpecprofError
+from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
 
 @dataclass
 class Comparison:
     a_path: str
     b_path: str
-    unit: str  # "cycle" or "run"
+    unit: str  # "cycle" or "instance"
     a_cycles: int
     b_cycles: int
     a_total_ns: int
@@ -45,18 +49,26 @@ class Comparison:
         return change is not None and change > pct
 
 
-def _per_unit(charges: pl.DataFrame, cycles: int, unit: str) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """(phase -> ns, (phase, category) -> ns, divisor) for one side's charges."""
+def _per_unit(charges: pl.DataFrame, cycles: int, unit: str, instances: dict | None = None
+              ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(phase -> ns, (phase, category) -> ns) per unit for one side's charges: per cycle (the charges inside
+    cycles over their number), or per instance of each phase in `instances` (phase -> ranges)."""
     if unit == "cycle":
-        n = cycles
-        segs = charges.filter(pl.col("cycle").is_not_null())
+        seg = charges.filter(pl.col("cycle").is_not_null()).with_columns(n=pl.lit(cycles, dtype=pl.Float64))
     else:
-        n = 1
-        segs = charges
-    seg = segs.with_columns(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8))
-    phases = seg.group_by("phase").agg(ns=pl.col("ns").sum() / n)
-    cats = seg.group_by("phase", "category").agg(ns=pl.col("ns").sum() / n)
-    return phases, cats, n
+        n = pl.DataFrame({"phase": list(instances), "n": [float(v) for v in instances.values()]},
+                         schema={"phase": pl.Utf8, "n": pl.Float64})
+        seg = charges.with_columns(pl.col("phase").cast(pl.Utf8)).join(n, on="phase", how="inner")
+    seg = seg.with_columns(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8))
+    phases = seg.group_by("phase").agg(ns=(pl.col("ns") / pl.col("n")).sum())
+    cats = seg.group_by("phase", "category").agg(ns=(pl.col("ns") / pl.col("n")).sum())
+    return phases, cats
+
+
+def _instances(side) -> dict:
+    """phase -> number of ranges, of the named phases with ranges (not the pseudo-phases)."""
+    known = side[3] if len(side) > 3 else {}
+    return {p: n for p, n in known.items() if n and p not in (IN_CYCLE, UNATTRIBUTED)}
 
 
 def _side_by_side(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -70,21 +82,40 @@ def _side_by_side(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataF
 
 
 def compare(a: Attribution, b: Attribution) -> Comparison:
-    """Per phase and category, A and B per cycle (or per run when either has no cycles)."""
-    return compare_charges((a.trace.meta.path, a.cycles.height, a.charges),
-                           (b.trace.meta.path, b.cycles.height, b.charges))
+    """Per phase and category, A and B per cycle (or per phase instance when either has no cycles)."""
+    return compare_charges(side_of(a), side_of(b))
 
 
-def compare_charges(a: tuple[str, int, pl.DataFrame], b: tuple[str, int, pl.DataFrame]) -> Comparison:
-    """`compare` from each side's (label, cycles, charges): charges with phase, category, cycle (null outside
-    cycles) and ns, as an attribution has them or as the results store gives them (analyzer/app/store.py)."""
+def side_of(a: Attribution) -> tuple[str, int, pl.DataFrame, dict]:
+    """One side of a comparison from an attribution: (label, cycles, charges, phase -> instances)."""
+    return (a.trace.meta.path, a.cycles.height, a.charges, dict(a.phases.select("phase", "instances").iter_rows()))
+
+
+def compare_charges(a: tuple, b: tuple) -> Comparison:
+    """`compare` from each side's (label, cycles, charges[, phase -> instances]): charges with phase, category,
+    cycle (null outside cycles) and ns, as an attribution has them or as the results store gives them
+    (analyzer/app/store.py)."""
     notes = []
-    unit = "cycle" if a[1] and b[1] else "run"
-    if unit == "run":
-        notes.append("no `cycle` ranges in " + " and ".join(x[0] for x in (a, b) if not x[1])
-                     + ": compared per run (totals, prefill included), not per cycle")
-    pa, ca, na = _per_unit(a[2], a[1], unit)
-    pb, cb, nb = _per_unit(b[2], b[1], unit)
+    if a[1] and b[1]:
+        unit, ia, ib = "cycle", None, None
+    else:
+        unit = "instance"
+        ia, ib = _instances(a), _instances(b)
+        common = sorted(set(ia) & set(ib))
+        without = " and ".join(x[0] for x in (a, b) if not x[1])
+        if not common:
+            raise SpecprofError(
+                f"{without}: no `cycle` ranges, and no phase range that both runs have: their totals would measure "
+                "how long each capture ran, not the work, so compare cannot say which is slower; capture both "
+                "with `specprof capture` (or name the ranges that group a cycle with --group-range)")
+        only = sorted(set(ia) ^ set(ib))
+        notes.append(f"no `cycle` ranges in {without}: compared per instance of each phase both runs have "
+                     f"({', '.join(common)}: attributed time / ranges), not per cycle"
+                     + (f"; left out, in one run only: {', '.join(only)}" if only else ""))
+        ia = {p: ia[p] for p in common}
+        ib = {p: ib[p] for p in common}
+    pa, ca = _per_unit(a[2], a[1], unit, ia)
+    pb, cb = _per_unit(b[2], b[1], unit, ib)
     phases = _side_by_side(pa, pb, ["phase"])
     cats = _side_by_side(ca, cb, ["phase", "category"])
     return Comparison(

@@ -377,7 +377,7 @@ def sweep(s: Sweep) -> str:
 
 
 def compare(c: Comparison, limit: int = 40) -> str:
-    unit = "per cycle" if c.unit == "cycle" else "per run"
+    unit = "per cycle" if c.unit == "cycle" else "per phase instance"
     change = c.change_pct
     head = (f"A: {clean(c.a_path)} ({c.a_cycles:,} cycles)\nB: {clean(c.b_path)} ({c.b_cycles:,} cycles)\n"
             f"Total attributed GPU time {unit}: A {f_ms_or_dash(c.a_total_ns)} ms, B {f_ms_or_dash(c.b_total_ns)} ms"
@@ -424,7 +424,7 @@ def report_written(path: str) -> str:
 
 def slower(c: Comparison, pct_limit: float) -> str:
     """Why `specprof compare --fail-if-slower PCT` failed."""
-    return (f"specprof: B is {c.change_pct:.1f}% slower than A per {c.unit} "
+    return (f"specprof: B is {c.change_pct:.1f}% slower than A per {'cycle' if c.unit == 'cycle' else 'phase instance'} "
             f"(more than {pct_limit:g}%)")
 
 
