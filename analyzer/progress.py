@@ -2,8 +2,9 @@
 
 Each step that can take more than a moment runs inside `step(name, total)`; it may `advance(n)`
 when it knows how far it got (rows read, say). A bar is drawn on stderr only when `enable()` was
-called (the CLI does, unless --quiet or stderr is not a terminal), and only for a step still
-running after `DELAY_S`: short analyses print nothing. A background thread redraws the bar, so a
+called (the CLI does, unless --quiet or stderr is not a terminal), and only once the outermost open
+step has run for `DELAY_S`: short analyses print nothing, and an analysis of many short steps (several
+traces, each in seconds) shows its innermost step, with the outer steps' counts before it. A background thread redraws the bar, so a
 step that spends seconds inside one polars call still shows its elapsed time.
 
 Listeners (`listen`) get ("start" | "end", name, info) for every step, enabled or not: the
@@ -94,14 +95,17 @@ def _draw(final: bool = False) -> None:
         if not _enabled or not _current:
             return
         s = _current[-1]
-        if not final and time.perf_counter() - s.t0 < DELAY_S:
+        if not final and time.perf_counter() - _current[0].t0 < DELAY_S:
             return
+        outer = "".join(f"[{o.done}/{o.total}] " for o in _current[:-1] if o.total)
+        line = s.line().replace("specprof: ", "specprof: " + outer, 1)
         try:
-            _stream.write("\r" + s.line()[:118].ljust(118) + ("\n" if final else ""))
+            _stream.write("\r" + line[:118].ljust(118) + ("\n" if final else ""))
             _stream.flush()
         except (OSError, ValueError):
             return
-        s.drawn = True
+        for o in _current:
+            o.drawn = True
 
 
 def _tick() -> None:
@@ -131,7 +135,8 @@ def step(name: str, total: int | None = None, unit: str = ""):
     finally:
         if s.total:
             s.done = max(s.done, s.total)
-        if _enabled and s.drawn:
+        # The outermost step ends its line; an inner one leaves it to be drawn over by the next.
+        if _enabled and s.drawn and _current and _current[0] is s:
             _draw(final=True)
         with _lock:
             _current.remove(s)

@@ -247,8 +247,40 @@ def test_report_and_analyze_html_commands(browser, tmp_path):
     out2 = tmp_path / "a.html"
     result = CliRunner().invoke(main, ["analyze", str(K4 / "run.sqlite"), "--html", str(out2), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["schema"] == "specprof.analysis/1"
+    assert json.loads(result.stdout)["schema"] == "specprof.analysis/1"
+    assert f"report written to {out2}" in result.stderr
     assert data_of(out2.read_text(encoding="utf-8"))["facts"]["ops"] == 21126
+
+
+LEGENDS = """(() => {
+  const svg = document.querySelector('#timeline .main-svg').getBoundingClientRect();
+  const items = cls => [...document.querySelectorAll('#timeline g.' + cls + ' .traces')].map(t => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+  });
+  return {svg: {left: svg.left, right: svg.right, top: svg.top, bottom: svg.bottom},
+          legend: items('legend'), legend2: items('legend2'),
+          entries: document.getElementById('timeline').data.filter(t => t.showlegend !== false && t.name)
+                   .map(t => t.name)};
+})()"""
+
+
+@pytest.mark.parametrize("width", [1500, 700])
+def test_every_legend_entry_is_shown_whole(browser, tmp_path, width):
+    # A real SGLang capture: eight phase entries ((unattributed) last) and seven categories; at 700 px they wrap
+    # to several rows, and no entry may be cut off or drawn over another legend's.
+    out = html.write(Analysis.of(attribute(load_trace(str(FIXTURES / "sglang-k4")))), str(tmp_path / "r.html"))
+    p = Page(browser, Path(out), width=width)
+    got = p.page.evaluate(LEGENDS)
+    shown = got["legend"] + got["legend2"]
+    assert sorted(i["text"] for i in shown) == sorted(got["entries"]) and "(unattributed)" in got["entries"]
+    box = got["svg"]
+    for i in shown:
+        assert box["left"] <= i["left"] and i["right"] <= box["right"] + 1 and i["bottom"] <= box["bottom"], i
+    for a in got["legend"]:
+        for b in got["legend2"]:
+            assert not (a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"]
+                        and b["top"] < a["bottom"]), (a, b)
 
 
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):

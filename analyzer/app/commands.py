@@ -37,10 +37,10 @@ def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunI
     side by side (one per rank, or a folder of them: in parallel with `jobs`, or on Dask); with the tables
     (--csv/--parquet), the HTML report (--html, one trace) and the results store (--db) when asked for."""
     traces = expand(paths)
+    progress.enable(progress.wanted(quiet))  # bars on stderr once an analysis has taken seconds
     if len(traces) > 1:
         return _several(traces, options, outputs, html_file, db_path, jobs, dask, argv)
     path = traces[0]
-    progress.enable(progress.wanted(quiet))  # bars on stderr for the steps that take seconds
     a = analyze(path, options, inputs)
     said = []
     if db_path:
@@ -56,6 +56,7 @@ def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunI
             tables.write(a, folder, fmt)
     if html_file:
         html.write(a, html_file, manifest=manifest(path))
+        said.append(terminal.report_written(html_file))
     with progress.step("rendering"):
         text = json_render.render(a) if outputs.as_json else terminal.render(
             a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)

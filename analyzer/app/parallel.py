@@ -20,23 +20,31 @@ from analyzer.errors import SpecprofError
 CONNECT_TIMEOUT = "30s"  # how long to try reaching a Dask scheduler
 
 
-def map_paths(work, paths: list[str], *args, jobs: int = 1, dask=None) -> list:
+def map_paths(work, paths: list[str], *args, jobs: int = 1, dask=None, done=None) -> list:
     """`work(path, *args)` over every path: in this process (jobs=1), one process per file in a pool of `jobs`,
     or on the Dask scheduler at `dask` (an address, or a dask.distributed.Client already connected). The
-    results come back in the order of `paths`."""
+    results come back in the order of `paths`; `done()` (when given) is called as each one is in."""
+    done = done or (lambda: None)
     if dask:
-        return _on_dask(work, paths, args, dask)
+        return _on_dask(work, paths, args, dask, done)
+    results = []
     if jobs <= 1 or len(paths) == 1:
-        return [work(p, *args) for p in paths]
+        for p in paths:
+            results.append(work(p, *args))
+            done()
+        return results
     import multiprocessing
 
     # spawn: a fresh interpreter per worker (polars' thread pool does not survive fork)
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths)),
                              mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(work, paths, *[[a] * len(paths) for a in args]))
+        for r in pool.map(work, paths, *[[a] * len(paths) for a in args]):
+            results.append(r)
+            done()
+    return results
 
 
-def _on_dask(work, paths: list[str], args: tuple, scheduler) -> list:
+def _on_dask(work, paths: list[str], args: tuple, scheduler, done) -> list:
     try:
         from dask.distributed import Client
     except ImportError:
@@ -49,7 +57,11 @@ def _on_dask(work, paths: list[str], args: tuple, scheduler) -> list:
     try:
         # pure=False: each call analyses (the same file given twice is analysed twice, as without Dask)
         futures = client.map(work, paths, *[[a] * len(paths) for a in args], pure=False)
-        return client.gather(futures)
+        results = []
+        for f in futures:
+            results.append(client.gather(f))
+            done()
+        return results
     finally:
         if owned:
             client.close()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from analyzer import progress
 from analyzer.app import parallel, store
 from analyzer.app.analyze import Options, analyze
 from analyzer.derived.analysis import Analysis
@@ -143,7 +144,8 @@ def analyze_all(paths: list[str], options: Options, outputs: Outputs, jobs: int 
     if dask and (outputs.csv_dir or outputs.parquet_dir):
         raise SpecprofError("--csv and --parquet write files where the analysis runs: not with --dask (the "
                             "workers' file systems); run without --dask, or with --jobs N")
-    digests = parallel.map_paths(digest, paths, options, outputs, jobs=jobs, dask=dask)
+    with progress.step(f"analysing {len(paths)} traces", len(paths), "traces") as step:
+        digests = parallel.map_paths(digest, paths, options, outputs, jobs=jobs, dask=dask, done=step.advance)
     same, why = one_run(digests)
     if same:
         digests.sort(key=lambda d: d.rank)

@@ -254,12 +254,16 @@ function makeTimeline(R) {
     badge.className = "badge" + (allDetail ? " good" : " warn");
     badge.title = allDetail ? "ops closer than a pixel are drawn as one bar until you zoom in; the tooltip is per op" : "";
     var pad = (b - a) * 0.01;
-    var plotH = Math.max(120, yMax * 30), bottom = 104, height = plotH + bottom + 6;
+    // Room below the plot for both legends whole, however many rows their entries wrap to at this width (a
+    // fixed margin showed 11 of 20 entries at 1500 px and hid the last ones, "(unattributed)" among them).
+    var rows = legendRows(built.traces, plotWidth());
+    var plotH = Math.max(120, yMax * 30), top1 = 44, top2 = top1 + rows.legend * ROW_PX + 8;
+    var bottom = top2 + rows.legend2 * ROW_PX + 12, height = plotH + bottom + 6;
     var layout = baseLayout({
       height: height, hovermode: false, dragmode: "zoom",
       margin: { l: 190, r: 12, t: 6, b: bottom }, showlegend: true,
-      legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -50 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
-      legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -76 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+      legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -top1 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+      legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -top2 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
       xaxis: { title: { text: "ms since the capture's first event", standoff: 4 }, range: [(a - pad) / 1e6, (b + pad) / 1e6],
         gridcolor: "#f1f2f5", zeroline: false },
       yaxis: { autorange: false, range: [yMax - 0.25, -0.7], tickvals: ticks, ticktext: tickText, fixedrange: true, showgrid: false,
@@ -298,6 +302,20 @@ function makeTimeline(R) {
       plots.push(gdReady);
     }
     return p;
+  }
+  // Rows each horizontal legend wraps to at `width` px: entries of about 7 px a character plus the symbol, after
+  // the title (an estimate on the safe side: a row too many leaves a blank line, a row too few hides entries).
+  var ROW_PX = 20;
+  function legendRows(traces, width) {
+    var out = { legend: 0, legend2: 0 }, x = { legend: 0, legend2: 0 }, title = { legend: 56, legend2: 76 };
+    traces.forEach(function (t) {
+      if (t.showlegend === false || !t.name) return;
+      var key = t.legend === "legend2" ? "legend2" : "legend", w = 46 + 7 * String(t.name).length;
+      if (!out[key] || x[key] + w > width) { out[key] += 1; x[key] = title[key]; }
+      x[key] += w;
+    });
+    out.legend = Math.max(1, out.legend); out.legend2 = Math.max(1, out.legend2);
+    return out;
   }
   var redrawing = false;
   function plotWidth() {
