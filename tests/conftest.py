@@ -43,6 +43,16 @@ def shared_nsys() -> list[Path]:
     return sorted((SHARED / "nsys_sqlite").glob("*.sqlite")) if SHARED else []
 
 
+def own_nsys() -> list[Path]:
+    """The project's own nsys exports (fixtures/*/run.sqlite): the invariants run on these everywhere, and on
+    the third-party ones too where ../shared/traces is."""
+    return sorted(FIXTURES.glob("*/run.sqlite"))
+
+
+def capture_id(p: Path) -> str:
+    return f"{p.parent.name}/{p.name}" if p.name == "run.sqlite" else p.name
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     if SHARED is None:

@@ -11,7 +11,10 @@ from analyzer.core.attribution import attribute
 from analyzer.core.projection import nest, phase_names, timeline
 from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
 from analyzer.readers.load import load_trace
-from conftest import shared_nsys
+from conftest import FIXTURES, capture_id, own_nsys, shared_nsys
+
+# The project's own captures (nsys exports and the Kineto trace), then the third-party ones where they are.
+CAPTURES = own_nsys() + [FIXTURES / "torch-k4" / "trace.json.gz"] + shared_nsys()
 
 
 def assert_tiles(a):
@@ -26,7 +29,7 @@ def assert_tiles(a):
     assert int(a.phases["attributed"].sum()) == int(a.streams["wall"].sum())
 
 
-@pytest.mark.parametrize("path", shared_nsys(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CAPTURES, ids=capture_id)
 def test_segments_tile_every_stream(path):
     a = attribute(load_trace(str(path)))
     assert_tiles(a)

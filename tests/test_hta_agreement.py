@@ -17,13 +17,15 @@ import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import SHARED  # noqa: E402
+from conftest import FIXTURES, SHARED  # noqa: E402
 
 from analyzer.core import attribution  # noqa: E402
 from analyzer.core.accounting import union_length  # noqa: E402
 from analyzer.readers.kineto import read_kineto  # noqa: E402
 
-KINETO = sorted((SHARED / "torch_kineto").glob("*.json.gz")) if SHARED else []
+# The project's own Kineto trace (a real SGLang-shaped run, fixtures/torch-k4), then the third-party ones.
+KINETO = [FIXTURES / "torch-k4" / "trace.json.gz"] + (sorted((SHARED / "torch_kineto").glob("*.json.gz"))
+                                                      if SHARED else [])
 # HTA itself warns (pandas deprecations inside hta/): not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore")
 KERNEL_CATS = ["kernel", "gpu_memset", "gpu_memcpy", "Kernel", "Memset", "Memcpy"]

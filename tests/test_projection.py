@@ -11,7 +11,7 @@ import pytest
 from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 from analyzer.core.projection import nest, project, range_projection
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-from conftest import shared_nsys
+from conftest import capture_id, own_nsys, shared_nsys
 
 INNERMOST_SQL = """
 SELECT n.start, n.end FROM NVTX_EVENTS n
@@ -21,7 +21,7 @@ ORDER BY n.start DESC, n.end ASC LIMIT 1
 """
 
 
-@pytest.mark.parametrize("path", [p for p in shared_nsys() if "mock" not in p.name], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", own_nsys() + [p for p in shared_nsys() if "mock" not in p.name], ids=capture_id)
 def test_innermost_range_matches_sql(path):
     trace = read_nsys_sqlite(str(path))
     p = project(trace)
@@ -37,7 +37,7 @@ def test_innermost_range_matches_sql(path):
             assert (r["r_start"], r["r_end"]) == hit
 
 
-@pytest.mark.parametrize("path", shared_nsys(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", own_nsys() + shared_nsys(), ids=capture_id)
 def test_unattributed_ops_are_counted_not_dropped(path):
     trace = read_nsys_sqlite(str(path))
     ops = project(trace)["ops"]
