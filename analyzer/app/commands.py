@@ -80,6 +80,12 @@ def _several(traces: list[str], options: Options, outputs: many.Outputs, html_fi
     return Output(text, said)
 
 
+def export_trace(path: str, perfetto_file: str, options: Options = Options()) -> Output:
+    """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
+    counts = perfetto.write(analyze(path, options), perfetto_file)
+    return Output(stderr=[terminal.exported(perfetto_file, counts)])
+
+
 def list_runs(db_path: str, as_json: bool = False) -> Output:
     """`specprof runs`: the runs in a results database."""
     listed = store.list_runs(store.connect(db_path, create=False))
