@@ -60,8 +60,9 @@ def _per_unit(charges: pl.DataFrame, cycles: int, unit: str, instances: dict | N
                          schema={"phase": pl.Utf8, "n": pl.Float64})
         seg = charges.with_columns(pl.col("phase").cast(pl.Utf8)).join(n, on="phase", how="inner")
     seg = seg.with_columns(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8))
-    phases = seg.group_by("phase").agg(ns=(pl.col("ns") / pl.col("n")).sum())
-    cats = seg.group_by("phase", "category").agg(ns=(pl.col("ns") / pl.col("n")).sum())
+    # (n is one number per phase: integer sums first, then one division, so that equal runs give equal numbers)
+    phases = seg.group_by("phase").agg(ns=pl.col("ns").sum() / pl.col("n").first())
+    cats = seg.group_by("phase", "category").agg(ns=pl.col("ns").sum() / pl.col("n").first())
     return phases, cats
 
 
