@@ -81,6 +81,7 @@ def _document(a: Analysis) -> dict:
             "tool_version": meta.tool_version,
             "gpus": meta.gpus,
         },
+        "cycle_breakdown": cycle_breakdown(a.cycle_breakdown),
         "phases": phases,
         "cycles": [],
         "unattributed": {
@@ -107,6 +108,19 @@ def _document(a: Analysis) -> dict:
         "economics": economics(a.economics) if a.economics is not None else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
         **ranks(a.ranks),
+    }
+
+
+def cycle_breakdown(b) -> dict | None:
+    """`cycle_breakdown`: where one decode cycle goes (derived/breakdown.py); null with fewer than two cycles."""
+    if b is None:
+        return None
+    return {
+        "device": b.device, "stream": b.stream, "cycles": b.cycles, "devices": b.devices,
+        "cycle_ms": {"mean": ms(b.mean_ns), "median": ms(b.median_ns), "p90": ms(b.p90_ns)},
+        "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
+                    "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6)}
+                   for r in b.phases.iter_rows(named=True)],
     }
 
 
@@ -231,9 +245,14 @@ def economics(e: Economics) -> dict:
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
              "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_tokens_per_s": num(r["baseline_tokens_per_s"], 1),
              "speedup": num(r["speedup"], 4), "break_even_accept_len": num(r["break_even_accept_len"], 4),
+             "draft_steps": r["draft_steps"], "max_accept_len": r["max_accept_len"], "can_pay": r["can_pay"],
              "verdict": r["verdict"]}
             for r in e.estimates.iter_rows(named=True)
         ],
+        "profiled_only": e.profiled_only,
+        "gpu_waits_on_host": None if e.waits is None else [
+            {"phase": r["phase"], "share_of_cycle": num(r["share_of_cycle"], 6), "wait_share": num(r["wait_share"], 6)}
+            for r in e.waits.iter_rows(named=True)],
         "verdict": e.verdict,
         "notes": e.notes,
     }
@@ -248,7 +267,7 @@ def _fit(row: dict, unit: str) -> dict:
                       f"per_{unit}_ms": [ms_or_null(row["per_unit_runs_lo_ns"]),
                                          ms_or_null(row["per_unit_runs_hi_ns"])]},
         "lack_of_fit_ms": ms_or_null(row["lack_of_fit_ns"]), "cycles": row["n"], "runs": row["runs"],
-        "source": row["source"],
+        "source": row["source"], "resolvable": row["resolvable"],
     }
 
 
@@ -260,7 +279,7 @@ def sweep(s: Sweep) -> dict:
         "schema": SWEEP_SCHEMA,
         "runs": [
             {"path": r["path"], "steps": r["steps"], "tokens": r["tokens"], "cycles": r["cycles"],
-             "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3),
+             "accept_len": num(r["accept_len"], 4), "accept_source": r["accept_source"], "batch": num(r["batch"], 3),
              "draft_ms": ms_or_null(r["draft_ns"]),
              "verify_ms": ms_or_null(r["verify_ns"]), "rest_ms": ms_or_null(r["rest_ns"]),
              "cycle_ms": ms_or_null(r["cycle_ns"]),
@@ -273,12 +292,14 @@ def sweep(s: Sweep) -> dict:
         "cycle": _fit(fits["cycle"], "step"),
         "cycle_unprofiled": _fit(fits["cycle_unprofiled"], "step") if "cycle_unprofiled" in fits else None,
         "basis": s.basis,
+        "phase_basis": s.phase_basis,
+        "extrapolate": s.extrapolate,
         "acceptance": {"positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
                                       "rate": num(r["rate"], 4)} for r in s.acceptance.iter_rows(named=True)],
                        "pooled_rate": num(s.pooled_rate, 4)},
         "predictions": [
             {"steps": r["steps"], "tokens": r["tokens"], "accept_len": num(r["accept_len"], 4),
-             "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
+             "measured_accept_len": num(r["measured_accept_len"], 4), "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2), "measured": r["measured"],
              "extrapolated": r["extrapolated"]}
             for r in s.predictions.iter_rows(named=True)
