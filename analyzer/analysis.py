@@ -35,6 +35,8 @@ class Analysis:
     kernels: pl.DataFrame
     unattributed: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    # Category -> its parent (`allreduce` -> `communication`), from the rules that made `categories`.
+    category_parents: dict[str, str] = field(default_factory=categories.default_parents)
     # Filled by analyzer.runs.enrich when sidecars are given (None otherwise): analyzer.crosscheck.CrossCheck
     # and analyzer.economics.Economics; their fields are documented there and in docs/crosscheck.md and
     # docs/economics.md.
@@ -167,8 +169,11 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
                      "workload under `specprof capture` to get phase ranges")
     with progress.step("projecting ranges onto GPU ops"):
         p = projection.project(trace, grouping)
+    rules = rules if rules is not None else categories.default_rules()
     with progress.step("categorising kernels"):
-        ops = categories.categorize(p["ops"], rules if rules is not None else categories.default_rules())
+        ops = categories.categorize(p["ops"], rules)
+    if (note := categories.graph_note(ops)) is not None:
+        notes.append(note)
     ranges, timeline = p["ranges"], p["timeline"]
     del p  # (the projected ops without categories, and the timeline, are not held past their use)
     with progress.step("accounting every nanosecond"):
@@ -205,6 +210,7 @@ def analyze(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         ranges=ranges,
         charges=charged,
         notes=notes,
+        category_parents=categories.parents(rules),
         waits=waits,
         **tables,
     )

@@ -145,7 +145,7 @@ def store(path: str, trace: Trace) -> str | None:
 def options(grouping, rules, domains) -> dict:
     """What shapes an analysis besides the tables: its options and the code."""
     return {"grouping": list(grouping), "domains": list(domains),
-            "rules": [[r.category, r.pattern] for r in rules], "code": _code_hash(_ANALYSIS_CODE)}
+            "rules": [r.key() for r in rules], "code": _code_hash(_ANALYSIS_CODE)}
 
 
 def _analysis_folder(folder: str, opts: dict) -> str:
@@ -178,7 +178,7 @@ def load_analysis(path: str, opts: dict, trace: Trace):
         kept = Trace(ops=trace.ops, api=trace.api, ranges=ranges.select(list(trace.ranges.columns)),
                      marks=trace.marks, meta=trace.meta)
         return Analysis(trace=kept, grouping=tuple(opts["grouping"]), ops=trace.ops.with_columns(added),
-                        notes=list(doc["notes"]), **tables)
+                        notes=list(doc["notes"]), category_parents=dict(doc["category_parents"]), **tables)
     except Exception:
         return None
 
@@ -200,7 +200,7 @@ def store_analysis(path: str, opts: dict, a) -> None:
             df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
                              row_group_size=max(1, df.height))
         with open(os.path.join(tmp, "analysis.json"), "w", encoding="utf-8") as fh:
-            json.dump({"options": opts, "notes": a.notes}, fh)
+            json.dump({"options": opts, "notes": a.notes, "category_parents": a.category_parents}, fh)
         for old in os.listdir(folder):  # one analysis kept per export: the latest
             if old.startswith("analysis-"):
                 shutil.rmtree(os.path.join(folder, old), ignore_errors=True)

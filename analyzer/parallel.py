@@ -63,11 +63,13 @@ def summary_row(a) -> dict:
     import polars as pl
 
     from analyzer.accounting import IDLE_CATEGORIES
+    from analyzer.categories import COMMUNICATION, kinds_of
     from analyzer.projection import IN_CYCLE, UNATTRIBUTED
 
     s = a.streams
     named = a.phases.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED]))
-    comm = a.categories.filter(pl.col("category").cast(pl.Utf8) == "communication")["ns"].sum()
+    kinds = kinds_of(COMMUNICATION, getattr(a, "category_parents", None))
+    comm = a.categories.filter(pl.col("category").cast(pl.Utf8).is_in(kinds))["ns"].sum()
     return {"ops": a.ops.height, "devices": a.devices.height, "streams": s.height,
             "wall": int(s["wall"].sum()), "busy": int(s["busy"].fill_null(0).sum()),
             **{k: int(s[k].fill_null(0).sum()) for k in IDLE_CATEGORIES},

@@ -19,7 +19,7 @@ TP2 = FIXTURES / "reference-k4-tp2"
 def test_tracer_domain_defines_the_phases_by_default():
     a = analyze(load(str(TP2 / "run.sqlite")))
     assert set(a.phases["phase"]) == {"draft", "verify", "draft_extend", "prefill", "accept"}
-    draft_comm = a.categories.filter((pl.col("phase") == "draft") & (pl.col("category") == "communication"))
+    draft_comm = a.categories.filter((pl.col("phase") == "draft") & (pl.col("category") == "allreduce"))
     assert draft_comm["ns"].sum() > 0
     assert any("NVTX domain specprof" in n and "NCCL" in n for n in a.notes)
 
