@@ -137,7 +137,7 @@ def render_terminal(results: list[RankResult], cycle_limit: int = 10, phase_limi
 
 
 def render_json(results: list[RankResult]) -> str:
-    """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/1}]}."""
+    """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/2}]}."""
     from analyzer.render.json import ms
 
     doc = {"schema": SCHEMA, "ranks": [{"rank": r.rank, "path": r.path, "analysis": r.digest.doc} for r in results],

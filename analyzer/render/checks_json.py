@@ -1,4 +1,4 @@
-"""JSON for the cross-check, the economics (keys `crosscheck` and `economics` of `specprof.analysis/1`), the
+"""JSON for the cross-check, the economics (keys `crosscheck` and `economics` of `specprof.analysis/2`), the
 sweep (`specprof.sweep/1`) and the comparison (`specprof.compare/1`). Milliseconds here, ns inside.
 Keys are documented in docs/json.md, docs/crosscheck.md and docs/economics.md."""
 

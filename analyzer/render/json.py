@@ -1,4 +1,4 @@
-"""The JSON contract (docs/json.md): schema `specprof.analysis/1`. Times in float milliseconds.
+"""The JSON contract (docs/json.md): schema `specprof.analysis/2`. Times in float milliseconds.
 
 Additive keys may appear in later versions; a breaking change bumps `schema`.
 """
@@ -13,7 +13,7 @@ import polars as pl
 
 from analyzer.analysis import Analysis
 
-SCHEMA = "specprof.analysis/1"
+SCHEMA = "specprof.analysis/2"
 
 
 def ms(ns) -> float:
@@ -80,6 +80,8 @@ def _document(a: Analysis) -> dict:
             "tool_version": meta.tool_version,
             "gpus": meta.gpus,
         },
+        # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
+        "category_parents": dict(sorted(a.category_parents.items())),
         "phases": phases,
         "cycles": [],
         "unattributed": {

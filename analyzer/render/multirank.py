@@ -16,14 +16,19 @@ def _pct(x):
     return None if x is None else round(float(x), 3)
 
 
+def _split(r) -> dict:
+    return {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
+            "unmatched_ms": ms(r["unmatched"])}
+
+
 def rank_entries(m) -> list[dict]:
     """The `ranks` list: one entry per (process, device), each with its own `phases`."""
     out = []
-    by_phase = {}
+    by_phase, by_kind = {}, {}
     for r in m.comm_phases.iter_rows(named=True):
-        by_phase.setdefault(r["rank"], {})[r["phase"]] = {
-            "ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
-            "unmatched_ms": ms(r["unmatched"])}
+        by_phase.setdefault(r["rank"], {})[r["phase"]] = _split(r)
+    for r in m.comm_kinds.iter_rows(named=True):
+        by_kind.setdefault(r["rank"], {})[r["kind"]] = _split(r)
     for r in m.ranks.iter_rows(named=True):
         mine = pl.col("rank") == r["rank"]
         out.append({
@@ -31,7 +36,8 @@ def rank_entries(m) -> list[dict]:
             "rank_source": r["source"], "ops": r["ops"], "streams": r["streams"], "wall_ms": ms(r["wall"]),
             "busy_ms": ms(r["busy"]), "attributed_ms": ms(r["attributed"]),
             "communication": {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
-                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {})},
+                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {}),
+                              "by_kind": by_kind.get(r["rank"], {})},
             "phases": phase_list(m.phases.filter(mine).drop("rank"), m.categories.filter(mine).drop("rank")),
         })
     return out
@@ -46,7 +52,7 @@ def skew_entry(m) -> dict | None:
         "phases": [{"name": r["phase"], "ranks": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
                     "mean_ms": ms(r["mean"]), "skew_ms": ms(r["skew"]), "skew_pct": _pct(r["skew_pct"]),
                     "min_rank": r["min_rank"], "max_rank": r["max_rank"]} for r in m.skew.iter_rows(named=True)],
-        "collectives": [{"name": r["name"], "ranks": r["ranks"], "instances": r["instances"],
+        "collectives": [{"name": r["name"], "kind": r["kind"], "ranks": r["ranks"], "instances": r["instances"],
                          "unmatched": r["unmatched"], "ms": ms(r["ns"]), "wait_ms": ms(r["wait"]),
                          "transfer_ms": ms(r["transfer"]), "overlap_pct": _pct(r["overlap_pct"]),
                          "shifts": r["shifts"]} for r in m.collectives.iter_rows(named=True)],
@@ -61,7 +67,7 @@ def skew_entry(m) -> dict | None:
 
 
 def to_json(m) -> dict:
-    """The additive keys of `specprof.analysis/1`: `ranks` and `rank_skew` (null when not computed)."""
+    """The additive keys of `specprof.analysis/2`: `ranks` and `rank_skew` (null when not computed)."""
     if m is None:
         return {"ranks": None, "rank_skew": None}
     return {"ranks": rank_entries(m), "rank_skew": skew_entry(m)}
@@ -89,14 +95,20 @@ def terminal(m, phase_limit: int = 20) -> str | None:
             table(["phase", "ranks", "min ms", "max ms", "skew ms", "skew", "min rank", "max rank"], rows, "lrrrrrrr")]
     if m.skew.height > sk.height:
         out.append(f"({m.skew.height - sk.height:,} more phases: --phases N shows more, --json shows all)")
+    if m.comm_kinds.height:
+        rows = [[str(r["rank"]), clean(r["kind"], 24), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]),
+                 pct(r["wait"], r["comm"]), f_ms(r["unmatched"])] for r in m.comm_kinds.iter_rows(named=True)]
+        out += ["", "Communication per rank and kind",
+                table(["rank", "kind", "comm ms", "wait ms", "transfer ms", "wait", "unmatched ms"], rows,
+                      "llrrrrr")]
     if m.collectives.height:
-        rows = [[clean(r["name"], 60), f"{r['instances']:,}", f"{r['unmatched']:,}", f_ms(r["ns"]), f_ms(r["wait"]),
+        rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}", f_ms(r["ns"]), f_ms(r["wait"]),
                  f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
                  "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.0f}%"]
                 for r in m.collectives.iter_rows(named=True)]
         out += ["", "Collectives (k-th kernel of a name on each rank matched; ms summed over ranks)",
-                table(["kernel", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait", "overlap"],
-                      rows, "lrrrrrrr")]
+                table(["kernel", "kind", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait",
+                       "overlap"], rows, "llrrrrrrr")]
         rows = [[str(r["rank"]), f"{r['last']:,}", "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
                  f_us(r["margin_mean"]), f_us(r["margin_max"]), f_ms(r["caused"])]
                 for r in m.stragglers.iter_rows(named=True)]
