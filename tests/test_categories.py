@@ -3,8 +3,8 @@
 Each name is one that a library launches, with its source beside it: a public trace (the name exactly as
 recorded), or the library's source file that declares the kernel (repository, path, commit). A name from
 source is written as nsys demangles it (template values as `(int)8` and `(bool)1`, the anonymous namespace
-as `<unnamed>`, as this project's captures show), and is also checked as the short name nsys stores beside
-it, unless the family needs its namespace to be told apart (DeepEP's and Mooncake's kernels are called
+as `<unnamed>`, as this project's captures show; a long template or parameter list that no rule reads is
+abbreviated), and is also checked as the short name nsys stores beside it, unless the family needs its namespace to be told apart (DeepEP's and Mooncake's kernels are called
 `dispatch` and `combine`: their short names say nothing, and stay uncategorised).
 """
 
@@ -43,10 +43,11 @@ SGL_CAR = "sgl-project/sglang @ 0bb5d5e9: sgl-kernel/csrc/allreduce/custom_all_r
 SGL_TRT = "sgl-project/sglang @ 2ab5a586: sgl-kernel/csrc/allreduce/trt_reduce_internal.cu (namespace trt_llm)"
 SGL_MSCCLPP = "sgl-project/sglang @ 013dc74e: sgl-kernel/csrc/allreduce/mscclpp_allreduce.cuh"
 SGL_JIT_PULL = "sgl-project/sglang @ 0ba3cdd4: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce_pull.cuh"
-SGL_JIT_PUSH = "sgl-project/sglang: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce_push.cuh"
+SGL_JIT_PUSH = "sgl-project/sglang @ 233f402c: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce_push.cuh"
 SGL_JIT_V2 = "sgl-project/sglang @ 320af530: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce.cuh"
 SGL_JIT_V3 = "sgl-project/sglang @ 03fd6d59: python/sglang/kernels/jit/csrc/distributed/custom_all_reduce.cuh"
-SGL_NVLINK = "sgl-project/sglang @ 0f6694b4: python/sglang/kernels/jit/csrc/distributed/nvlink_comm.cuh"
+SGL_NVLINK = ("sgl-project/sglang: python/sglang/kernels/jit/csrc/distributed/nvlink_comm.cuh (both versions: "
+              "with and without kHasResidual)")
 SGL_MOE_AR = "sgl-project/sglang @ 171d5a9c: python/sglang/kernels/jit/csrc/distributed/all_reduce_fusion.cuh"
 SGL_TRITON_AG = "sgl-project/sglang: python/sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
 FI = "flashinfer-ai/flashinfer @ fb28d724: include/flashinfer/comm/"
