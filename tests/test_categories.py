@@ -49,11 +49,14 @@ SGL_JIT_V3 = "sgl-project/sglang @ 03fd6d59: python/sglang/kernels/jit/csrc/dist
 SGL_NVLINK = ("sgl-project/sglang: python/sglang/kernels/jit/csrc/distributed/nvlink_comm.cuh (both versions: "
               "with and without kHasResidual)")
 SGL_MOE_AR = "sgl-project/sglang @ 171d5a9c: python/sglang/kernels/jit/csrc/distributed/all_reduce_fusion.cuh"
+SGL_WHEEL = "sglang 0.5.23 (the PyPI wheel): sglang/kernels/jit/csrc/distributed/"
 SGL_TRITON_AG = "sgl-project/sglang: python/sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
 FI = "flashinfer-ai/flashinfer @ fb28d724: include/flashinfer/comm/"
 FI_A2A = "flashinfer-ai/flashinfer @ fb28d724: csrc/nv_internal/tensorrt_llm/kernels/communicationKernels/moeAlltoAllKernels.cu"
 TRTLLM = "NVIDIA/TensorRT-LLM @ 04c74656: cpp/tensorrt_llm/kernels/communicationKernels/allReduceFusionKernels.cu"
 TORCH = "pytorch/pytorch @ 03a4032b: torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu"
+TORCH_WHEEL = ("torch 2.14.1+cu130 (the PyPI wheel): torch/lib/libtorch_cuda.so, a kernel's symbol demangled by "
+               "c++filt as Kineto demangles it (its parameter list not recovered)")
 MSCCLPP = "microsoft/mscclpp @ 1f5f065d: src/ext/collectives/allreduce/allreduce_packet.cu, src/core/include/execution_kernel.hpp"
 DEEPEP = "deepseek-ai/DeepEP v1.2.1 @ 9af0e0d0: csrc/kernels/{intranode,internode,internode_ll,layout}.cu"
 DEEPEP_V2 = "deepseek-ai/DeepEP @ dd758caf (EPv2): csrc/kernels/legacy/*.cu, deep_ep/include/deep_ep/impls/*.cuh"
@@ -137,6 +140,10 @@ CASES = [
     ("void sglang::moe_finalize_all_reduce_kernel<(unsigned int)8, (unsigned int)7168, (unsigned int)8, "
      "(unsigned int)4, (bool)1, (bool)1, (bool)1, float, (bool)0, (bool)0, (bool)0, (bool)0>"
      "(sglang::MoeFinalizeAllReduceParams<T1, T8>)", "moe_finalize_all_reduce_kernel", "allreduce", SGL_MOE_AR),
+    ("void sglang::beam_ar::kernel<(unsigned int)8, (unsigned int)4096, (unsigned int)2, (unsigned int)8, (bool)1>"
+     "(sglang::beam_ar::Params<T1>)", None, "allreduce", SGL_WHEEL + "beam_all_reduce.cuh"),
+    ("sglang::ipc_a2a::spin_wait_kernel(volatile int *, const int *, int *, int *, unsigned long long)",
+     None, "all_to_all", SGL_WHEEL + "ipc_a2a.cuh"),
     # SGLang's nvlink collectives: the primitive is a template argument (RS = 1, AG = 2, AR = 3)
     ("void sglang::nvlink_push_kernel<__nv_bfloat16, (sglang::Primitive)3, (unsigned int)8, (bool)1>"
      "(sglang::NVLinkCommPushParams<T3>)", None, "allreduce", SGL_NVLINK),
@@ -234,6 +241,18 @@ CASES = [
     ("void <unnamed>::two_shot_all_reduce_kernel_inplace<c10::BFloat16, (int)16, (int)8>(T1 **, unsigned long, "
      "unsigned long, unsigned int **, unsigned long, unsigned long)", "two_shot_all_reduce_kernel_inplace",
      "allreduce", TORCH),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8, false, false>()", None,
+     "allreduce", TORCH_WHEEL),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8, true, false>()", None,
+     "reduce_scatter", TORCH_WHEEL),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8, true, true>()", None,
+     "reduce_scatter", TORCH_WHEEL),
+    ("void (anonymous namespace)::multimem_all_gather_kernel<16>()", None, "allgather", TORCH_WHEEL),
+    ("void (anonymous namespace)::one_shot_all_reduce_kernel<c10::BFloat16, 16, 8>()", None, "allreduce",
+     TORCH_WHEEL),
+    # a reduce to one root rank: a collective of no kind of its own
+    ("void (anonymous namespace)::multimem_one_shot_reduce_kernel<c10::BFloat16, 16>()",
+     "multimem_one_shot_reduce_kernel", COMMUNICATION, TORCH_WHEEL),
     # DeepEP: intranode (NVLink), internode (RDMA), low-latency; EPv2 moved them under deep_ep::legacy
     ("void deep_ep::intranode::dispatch<(int)8, (int)768, (int)8192>(int4 *, float *, int *, long *, float *, "
      "int *, int *, const int4 *, const float *, const long *, const float *, const bool *, const int *, int, int, "
@@ -428,3 +447,43 @@ def test_the_tensor_parallel_capture_shows_allreduce_per_phase_and_rank():
     text = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k4-tp2"), "--no-cache"]).output
     assert "Communication per rank and kind" in text
     assert "allreduce 34.9%" in text  # the draft's top busy category
+
+
+def _shipped_nccl() -> str | None:
+    """libnccl.so.2 of the nvidia-nccl wheel that torch depends on, where this environment has it."""
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        lib = pathlib.Path(root) / "nccl" / "lib" / "libnccl.so.2"
+        if lib.is_file():
+            return str(lib)
+    return None
+
+
+def test_every_kernel_of_the_shipped_nccl():
+    # The kernels the NCCL library of this environment holds (the nvidia-nccl wheel torch installs: 2.30 here),
+    # read from their mangled symbols `_Z<length><name>`: each is the kind its <Coll> field names
+    # (src/device/generate.py and src/device/symmetric/generate.py), with and without the parameter list.
+    import re
+
+    lib = _shipped_nccl()
+    if lib is None:
+        pytest.skip("no nvidia-nccl wheel in this environment")
+    with open(lib, "rb") as fh:
+        data = fh.read()
+    names = set()
+    for m in re.finditer(rb"_Z(\d+)(nccl(?:Symk|Sym)?DevKernel_)", data):
+        n = int(m.group(1))
+        names.add(data[m.start(2):m.start(2) + n].decode())
+    colls = {n.split("_")[1] for n in names}
+    assert {"AllReduce", "AllGather", "AllGatherV", "ReduceScatter", "SendRecv", "Broadcast", "Reduce",
+            "Generic"} <= colls and any(n.startswith("ncclSymkDevKernel_") for n in names)
+    kind = {"AllReduce": "allreduce", "ReduceScatter": "reduce_scatter", "AllGather": "allgather",
+            "AllGatherV": "allgather", "SendRecv": "p2p", "Broadcast": COMMUNICATION, "Reduce": COMMUNICATION,
+            "Generic": COMMUNICATION}
+    names = sorted(names)
+    expected = [kind[n.split("_")[1]] for n in names]
+    assert category_of(*names) == expected
+    assert category_of(*(n + NCCL_ARGS for n in names)) == expected
