@@ -319,7 +319,8 @@ def split_communication(ops: pl.DataFrame, ranks: pl.DataFrame,
                 last_start=pl.when(pl.col("_m")).then(pl.col("last_start"))).drop("_m"))
         total = sum(len(seq[r][0]) for r in order)
         coll_rows.append({
-            "name": name, "kind": g["kind"][0], "ranks": len(order), "instances": n, "unmatched": total - n * len(order),
+            "name": name, "kind": g["kind"][0], "ranks": len(order), "instances": n,
+            "unmatched": total - n * len(order),
             "ns": int(sum(int((seq[r][1] - seq[r][0]).sum()) for r in order)), "wait": 0, "transfer": 0,
             "overlap_pct": (100.0 * overlap / n) if n else None,
             "shifts": ", ".join(f"rank {r}: {shifts[r]:+d}" for r in order[1:] if shifts[r]) or None,

@@ -4,8 +4,9 @@ Each name is one that a library launches, with its source beside it: a public tr
 recorded), or the library's source file that declares the kernel (repository, path, commit). A name from
 source is written as nsys demangles it (template values as `(int)8` and `(bool)1`, the anonymous namespace
 as `<unnamed>`, as this project's captures show; a long template or parameter list that no rule reads is
-abbreviated), and is also checked as the short name nsys stores beside it, unless the family needs its namespace to be told apart (DeepEP's and Mooncake's kernels are called
-`dispatch` and `combine`: their short names say nothing, and stay uncategorised).
+abbreviated), and is also checked as the short name nsys stores beside it, unless the family needs its
+namespace to be told apart (DeepEP's and Mooncake's kernels are called `dispatch` and `combine`: their short
+names say nothing, and stay uncategorised).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ KINDS = {"allreduce", "all_to_all", "allgather", "reduce_scatter", "p2p"}
 NCCL = "NVIDIA/nccl @ 5067397c2676 (2.30): src/device/generate.py, ncclDevKernel_<coll>_<redop>_<type>_<algo>_<proto>"
 NCCL_GENERIC = "NVIDIA/nccl @ 5067397c2676: src/device/common.cu, ncclDevKernel_Generic"
 NCCL_218 = "NVIDIA/nccl v2.18.3-1 @ ea383122: src/include/collectives.h, NCCL_KERN_NAME = ncclKernel_<func>_<algo>_..."
-NCCL_27 = "NVIDIA/nccl v2.7.8-1 @ 033d7995: src/include/collectives.h, NCCL_KERN_NAME = <coll><Algo><Proto>Kernel_<op>_<type>"
-NCCL_SYM = "NVIDIA/nccl v2.27.3-1 @ 72d24320: src/device/symmetric/generate.py, ncclSymDevKernel_<coll>_<algo>[_<red>_<type>]"
-NCCL_SYMK = "NVIDIA/nccl v2.28.3-1 @ f1308997: src/device/symmetric/generate.py, ncclSymkDevKernel_<coll>_<algo>[_<red>_<type>]"
+NCCL_27 = ("NVIDIA/nccl v2.7.8-1 @ 033d7995: src/include/collectives.h, NCCL_KERN_NAME = "
+           "<coll><Algo><Proto>Kernel_<op>_<type>")
+NCCL_SYM = ("NVIDIA/nccl v2.27.3-1 @ 72d24320: src/device/symmetric/generate.py, "
+            "ncclSymDevKernel_<coll>_<algo>[_<red>_<type>]")
+NCCL_SYMK = ("NVIDIA/nccl v2.28.3-1 @ f1308997: src/device/symmetric/generate.py, "
+             "ncclSymkDevKernel_<coll>_<algo>[_<red>_<type>]")
 TP2 = "fixtures/reference-k4-tp2/run.sqlite (this project's TP = 2 capture)"
 NSYSAI = "GindaChen/nsys-ai @ ab196ea2: tests/fixtures/mfu_2gpu_before.sqlite (shared/traces/nsys_sqlite)"
 HTA_NCCL = "facebookresearch/HolisticTraceAnalysis @ f4d0062c: tests/data/nccl_parser_config/nccl_data.json.gz"
@@ -52,12 +56,14 @@ SGL_MOE_AR = "sgl-project/sglang @ 171d5a9c: python/sglang/kernels/jit/csrc/dist
 SGL_WHEEL = "sglang 0.5.23 (the PyPI wheel): sglang/kernels/jit/csrc/distributed/"
 SGL_TRITON_AG = "sgl-project/sglang: python/sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
 FI = "flashinfer-ai/flashinfer @ fb28d724: include/flashinfer/comm/"
-FI_A2A = "flashinfer-ai/flashinfer @ fb28d724: csrc/nv_internal/tensorrt_llm/kernels/communicationKernels/moeAlltoAllKernels.cu"
+FI_A2A = ("flashinfer-ai/flashinfer @ fb28d724: "
+          "csrc/nv_internal/tensorrt_llm/kernels/communicationKernels/moeAlltoAllKernels.cu")
 TRTLLM = "NVIDIA/TensorRT-LLM @ 04c74656: cpp/tensorrt_llm/kernels/communicationKernels/allReduceFusionKernels.cu"
 TORCH = "pytorch/pytorch @ 03a4032b: torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu"
 TORCH_WHEEL = ("torch 2.14.1+cu130 (the PyPI wheel): torch/lib/libtorch_cuda.so, a kernel's symbol demangled by "
                "c++filt as Kineto demangles it (its parameter list not recovered)")
-MSCCLPP = "microsoft/mscclpp @ 1f5f065d: src/ext/collectives/allreduce/allreduce_packet.cu, src/core/include/execution_kernel.hpp"
+MSCCLPP = ("microsoft/mscclpp @ 1f5f065d: src/ext/collectives/allreduce/allreduce_packet.cu, "
+           "src/core/include/execution_kernel.hpp")
 DEEPEP = "deepseek-ai/DeepEP v1.2.1 @ 9af0e0d0: csrc/kernels/{intranode,internode,internode_ll,layout}.cu"
 DEEPEP_V2 = "deepseek-ai/DeepEP @ dd758caf (EPv2): csrc/kernels/legacy/*.cu, deep_ep/include/deep_ep/impls/*.cuh"
 MOONCAKE = "kvcache-ai/Mooncake @ c5829aad: mooncake-ep/src/mooncake_ep_kernel.cu"

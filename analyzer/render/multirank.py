@@ -102,8 +102,8 @@ def terminal(m, phase_limit: int = 20) -> str | None:
                 table(["rank", "kind", "comm ms", "wait ms", "transfer ms", "wait", "unmatched ms"], rows,
                       "llrrrrr")]
     if m.collectives.height:
-        rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}", f_ms(r["ns"]), f_ms(r["wait"]),
-                 f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
+        rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}",
+                 f_ms(r["ns"]), f_ms(r["wait"]), f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
                  "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.0f}%"]
                 for r in m.collectives.iter_rows(named=True)]
         out += ["", "Collectives (k-th kernel of a name on each rank matched; ms summed over ranks)",
