@@ -493,3 +493,28 @@ def test_every_kernel_of_the_shipped_nccl():
     expected = [kind[n.split("_")[1]] for n in names]
     assert category_of(*names) == expected
     assert category_of(*(n + NCCL_ARGS for n in names)) == expected
+
+
+def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
+    import dataclasses
+
+    from analyzer.render import html
+
+    a = analyze(load(str(FIXTURES / "reference-k4-tp2")))
+    cats = [(c["name"], c["color"], c["idle"]) for c in html.view_model(a)["categories"]]
+    names = [n for n, _, _ in cats]
+    assert ("allreduce", "#D62728", False) in cats
+    busy = [n for n, _, idle in cats if not idle]
+    assert busy[-1] == "allreduce" and names.index("allreduce") < names.index("cpu_wait")
+    # Synthetic (no capture holds several kinds): the kinds are drawn side by side, each in its own red, a
+    # kind of the user's own rules in a further red.
+    extra = pl.DataFrame({"phase": ["verify"] * 3, "category": ["all_to_all", "allgather", "my_a2a"],
+                          "ns": [5_000_000, 50_000_000, 1_000_000]})
+    b = dataclasses.replace(a, categories=pl.concat([a.categories, extra.cast(a.categories.schema)]),
+                            category_parents={**a.category_parents, "my_a2a": COMMUNICATION})
+    cats = [(c["name"], c["color"]) for c in html.view_model(b)["categories"] if not c["idle"]]
+    kinds = [n for n, _ in cats][-4:]
+    assert set(kinds) == {"allreduce", "all_to_all", "allgather", "my_a2a"}
+    colours = dict(cats)
+    assert colours["all_to_all"] == "#E6550D" and colours["allgather"] == "#FB6A4A"
+    assert colours["my_a2a"] in html.OTHER_COMMUNICATION_COLORS
