@@ -3,7 +3,7 @@
  *
  * Why: both are a sort by group then a scan in polars (a stable sort of 11 M packed keys per union); in
  * start order, one pass that keeps each group's latest end in an array indexed by the group's key does the
- * same in O(rows), without a sort. analyzer/accounting.py calls it where it is built and the keys are dense
+ * same in O(rows), without a sort. analyzer/core/accounting.py calls it where it is built and the keys are dense
  * enough for such an array, and keeps its polars path otherwise; tests/test_summary.py checks the two agree.
  *
  * Python API (module analyzer._scan):

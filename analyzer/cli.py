@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
 
 from analyzer import __version__
+from analyzer.app import commands
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.traces import Outputs
 from analyzer.errors import SpecprofError
 
 
@@ -21,22 +25,39 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
 
 
+class _Finite(click.FloatRange):
+    """A float range that refuses nan and infinity (click's FloatRange lets nan through every bound)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def _remember_all_domains(ctx, param, value):
     if value:
         ctx.meta["all_domains"] = True
 
 
-def _domains(domains) -> tuple[str, ...]:
-    """--domain values, or the wildcard when --all-domains was given."""
-    from analyzer.analysis import ALL_DOMAINS
+def _options(categories_file, grouping, domains, no_cache=False) -> Options:
+    """How a trace is analysed, from the options of `_analysis_options` (and --no-cache)."""
+    all_domains = bool(click.get_current_context().meta.get("all_domains"))
+    return Options.of(categories_file, grouping, domains, all_domains, cache=not no_cache)
 
-    if click.get_current_context().meta.get("all_domains"):
-        return (ALL_DOMAINS,)
-    return tuple(domains)
+
+def _say(output) -> None:
+    """Print a command's output (app/commands.py `Output`) and exit with its status."""
+    if output.stdout is not None:
+        click.echo(output.stdout)
+    for line in output.stderr:
+        click.echo(line, err=True)
+    if output.exit_code:
+        sys.exit(output.exit_code)
 
 
 def _analysis_options(command):
-    """--categories, --group-range, --domain: how a trace is analysed (analyze, report, compare)."""
+    """--categories, --group-range, --domain, --all-domains, --no-cache: how a trace is analysed."""
     for option in reversed((
         click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
                      help="A TOML file of [[rule]] category/pattern entries (optional parent, match = function), "
@@ -48,6 +69,9 @@ def _analysis_options(command):
                           "specprof tracer's domain when the trace has it, else every range."),
         click.option("--all-domains", is_flag=True, expose_value=False, callback=_remember_all_domains,
                      help="Phases from ranges of every NVTX domain (NCCL's own ranges too)."),
+        click.option("--no-cache", is_flag=True,
+                     help="Read the export itself, not the Parquet cache of its parsed tables and of its analysis "
+                          "(nor write one)."),
     )):
         command = option(command)
     return command
@@ -59,7 +83,7 @@ def main():
     """specprof: where each millisecond of a speculative-decoding cycle goes."""
 
 
-@main.command()
+@main.command("analyze")
 @click.argument("trace", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON contract (docs/json.md) to stdout.")
 @click.option("--csv", "csv_dir", type=click.Path(file_okay=False), help="Write every table as CSV into DIR.")
@@ -80,14 +104,14 @@ def main():
                    "[default: RUN_DIR/no-nsys/ when present]. Repeatable.")
 @click.option("--server-log", type=click.Path(dir_okay=False),
               help="SGLang server log: reconcile its `accept len` lines with the sidecar's accept counts.")
-@click.option("--log-interval", type=click.IntRange(1), default=40, show_default=True,
-              help="The server's --decode-log-interval (iterations per `accept len` line).")
+@click.option("--log-interval", type=click.IntRange(1),
+              help="The server's --decode-log-interval (iterations per `accept len` line) [default: from the "
+                   "server's command line in the sidecar, else SGLang's default, 40].")
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
                    "of the economics.")
-@click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics.")
-@click.option("--no-cache", is_flag=True,
-              help="Read the export itself, not the Parquet cache of its parsed tables (nor write one).")
+@click.option("--baseline-ms", type=_Finite(),
+              help="The plain-decode step time in ms, for the economics.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="Append the run(s) to this results database (SQLite, docs/store.md); the same run again is "
@@ -97,9 +121,9 @@ def main():
 @click.option("--dask", "dask_address", metavar="ADDRESS",
               help="Several traces: analyse them on the Dask scheduler at ADDRESS (tcp://host:8786; "
                    "docs/multirank.md).")
-def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, cycle_limit,
-            phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run, baseline_ms,
-            no_cache, quiet, db_path, jobs, dask_address):
+def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, no_cache,
+                    cycle_limit, phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
+                    baseline_ms, quiet, db_path, jobs, dask_address):
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
@@ -110,61 +134,13 @@ def analyze(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, gr
     sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics
     (docs/crosscheck.md, docs/economics.md).
     """
-    from analyzer import analysis, categories
-    from analyzer.render import json as json_render
-    from analyzer.render import tables, terminal
-
-    rules = categories.load_rules(categories_file)
-    from analyzer import ranks
-
-    traces = ranks.expand(trace)  # several traces (one per rank, or a folder of them): per-rank results
-    if len(traces) > 1:
-        from analyzer import parallel
-
-        opts = parallel.Options(grouping=tuple(grouping), domains=_domains(domains), rules=tuple(rules),
-                                cache=not no_cache, as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit,
-                                csv_dir=csv_dir, parquet_dir=parquet_dir)
-        text, stored = ranks.run(traces, opts, html_file, jobs=jobs, dask=dask_address, db=db_path,
-                                 argv=sys.argv[1:])
-        click.echo(text)
-        _said_stored(db_path, stored)
-        return
-    trace = traces[0]
-    from analyzer import progress
-
-    progress.enable(progress.wanted(quiet))  # bars on stderr for the steps that take seconds
-    from analyzer import cache
-
-    result = cache.analyze(trace, tuple(grouping), rules, _domains(domains), enabled=not no_cache)
-    from analyzer import runs
-
-    files = runs.locate(trace, sidecars, baseline_sidecars)
-    result = runs.enrich(result, files, server_log=server_log,
-                         baseline_run=baseline_run, baseline_ms=baseline_ms, log_interval=log_interval)
-    if db_path:
-        from analyzer import parallel
-
-        _said_stored(db_path, parallel.store_one(
-            db_path, result, trace, files, rules, _domains(domains), sys.argv[1:], server_log=server_log,
-            log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms))
-    if csv_dir:
-        tables.write(result, csv_dir, "csv")
-    if parquet_dir:
-        tables.write(result, parquet_dir, "parquet")
-    if html_file:
-        from analyzer.render import html
-
-        html.write(result, html_file, manifest=analysis.manifest(trace))
-    with progress.step("rendering"):
-        text = json_render.render(result) if as_json else terminal.render(
-            result, cycle_limit=cycle_limit, phase_limit=phase_limit)
-    click.echo(text)
-
-
-def _said_stored(db_path, stored) -> None:
-    for path, run_id, created in stored:
-        click.echo(f"specprof: {path} " + (f"stored as run @{run_id} in {db_path}" if created else
-                                          f"already in {db_path} as run @{run_id} (same trace and options)"), err=True)
+    _say(commands.analyze_traces(
+        trace, _options(categories_file, grouping, domains, no_cache),
+        RunInputs(sidecars=tuple(sidecars), baseline_sidecars=tuple(baseline_sidecars), server_log=server_log,
+                  log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms),
+        Outputs(as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit, csv_dir=csv_dir,
+                parquet_dir=parquet_dir),
+        html_file=html_file, db_path=db_path, jobs=jobs, dask=dask_address, argv=sys.argv[1:], quiet=quiet))
 
 
 @main.command("runs")
@@ -172,15 +148,10 @@ def _said_stored(db_path, stored) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON (specprof.runs/1).")
 def runs_command(db_path, as_json):
     """List the runs in a results database (docs/store.md): `@ID` names one for compare and sweep."""
-    from analyzer import store
-    from analyzer.render import store as store_render
-
-    db = store.connect(db_path, create=False)
-    listed = store.runs(db)
-    click.echo(store_render.runs_json(listed) if as_json else store_render.runs_terminal(listed, db_path))
+    _say(commands.list_runs(db_path, as_json))
 
 
-@main.command()
+@main.command("report")
 @click.argument("run")
 @click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
               help="The HTML file to write.")
@@ -188,26 +159,18 @@ def runs_command(db_path, as_json):
 @click.option("--baseline", "baseline_run",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
-@click.option("--baseline-ms", type=float, help="The plain-decode step time in ms, for the economics panel.")
-def report(run, output, categories_file, grouping, domains, baseline_run, baseline_ms):
+@click.option("--baseline-ms", type=_Finite(),
+              help="The plain-decode step time in ms, for the economics panel.")
+def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
     """
-    from analyzer import analysis, categories
-    from analyzer.render import html
-
-    rules = categories.load_rules(categories_file)
-    result = analysis.analyze(analysis.load(run), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
-    from analyzer import runs
-
-    # cross-check and economics when the run has a sidecar
-    result = runs.enrich(result, runs.locate(run), baseline_run=baseline_run, baseline_ms=baseline_ms)
-    html.write(result, output, manifest=analysis.manifest(run))
-    click.echo(f"specprof: report written to {output}", err=True)
+    _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
+                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms)))
 
 
-@main.command()
+@main.command("sweep")
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON (specprof.sweep/1) to stdout.")
 @click.option("--steps", "steps", multiple=True, type=click.IntRange(1),
@@ -216,7 +179,10 @@ def report(run, output, categories_file, grouping, domains, baseline_run, baseli
               help="Predict up to this many draft steps [default: the largest measured + 2].")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that RUNS written @ID come from (docs/store.md).")
-def sweep(runs, as_json, steps, max_steps, db_path):
+@click.option("--no-cache", is_flag=True,
+              help="Read the exports themselves, not the Parquet cache of their parsed tables and of their analysis "
+                   "(nor write one).")
+def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
     Each RUN is a run directory made by `specprof capture`, or @ID: a run of the results database given with
@@ -225,51 +191,27 @@ def sweep(runs, as_json, steps, max_steps, db_path):
     with confidence intervals, the acceptance per draft position, predicted throughput per step count and a
     recommended step count (docs/economics.md).
     """
-    from analyzer import runs as run_files
-    from analyzer.render import checks_json, checks_terminal
-
-    from analyzer import store
-
-    db = store.connect(db_path, create=False) if db_path else None
-    result = run_files.load_sweep(list(runs), list(steps), max_steps, db=db)
-    click.echo(checks_json.dumps(checks_json.sweep(result)) if as_json else checks_terminal.sweep(result))
+    _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache)))
 
 
-@main.command()
+@main.command("compare")
 @click.argument("a")
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (specprof.compare/1).")
-@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(0), metavar="PCT",
+@click.option("--fail-if-slower", "fail_pct", type=_Finite(0), metavar="PCT",
               help="Exit 1 when B's total attributed GPU time per cycle exceeds A's by more than PCT percent.")
 @_analysis_options
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
-def compare(a, b, as_json, fail_pct, categories_file, grouping, domains, db_path):
+def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle).
 
     A and B are nsys SQLite exports, run directories, or runs of a results database written @ID (with --db;
     `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when
     B is slower than A by more than PCT percent (for CI pipelines).
     """
-    from analyzer import analysis, categories
-    from analyzer import compare as comparing
-    from analyzer.render import checks_json, checks_terminal
-
-    from analyzer import store
-
-    rules = categories.load_rules(categories_file)
-    db = store.connect(db_path, create=False) if db_path else None
-
-    def analysed(path):
-        x = analysis.analyze(analysis.load(path), grouping=tuple(grouping), rules=rules, domains=_domains(domains))
-        return x.trace.meta.path, x.cycles.height, x.charges
-
-    result = comparing.compare_charges(*(store.side(x, db, analysed) for x in (a, b)))
-    click.echo(checks_json.dumps(checks_json.compare(result)) if as_json else checks_terminal.compare(result))
-    if fail_pct is not None and result.slower_than(fail_pct):
-        click.echo(f"specprof: B is {result.change_pct:.1f}% slower than A per {result.unit} "
-                   f"(more than {fail_pct:g}%)", err=True)
-        sys.exit(1)
+    _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
+                               fail_pct))
 
 
 def _register_tracer_commands():

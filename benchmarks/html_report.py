@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     ap.add_argument("--html", help="keep the report here (default: a temporary folder)")
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args(argv)
-    from analyzer import analysis
+    from analyzer.readers.inputs import manifest
     from analyzer.render import html
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         a = scaled_analysis(args.fixture, args.ops)
         t1 = time.perf_counter()
         path = Path(args.html or os.path.join(tmp, "report.html"))
-        html.write(a, str(path), manifest=analysis.manifest(args.fixture))
+        html.write(a, str(path), manifest=manifest(args.fixture))
         t2 = time.perf_counter()
         floor, loads = load_times([plotly_only(Path(tmp)), path], args.runs)
         # the report's own cost: its time beyond plotly.js alone, load by load (the pair ran back to back)

@@ -6,7 +6,7 @@
 The inputs (`build`) are real captures scaled by benchmarks/scale_nsys.py: `mixN.sqlite` holds 8N copies of
 fixtures/reference-k4 (the reference engine's speculative cycles on an H200), N copies of nsys-ai's
 h100_2gpu_1s capture (NVTX-heavy: emit_nvtx ranges around every aten op) after them, and copies of the
-reference capture's own non-launching CUDA calls up to 312,500 N runtime rows. mix64 is the issue-7 target:
+reference capture's own non-launching CUDA calls up to 312,500 N runtime rows. mix64 is the 10-million-kernel target:
 10.4 M kernels (11.1 M GPU ops), 20 M CUDA API rows, 1.33 M NVTX ranges.
 
 `run` measures, per input, each in a fresh process, one after the other:
@@ -121,9 +121,9 @@ def _row_counts(path: str) -> dict:
 
 
 def _drop_specprof_cache(path: str) -> None:
-    from analyzer import cache
+    from analyzer.readers import trace_cache
 
-    for folder in cache.locations(path):
+    for folder in trace_cache.locations(path):
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -22,8 +22,11 @@ import polars as pl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from analyzer import analysis  # noqa: E402
-from analyzer.trace import Trace  # noqa: E402
+from analyzer.core.attribution import attribute  # noqa: E402
+from analyzer.derived.analysis import Analysis  # noqa: E402
+from analyzer.model.trace import Trace  # noqa: E402
+from analyzer.readers.inputs import manifest  # noqa: E402
+from analyzer.readers.load import load_trace  # noqa: E402
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "reference-k4")
 GAP_NS = 1_000_000
@@ -64,11 +67,11 @@ def scaled_trace(trace: Trace, copies: int) -> Trace:
     )
 
 
-def scaled_analysis(path: str = FIXTURE, ops: int = 1_000_000) -> analysis.Analysis:
+def scaled_analysis(path: str = FIXTURE, ops: int = 1_000_000) -> Analysis:
     """The analysis of enough time-shifted copies of the capture at `path` to hold at least `ops` GPU ops."""
-    trace = analysis.load(path)
+    trace = load_trace(path)
     copies = max(1, math.ceil(ops / trace.ops.height))
-    return analysis.analyze(scaled_trace(trace, copies))
+    return Analysis.of(attribute(scaled_trace(trace, copies)))
 
 
 def main(argv=None) -> int:
@@ -85,7 +88,7 @@ def main(argv=None) -> int:
     if args.html:
         from analyzer.render import html
 
-        html.write(a, args.html, manifest=analysis.manifest(args.fixture))
+        html.write(a, args.html, manifest=manifest(args.fixture))
         t2 = time.perf_counter()
         print(f"{args.html}: {os.path.getsize(args.html) / 1e6:.1f} MB, rendered in {t2 - t1:.1f} s")
     return 0

@@ -20,7 +20,7 @@ Two options shape the mix of rows, always from real rows:
   with fresh correlation ids that match no GPU op, until the runtime table holds about TOTAL rows. A
   reader must scan them, as it must in a real capture, and drops them.
 
-The issue-7 benchmark input (10.4 M kernels, 20 M API rows, 1.33 M NVTX ranges; benchmarks/perf_nsys.py
+The 10-million-kernel benchmark input (10.4 M kernels, 20 M API rows, 1.33 M NVTX ranges; benchmarks/perf_nsys.py
 builds it and its 1/4, 1/16 and 1/64 scale versions):
 
     python3 benchmarks/scale_nsys.py fixtures/reference-k4/run.sqlite 512 /tmp/mix64.sqlite \\

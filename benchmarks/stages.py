@@ -73,22 +73,20 @@ class Recorder:
 def measure(path: str, cache: bool = True, tracer_only: bool = False) -> dict:
     """`tracer_only`: phases from the specprof tracer's NVTX domain alone, as `specprof analyze` does by
     default when a trace has it; else every range is projected (--all-domains), as the peers do."""
-    from analyzer import analysis, progress
+    from analyzer import progress
+    from analyzer.app.analyze import Options, attribution
+    from analyzer.core.attribution import ALL_DOMAINS
+    from analyzer.derived.analysis import Analysis
     from analyzer.render import json as json_render
 
-    domains = () if tracer_only else (analysis.ALL_DOMAINS,)
+    domains = () if tracer_only else (ALL_DOMAINS,)
 
     rec = Recorder()
     progress.listen(rec)
     t0, c0 = time.perf_counter(), time.process_time()
     with progress.step("total"):
-        if cache:  # as `specprof analyze` does: the cached tables, or the cached analysis itself
-            from analyzer import cache as cached
-            from analyzer.categories import default_rules
-
-            result = cached.analyze(path, analysis.DEFAULT_GROUPING, default_rules(), domains)
-        else:
-            result = analysis.analyze(analysis.load(path), domains=domains)
+        # as `specprof analyze` does; with the cache: the cached tables, or the cached analysis itself
+        result = Analysis.of(attribution(path, Options(domains=domains, cache=cache)))
         trace = result.trace
         with progress.step("rendering JSON"):
             text = json_render.render(result)

@@ -28,6 +28,8 @@ def main() -> None:
     ap.add_argument("--json", dest="json_path")
     ap.add_argument("--tiny", action="store_true", help="a CPU-sized engine, to try the harness without a GPU")
     ap.add_argument("--attribute", action="store_true", help="also run the tracer with NVTX calls as no-ops")
+    ap.add_argument("--events", action="store_true",
+                    help="also run the tracer with CUDA events at phase boundaries (--gpu-events)")
     args = ap.parse_args()
 
     import torch
@@ -45,8 +47,9 @@ def main() -> None:
     from tracer.ranges import NoNvtx
 
     # Modes: "off" (nothing patched), "on" (the tracer as it ships), and, with --attribute, "on_no_nvtx"
-    # (wrappers and sidecar, NVTX calls replaced by no-ops): the difference tells what NVTX costs.
-    modes = ["off", "on"] + (["on_no_nvtx"] if args.attribute else [])
+    # (wrappers and sidecar, NVTX calls replaced by no-ops): the difference tells what NVTX costs; with
+    # --events, "on_events" (the tracer with CUDA events at phase boundaries, read with query() only).
+    modes = ["off", "on"] + (["on_no_nvtx"] if args.attribute else []) + (["on_events"] if args.events else [])
 
     def block(mode: str) -> tuple[float, float]:
         plugin.uninstall()
@@ -54,6 +57,8 @@ def main() -> None:
             plugin.install("reference", sidecars, import_modules=True)
         elif mode == "on_no_nvtx":
             plugin.install("reference", sidecars, import_modules=True, nvtx_factory=NoNvtx)
+        elif mode == "on_events":
+            plugin.install("reference", sidecars, import_modules=True, gpu_time=True)
         # Steady state only: a session's one-time start (sidecar file, flusher thread, NVTX domain,
         # the first clock marks) happens once per server process, not once per block.
         sched.run(batch, args.warm)

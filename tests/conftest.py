@@ -13,8 +13,7 @@ FIXTURES = ROOT / "fixtures"
 
 
 def _shared_traces() -> Path | None:
-    candidates = [os.environ.get("SPECPROF_SHARED_TRACES"), ROOT.parent / "shared" / "traces",
-                  "/work/shared/traces"]
+    candidates = [os.environ.get("SPECPROF_SHARED_TRACES"), ROOT.parent / "shared" / "traces"]
     for c in candidates:
         if c and (Path(c) / "nsys_sqlite").is_dir():
             return Path(c)

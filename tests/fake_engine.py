@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from tracer.presets import reference
-from tracer.targets import CountsHook, Target
+from tracer.targets import CountsHook
 
 
 class Batch:
@@ -112,6 +112,6 @@ def preset_for(module: str):
     return dataclasses.replace(
         preset,
         name="reference",
-        targets=tuple(Target(t.phase, moved(t.candidates)) for t in preset.targets),
+        targets=tuple(dataclasses.replace(t, candidates=moved(t.candidates)) for t in preset.targets),
         counts=tuple(CountsHook(moved(h.candidates), h.read) for h in preset.counts),
     )

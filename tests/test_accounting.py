@@ -6,9 +6,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.accounting import CPU_WAIT, IDLE, LAUNCH, segments
-from analyzer.analysis import analyze, load
-from analyzer.projection import nest, phase_names, timeline
+from analyzer.core.accounting import cpu_waits, tile, with_prev_end
+from analyzer.core.attribution import attribute
+from analyzer.core.projection import nest, phase_names, timeline
+from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
+from analyzer.readers.load import load_trace
 from conftest import shared_nsys
 
 
@@ -26,7 +28,7 @@ def assert_tiles(a):
 
 @pytest.mark.parametrize("path", shared_nsys(), ids=lambda p: p.name)
 def test_segments_tile_every_stream(path):
-    a = analyze(load(str(path)))
+    a = attribute(load_trace(str(path)))
     assert_tiles(a)
     # Busy time equals the union of the ops' intervals per stream.
     busy = a.segments.filter(~pl.col("category").is_in([CPU_WAIT, LAUNCH, IDLE]))
@@ -45,7 +47,8 @@ def _synthetic(ops_rows, range_rows):
     ops = pl.DataFrame(ops_rows, schema=["op_id", "start", "end", "launch_start", "phase"], orient="row").with_columns(
         device=pl.lit(0, pl.Int64), stream=pl.lit(1, pl.Int64), category=pl.lit("gemm"),
         cycle=pl.lit(None, pl.Int64), launch_tid=pl.lit(7, pl.Int64))
-    return segments(ops, ranges, timeline(ranges))
+    ops = with_prev_end(ops)
+    return tile(ops, cpu_waits(ops, ranges, timeline(ranges)))
 
 
 def test_gap_splits_at_the_launch_call_and_at_range_boundaries():
@@ -59,12 +62,15 @@ def test_gap_splits_at_the_launch_call_and_at_range_boundaries():
                    (120, 130, "verify", LAUNCH), (130, 140, "verify", "gemm")]
 
 
-def test_wait_under_grouping_range_goes_to_the_next_op():
-    # Only `cycle` is open during [30, 60): that wait goes to the next op's phase (draft).
+def test_wait_under_grouping_range_goes_to_the_cycle_and_outside_every_range_to_no_phase():
+    # Only `cycle` is open during [30, 60): the worker's own code between its phases, charged to the cycle
+    # ("(cycle)"), not to the next phase (CUDA events at the phase boundaries do not see it either). Before the
+    # cycle opens [20, 25) no range is open at all (the engine between cycles): no phase, "(unattributed)".
+    # Synthetic: the rule at exact boundaries.
     segs = _synthetic([(0, 10, 20, 0, "verify"), (1, 70, 80, 65, "draft")],
-                      [(0, 300, "cycle"), (0, 30, "verify"), (60, 100, "draft")])
+                      [(25, 300, "cycle"), (0, 20, "verify"), (60, 100, "draft")])
     got = [(r["start"], r["end"], r["phase"], r["category"]) for r in segs.sort("start").iter_rows(named=True)]
-    assert got == [(10, 20, "verify", "gemm"), (20, 30, "verify", CPU_WAIT), (30, 60, "draft", CPU_WAIT),
+    assert got == [(10, 20, "verify", "gemm"), (20, 25, UNATTRIBUTED, CPU_WAIT), (25, 60, IN_CYCLE, CPU_WAIT),
                    (60, 65, "draft", CPU_WAIT), (65, 70, "draft", LAUNCH), (70, 80, "draft", "gemm")]
 
 

@@ -79,6 +79,15 @@ def profile(args):
 
 def export(args):
     log()
+    if os.environ.get("FAKE_NSYS_EXPORT_MODE") == "sleep":
+        def stop(signum, frame):
+            Path(os.environ["FAKE_NSYS_SIGNALS"]).write_text("export " + signal.Signals(signum).name)
+            sys.exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        Path(os.environ["FAKE_NSYS_READY"]).write_text("ready")
+        time.sleep(120)
+        return 99
     if os.environ.get("FAKE_NSYS_EXPORT_RC"):
         return int(os.environ["FAKE_NSYS_EXPORT_RC"])
     assert Path(args[-1]).is_file(), args
@@ -385,19 +394,44 @@ def test_dry_run_without_tracer_adds_no_environment(tools, workload, tmp_path):
 
 def test_an_existing_run_is_not_overwritten_without_force(tools, workload, tmp_path):
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    first = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert first.exit_code == 0, first.output
     (run_dir / "notes.txt").write_text("mine")
-    (run_dir / "specprof-sidecar.1.jsonl").write_text("stale")
+    (run_dir / "specprof-sidecar.1.jsonl").write_text("stale")  # listed by the first run's manifest, below
+    record = read_manifest(run_dir)
+    record["files"]["sidecars"] = ["specprof-sidecar.1.jsonl"]
+    (run_dir / "manifest.json").write_text(json.dumps(record))
 
     refused = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
     assert refused.exit_code == 2 and "--force" in refused.stderr
-    assert tools.calls() == [] and (run_dir / "specprof-sidecar.1.jsonl").read_text() == "stale"
+    assert (run_dir / "specprof-sidecar.1.jsonl").read_text() == "stale"
 
     forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
     assert forced.exit_code == 0, forced.output
-    assert not (run_dir / "specprof-sidecar.1.jsonl").exists()  # a stale sidecar would mix two runs
+    assert not (run_dir / "specprof-sidecar.1.jsonl").exists()  # the old run's sidecar would mix two runs
     assert (run_dir / "notes.txt").read_text() == "mine"  # not ours: left alone
     assert (run_dir / "run.nsys-rep").exists()
+
+
+def test_force_never_deletes_a_sidecar_no_manifest_lists(tools, workload, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "specprof-sidecar.mine.jsonl").write_text("a user's own")
+    (run_dir / "nvidia_mine.csv").write_text("a user's own")
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert forced.exit_code == 2
+    assert "specprof-sidecar.mine.jsonl, nvidia_mine.csv, which no manifest.json there lists" in forced.stderr
+    assert tools.calls() == []
+    assert (run_dir / "specprof-sidecar.mine.jsonl").read_text() == "a user's own"
+    assert (run_dir / "nvidia_mine.csv").read_text() == "a user's own"
+
+
+def test_a_run_directory_that_cannot_be_written_is_one_clear_error(tools, workload, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", blocker / "run", "--", *workload)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"specprof: error: {blocker / 'run'}: cannot write the run directory")
 
 
 def test_an_empty_existing_directory_is_used(tools, workload, tmp_path):
@@ -575,6 +609,32 @@ def test_sigterm_is_forwarded_to_nsys_and_the_report_still_exported(tools, workl
     record = read_manifest(run_dir)
     assert record["signals_forwarded"] == ["SIGTERM"]
     assert record["files"]["report"] == "run.nsys-rep" and record["files"]["sqlite"] == "run.sqlite"
+
+
+def test_a_signal_during_the_export_goes_to_the_export_and_the_manifest_is_still_written(tools, workload, tmp_path):
+    ready, received, run_dir = tmp_path / "ready", tmp_path / "received", tmp_path / "run"
+    env = {**os.environ, "FAKE_NSYS_EXPORT_MODE": "sleep", "FAKE_NSYS_READY": str(ready),
+           "FAKE_NSYS_SIGNALS": str(received)}
+    specprof = subprocess.Popen(
+        [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", "--nvidia-stats",
+         "--nsys", str(tools.nsys), "-o", str(run_dir), "--", *workload], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert specprof.poll() is None, specprof.communicate()[1]
+            assert time.monotonic() < deadline, "the fake export never started"
+            time.sleep(0.05)
+        specprof.send_signal(signal.SIGTERM)
+        _, stderr = specprof.communicate(timeout=60)
+    finally:
+        if specprof.poll() is None:
+            specprof.kill()
+    assert received.read_text() == "export SIGTERM"  # passed on to the export, which stopped
+    assert specprof.returncode == 128 + signal.SIGTERM
+    assert "SIGTERM during `export`" in stderr and "Traceback" not in stderr
+    record = read_manifest(run_dir)
+    assert record["signals_forwarded"] == ["SIGTERM"]
+    assert record["exit_codes"]["export"] == 128 + signal.SIGTERM and record["exit_codes"]["stats"] is None
 
 
 def test_sigint_is_forwarded(tools, workload, tmp_path):

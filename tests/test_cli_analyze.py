@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from analyzer.cli import main
 from analyzer.render.tables import TABLES
+from analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
@@ -31,7 +32,7 @@ def test_json_contract(doc):
     assert {"path", "format", "nsys_version", "gpus"} <= set(doc["source"])
     assert doc["source"]["gpus"] == [{"device": 0, "name": "NVIDIA H200"}]
     names = [p["name"] for p in doc["phases"]]
-    assert set(names) == {"draft", "verify", "draft_extend", "prefill", "accept"}
+    assert set(names) == {"draft", "verify", "draft_extend", "prefill", "accept", "(cycle)", "(unattributed)"}
     for p in doc["phases"]:
         assert {"name", "instances", "cpu_ms", "gpu_span_ms", "gpu_busy_ms", "attributed_ms", "categories"} <= set(p)
         # the categories split the attributed time exactly (to the rounding of each value)
@@ -76,10 +77,11 @@ def test_json_text_survives_hostile_phase_names():
     # boundary, a placeholder-like token) must come back as the same string, the document intact.
     from dataclasses import replace
 
-    from analyzer import analysis
+    from analyzer.core.attribution import attribute
+    from analyzer.derived.analysis import Analysis
     from analyzer.render import json as json_render
 
-    a = analysis.analyze(analysis.load(str(K4)))
+    a = Analysis.of(attribute(load_trace(str(K4))))
     hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['
     a = replace(a, cycle_phases=a.cycle_phases.with_columns(
         phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase"))))

@@ -15,13 +15,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import crosscheck as cc
-from analyzer.analysis import load
+from analyzer.derived import crosscheck as cc
+from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from analyzer.readers import sglang_log
 from analyzer.readers.ground_truth import read_ground_truth
 from analyzer.readers.sidecar import find, read_sidecars
-from analyzer.trace import Trace
+from analyzer.model.trace import Trace
 from conftest import FIXTURES
 
 KS = (2, 4, 6)
@@ -33,7 +33,7 @@ def run_dir(k):
 
 @pytest.fixture(scope="module")
 def traces():
-    return {k: load(str(run_dir(k))) for k in KS}
+    return {k: load_trace(str(run_dir(k))) for k in KS}
 
 
 @pytest.fixture(scope="module")
@@ -240,21 +240,29 @@ def synthetic_log(cycles, interval=40, bonus=True, shift=0):
 
 
 def test_the_log_parser_reads_sglang_lines_of_several_versions():
-    # Synthetic lines in the formats of sglang 0.5.23 (accept rate), <= 0.5.10 (accept len alone) and with a DP prefix.
+    # Real lines of SGLang 0.5.16 (fixtures/sglang-k4/server.log: accept len and rate, no TP tag at TP 1, and a
+    # decode line of the plain server without them), then, synthetic for formats no capture here shows, a TP
+    # and DP prefix with `accept len` alone (<= 0.5.10) and garbage.
+    real = (FIXTURES / "sglang-k4" / "server.log").read_text().splitlines()
+    plain = (FIXTURES / "sglang-plain" / "server.log").read_text().splitlines()
+    first = next(line for line in real if "accept len" in line)
+    assert first == ("[2026-12-01 16:04:36] Decode batch, #running-req: 8, #token: 435, token usage: 0.00, "
+                     "accept len: 1.58, accept rate: 0.15, cuda graph: True, gen throughput (token/s): 6.85, "
+                     "#queue-req: 0")
+    no_accept = next(line for line in plain if "Decode batch" in line)
     text = [
-        "[2026-11-29 15:32:30 TP0] Decode batch. #running-req: 8, #token: 9000, token usage: 0.01, accept len: 2.63, "
-        "accept rate: 0.41, cuda graph: True, gen throughput (token/s): 3880.12, #queue-req: 0, ",
+        first,
         "[2026-11-29 15:32:31 DP1 TP3] Decode batch. #running-req: 16, #token: 12, token usage: 0.00, accept len: 3.10, "
         "cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 2",
-        "[2026-11-29 15:32:32 TP0] Decode batch. #running-req: 8, #token: 9000, token usage: 0.01, "
-        "gen throughput (token/s): 3880.12, #queue-req: 0, ",
+        no_accept,
         "garbage \x00\x1b[31m accept lens: nope",
     ]
     t = sglang_log.parse(text)
     assert t["line"].to_list() == [1, 2]
-    assert t["accept_len"].to_list() == [2.63, 3.10] and t["accept_rate"].to_list() == [0.41, None]
-    assert t["tp"].to_list() == [0, 3] and t["running"].to_list() == [8, 16]
-    assert t["time"].to_list() == ["2026-11-29 15:32:30", "2026-11-29 15:32:31"]
+    assert t["accept_len"].to_list() == [1.58, 3.10] and t["accept_rate"].to_list() == [0.15, None]
+    assert t["tp"].to_list() == [None, 3] and t["running"].to_list() == [8, 16]
+    assert t["gen_throughput"].to_list() == [6.85, 10.0]
+    assert t["time"].to_list() == ["2026-12-01 16:04:36", "2026-11-29 15:32:31"]
 
 
 @pytest.fixture(scope="module")
@@ -356,7 +364,7 @@ def test_cli_a_trace_file_alone_has_no_crosscheck():
 def test_a_torch_profiler_trace_is_cross_checked_too():
     # the real torch.profiler capture of the engine (fixtures/torch-k4): record_function ranges, no marks
     d = FIXTURES / "torch-k4"
-    c = cc.crosscheck(load(str(d / "trace.json.gz")), read_sidecars(find(str(d))))
+    c = cc.crosscheck(load_trace(str(d / "trace.json.gz")), read_sidecars(find(str(d))))
     assert c.profiler == "torch.profiler"
     a = c.alignment.row(0, named=True)
     assert a["method"] == "cycle sequence" and a["sidecar_cycles"] == 35 and a["trace_cycles"] == 35

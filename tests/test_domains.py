@@ -9,7 +9,8 @@ from __future__ import annotations
 import polars as pl
 from click.testing import CliRunner
 
-from analyzer.analysis import ALL_DOMAINS, analyze, load
+from analyzer.core.attribution import ALL_DOMAINS, attribute
+from analyzer.readers.load import load_trace
 from analyzer.cli import main
 from conftest import FIXTURES
 
@@ -17,17 +18,18 @@ TP2 = FIXTURES / "reference-k4-tp2"
 
 
 def test_tracer_domain_defines_the_phases_by_default():
-    a = analyze(load(str(TP2 / "run.sqlite")))
-    assert set(a.phases["phase"]) == {"draft", "verify", "draft_extend", "prefill", "accept"}
+    a = attribute(load_trace(str(TP2 / "run.sqlite")))
+    assert set(a.phases["phase"]) == {"draft", "verify", "draft_extend", "prefill", "accept", "(cycle)",
+                                      "(unattributed)"}
     draft_comm = a.categories.filter((pl.col("phase") == "draft") & (pl.col("category") == "allreduce"))
     assert draft_comm["ns"].sum() > 0
     assert any("NVTX domain specprof" in n and "NCCL" in n for n in a.notes)
 
 
 def test_every_domain_on_request():
-    a = analyze(load(str(TP2 / "run.sqlite")), domains=(ALL_DOMAINS,))
+    a = attribute(load_trace(str(TP2 / "run.sqlite")), domains=(ALL_DOMAINS,))
     assert "ncclAllReduce" in set(a.phases["phase"])
-    b = analyze(load(str(TP2 / "run.sqlite")), domains=("NCCL",))
+    b = attribute(load_trace(str(TP2 / "run.sqlite")), domains=("NCCL",))
     assert set(b.phases["phase"]) - {"(unattributed)"} == {"ncclAllReduce"}
 
 
@@ -41,5 +43,5 @@ def test_all_domains_flag():
 
 def test_single_domain_traces_are_unchanged():
     # The shared captures have only the default domain (and NCCL's): all their ranges stay phases.
-    a = analyze(load(str(FIXTURES / "reference-k4" / "run.sqlite")))
+    a = attribute(load_trace(str(FIXTURES / "reference-k4" / "run.sqlite")))
     assert not any("NVTX domain specprof" in n for n in a.notes)

@@ -15,12 +15,12 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
-from analyzer import economics as econ
-from analyzer import runs
 from analyzer.cli import main
+from analyzer.derived import economics as econ
+from analyzer.derived import run_files as runs
+from analyzer.derived.sweep import fit_line
 from analyzer.readers.ground_truth import read_ground_truth
 from analyzer.readers.sidecar import find, read_sidecars
-from analyzer.sweep import fit_line
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"

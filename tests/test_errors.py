@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import main
+from conftest import FIXTURES
 
 
 def run(*args):
@@ -67,7 +68,7 @@ def test_truncated_tail_pages_with_a_lying_header(tmp_path, shared_dir):
     data[28:32] = (keep // page).to_bytes(4, "big")
     p = tmp_path / "cut2.sqlite"
     p.write_bytes(bytes(data))
-    assert_clean_error(run(p), p, ["truncated or corrupt", "no GPU operations"])
+    assert_clean_error(run(p), p, ["truncated or corrupt", "is damaged", "no GPU operations"])
 
 
 def test_no_gpu_ops(tmp_path, shared_dir):
@@ -107,3 +108,120 @@ def test_paths_with_uri_characters(tmp_path, shared_dir, name):
     shutil.copy(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite", p)
     result = run(p)
     assert result.exit_code == 0, result.output
+
+
+# -- inputs an attacker (or a broken disk) gives: one line, exit 2 ----------------------------------------------------
+
+K4 = FIXTURES / "reference-k4"
+
+
+def _cli(*args, drop_root=False):
+    """`specprof ARGS` in a child process; with `drop_root`, without the capabilities that let root read and
+    write whatever the file modes say (the tests run as root in CI)."""
+    import subprocess
+    import sys
+
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if drop_root else []
+    if drop_root and shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not here to drop the file-permission override")
+    return subprocess.run([*prefix, sys.executable, "-m", "analyzer", *args], capture_output=True, timeout=300)
+
+
+def _one_line(done, starts: str) -> str:
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2 and "Traceback" not in err, err[-2000:]
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert line.startswith(starts), line
+    return line
+
+
+def test_an_unreadable_trace_file_and_directory(tmp_path):
+    export = tmp_path / "run.sqlite"
+    shutil.copy(K4 / "run.sqlite", export)
+    export.chmod(0)
+    line = _one_line(_cli("analyze", str(export), "-q", drop_root=True), f"specprof: error: {export}: cannot read")
+    assert "Permission denied" in line
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(K4 / "run.sqlite", folder / "run.sqlite")
+    folder.chmod(0)
+    try:
+        _one_line(_cli("analyze", str(folder), "-q", drop_root=True),
+                  f"specprof: error: {folder}: cannot list the directory")
+    finally:
+        folder.chmod(0o755)
+
+
+def test_file_and_directory_names_that_are_not_utf8(tmp_path):
+    import os
+
+    folder = os.fsencode(tmp_path) + b"/run-\xff"
+    os.mkdir(folder)
+    shutil.copy(K4 / "run.sqlite", os.fsdecode(folder + b"/run.sqlite"))
+    loose = os.fsencode(tmp_path) + b"/k4-\xfe.sqlite"
+    shutil.copy(K4 / "run.sqlite", os.fsdecode(loose))
+    for path in (folder, loose):
+        done = _cli("analyze", os.fsdecode(path), "-q")
+        assert done.returncode == 0, done.stderr.decode("utf-8", "replace")[-2000:]
+        assert b"verify" in done.stdout
+
+
+def test_a_binary_categories_file(tmp_path):
+    cats = tmp_path / "cats.toml"
+    cats.write_bytes(bytes(range(256)) * 8)
+    result = CliRunner().invoke(main, ["analyze", str(K4 / "run.sqlite"), "--categories", str(cats)])
+    assert_clean_error(result, cats, ["not UTF-8 text"])
+
+
+@pytest.mark.parametrize("args", [["analyze", str(K4), "--baseline-ms", "inf"],
+                                  ["analyze", str(K4), "--baseline-ms", "nan"],
+                                  ["compare", str(K4), str(K4), "--fail-if-slower", "nan"],
+                                  ["compare", str(K4), str(K4), "--fail-if-slower", "inf"]])
+def test_numbers_that_are_not_finite_are_refused(args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "is not a finite number" in result.output, result.output
+
+
+def _changed(tmp_path, *sql) -> str:
+    path = tmp_path / "run.sqlite"
+    shutil.copy(K4 / "run.sqlite", path)
+    con = sqlite3.connect(path)
+    for statement in sql:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return str(path)
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE rowid = 3", "1 rows have no globalPid"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 'abc' WHERE rowid = 3",
+     "not integers in the column read as stream"),
+    ("UPDATE NVTX_EVENTS SET start = 'abc' WHERE rowid = 30", "not integers in the column read as start"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -9223372036854775808 WHERE rowid = 3", "a start beyond +-2^62 ns"),
+    ("UPDATE NVTX_EVENTS SET start = -9223372036854775808 WHERE rowid = 30", "a start beyond +-2^62 ns"),
+], ids=["null-globalPid", "text-stream", "text-nvtx-start", "int64-min-kernel", "int64-min-nvtx"])
+def test_values_nsys_never_writes_are_refused_by_both_paths(tmp_path, monkeypatch, sql, words):
+    from analyzer.readers import nsys_sqlite
+
+    path = _changed(tmp_path, sql)
+    for direct in (True, False):
+        monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
+        result = run(path, "--no-cache")
+        assert_clean_error(result, path, [words])
+
+
+def test_text_in_the_schema_that_is_not_utf8(tmp_path):
+    # A declared column type with a byte that is not UTF-8 (SQLite keeps the schema's text as it was given).
+    path = tmp_path / "run.sqlite"
+    shutil.copy(K4 / "run.sqlite", path)
+    con = sqlite3.connect(path)
+    sql = con.execute("SELECT sql FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchone()[0]
+    new = sql.encode().replace(b"INTEGER   NOT NULL,", b"INTEGER\xff NOT NULL,", 1)
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'", (new,))
+    con.commit()
+    con.close()
+    result = run(path, "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert "verify" in result.output

@@ -12,7 +12,8 @@ import json
 import polars as pl
 import pytest
 
-from analyzer.analysis import analyze, load
+from analyzer.core.attribution import attribute
+from analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 SPECULATIVE = [FIXTURES / f"reference-k{k}" for k in (2, 4, 6)] + [FIXTURES / "reference-k4-graph"]
@@ -24,7 +25,7 @@ def tol(expected: float) -> float:
 
 def compare(run):
     truth = json.loads((run / "ground_truth.json").read_text())
-    a = analyze(load(str(run / "run.sqlite")))
+    a = attribute(load_trace(str(run / "run.sqlite")))
     per_inst = {r["phase"]: r["attributed"] / r["instances"] / 1e6
                 for r in a.phases.iter_rows(named=True) if r["instances"]}
     # Ground truth covers the measured cycles; the per-cycle table gives the same cycles.
@@ -53,7 +54,7 @@ def test_accounting_is_tighter_than_the_tolerance_on_the_busy_phases(run):
 
 def test_graph_level_capture_reads_one_op_per_graph_launch():
     # --cuda-graph-trace=graph: CUPTI_ACTIVITY_KIND_GRAPH_TRACE rows, no per-node kernels.
-    a = analyze(load(str(FIXTURES / "reference-k4-graph" / "run.sqlite")))
+    a = attribute(load_trace(str(FIXTURES / "reference-k4-graph" / "run.sqlite")))
     graphs = a.ops.filter(pl.col("kind") == "graph")
     assert graphs.height == 60  # verify + draft extend, 30 cycles
     assert set(graphs["phase"].cast(pl.Utf8).unique()) == {"verify", "draft_extend"}
@@ -66,7 +67,7 @@ def test_plain_decoding_attributes_the_host_gap_before_each_step_to_verify():
     # = event verify + that host gap, which the CPU ranges measure independently.
     run = FIXTURES / "reference-k0"
     truth = json.loads((run / "ground_truth.json").read_text())
-    a = analyze(load(str(run / "run.sqlite")))
+    a = attribute(load_trace(str(run / "run.sqlite")))
     verify = a.phases.filter(pl.col("phase") == "verify").row(0, named=True)
     attributed = verify["attributed"] / verify["instances"] / 1e6
     r = a.ranges.filter(pl.col("name") != "cycle").sort("tid", "start").with_columns(
@@ -80,7 +81,7 @@ def test_plain_decoding_attributes_the_host_gap_before_each_step_to_verify():
 def test_tensor_parallel_capture_per_rank_matches_each_ranks_events():
     # TP = 2 on two H200s: rank r's CUDA events against the time attributed on device r.
     run = FIXTURES / "reference-k4-tp2"
-    a = analyze(load(str(run / "run.sqlite")))
+    a = attribute(load_trace(str(run / "run.sqlite")))
     per = a.charges.group_by("device", pl.col("phase").cast(pl.Utf8)).agg(ms=pl.col("ns").sum() / 1e6)
     for device, name in ((0, "ground_truth.json"), (1, "ground_truth.rank1.json")):
         truth = json.loads((run / name).read_text())

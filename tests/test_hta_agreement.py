@@ -19,9 +19,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import SHARED  # noqa: E402
 
-from analyzer import analysis  # noqa: E402
-from analyzer.accounting import union_length  # noqa: E402
-from analyzer.categories import COMMUNICATION, kinds_of  # noqa: E402
+from analyzer.core import attribution  # noqa: E402
+from analyzer.core.accounting import union_length  # noqa: E402
+from analyzer.core.categories import kinds_of  # noqa: E402
+from analyzer.model.labels import COMMUNICATION  # noqa: E402
 from analyzer.readers.kineto import read_kineto  # noqa: E402
 
 KINETO = sorted((SHARED / "torch_kineto").glob("*.json.gz")) if SHARED else []
@@ -80,7 +81,7 @@ def our_numbers(path: str, launched_only: bool) -> dict:
     from hta.utils.utils import get_kernel_type
 
     trace = read_kineto(path)
-    a = analysis.analyze(trace)
+    a = attribution.attribute(trace)
     ops = a.ops
     if launched_only:
         ops = ops.filter(pl.col("launch_start").is_not_null())

@@ -1,4 +1,4 @@
-"""Several ranks in one capture (analyzer/multirank.py) on real captures: the 2xH100 window (no communication
+"""Several ranks in one capture (analyzer/derived/ranks.py) on real captures: the 2xH100 window (no communication
 kernels), the 2-GPU training pair with NCCL SendRecv kernels (before/after a fix), and the project's own
 single-GPU reference-engine capture (one rank). The wait/transfer split is recomputed here independently from
 the raw SQLite rows. Synthetic tables only where no capture shows the case (said at each test)."""
@@ -13,9 +13,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import multirank
-from analyzer.analysis import analyze, load
 from analyzer.cli import main
+from analyzer.core.attribution import attribute
+from analyzer.derived import ranks as multirank
+from analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K4 = str(FIXTURES / "reference-k4")
@@ -30,8 +31,8 @@ def captures(request):
     out = {}
     for name in ("h100_2gpu_1s", "mfu_2gpu_before", "mfu_2gpu_after"):
         path = str(SHARED / "nsys_sqlite" / f"nsysai_{name}.sqlite")
-        a = analyze(load(path))
-        out[name] = (path, a, multirank.analyze(a))
+        a = attribute(load_trace(path))
+        out[name] = (path, a, multirank.per_rank(a))
     return out
 
 
@@ -113,8 +114,8 @@ def test_two_h100_ranks_without_communication(captures):
 
 
 def test_the_single_gpu_capture_is_one_rank_equal_to_the_whole():
-    a = analyze(load(K4))
-    m = multirank.analyze(a)
+    a = attribute(load_trace(K4))
+    m = multirank.per_rank(a)
     assert m.count == 1 and m.ranks.row(0, named=True)["rank"] == 0 and m.skew.is_empty()
     mine = m.phases.drop("rank").sort("phase")
     whole = a.phases.select(mine.columns).sort("phase")
@@ -126,10 +127,10 @@ def test_tp_ranks_from_the_sidecar_header_number_the_ranks(captures):
     # here, reversed against device order, on the real capture.
     _, a, m = captures["mfu_2gpu_before"]
     pids = m.ranks["os_pid"].to_list()
-    swapped = multirank.analyze(a, {pids[0]: 1, pids[1]: 0})
+    swapped = multirank.per_rank(a, {pids[0]: 1, pids[1]: 0})
     assert swapped.ranks["source"].unique().to_list() == ["sidecar"]
     assert swapped.ranks.select("rank", "device").rows() == [(0, 1), (1, 0)]
-    partial = multirank.analyze(a, {pids[0]: 5})
+    partial = multirank.per_rank(a, {pids[0]: 5})
     assert partial.ranks["source"].unique().to_list() == ["device order"] and partial.notes
 
 
@@ -181,13 +182,13 @@ def test_json_and_terminal_on_two_ranks(captures):
 
 def test_the_real_tensor_parallel_capture():
     # fixtures/reference-k4-tp2: the reference engine at TP = 2 on two H200s, NCCL all-reduce after
-    # attention and after the MLP (issue 9). The numbers docs/multirank.md quotes.
+    # attention and after the MLP. The numbers docs/multirank.md quotes.
     from analyzer.readers.sidecar import find, read_sidecars
     from conftest import FIXTURES
 
     run = FIXTURES / "reference-k4-tp2"
-    a = analyze(load(str(run)))
-    m = multirank.analyze(a, multirank.sidecar_ranks(read_sidecars(find(str(run))).files))
+    a = attribute(load_trace(str(run)))
+    m = multirank.per_rank(a, multirank.sidecar_ranks(read_sidecars(find(str(run))).files))
     ranks = {r["rank"]: r for r in m.ranks.iter_rows(named=True)}
     assert set(ranks) == {0, 1} and {r["device"] for r in ranks.values()} == {0, 1}
     assert all(r["source"] == "sidecar" and r["unmatched"] == 0 for r in ranks.values())

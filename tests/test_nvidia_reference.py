@@ -10,9 +10,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.analysis import ALL_DOMAINS, analyze
+from analyzer.core.attribution import ALL_DOMAINS, attribute
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-from analyzer.trace import Trace
+from analyzer.model.trace import Trace
 from conftest import FIXTURES
 
 RUNS = sorted(p.parent for p in FIXTURES.glob("*/nvidia_nvtx_gpu_proj_trace.csv"))
@@ -47,7 +47,7 @@ def test_projection_equals_nvidia(run):
         trace = Trace(ops=trace.ops.filter(pl.col("kind") != "graph"), api=trace.api, ranges=trace.ranges,
                       marks=trace.marks, meta=trace.meta)
     # Every range, whatever its domain (NVIDIA projects NCCL's own ranges too).
-    a = analyze(trace, domains=(ALL_DOMAINS,))
+    a = attribute(trace, domains=(ALL_DOMAINS,))
     bad = _compare(nvidia, a)
     assert bad.is_empty(), bad.head()
     # NVIDIA leaves out ranges without GPU ops; we report them with no projection.
@@ -57,7 +57,7 @@ def test_projection_equals_nvidia(run):
 def test_graph_level_rows_are_the_time_nvidias_projection_misses():
     run = FIXTURES / "reference-k4-graph"
     nvidia = pl.read_csv(run / "nvidia_nvtx_gpu_proj_trace.csv")
-    a = analyze(read_nsys_sqlite(str(run / "run.sqlite")), domains=(ALL_DOMAINS,))
+    a = attribute(read_nsys_sqlite(str(run / "run.sqlite")), domains=(ALL_DOMAINS,))
     bad = _compare(nvidia, a)
     # With graph rows, the cycles end later (their draft re-extend is a graph) and verify counts
     # its graph launch; draft_extend, which is only a graph, is absent from NVIDIA's report.

@@ -1,4 +1,4 @@
-"""Many traces at once (analyzer/parallel.py): one process per file (--jobs) and a Dask cluster (--dask, here a
+"""Many traces at once (analyzer/app/parallel.py, analyzer/app/traces.py): one process per file (--jobs) and a Dask cluster (--dask, here a
 LocalCluster in this process) give exactly what the serial analysis gives, on real captures."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from analyzer import parallel
+from analyzer.app import parallel
+from analyzer.app.analyze import Options
+from analyzer.app.traces import Outputs, digest
 from analyzer.cli import main
 from conftest import FIXTURES
 
@@ -71,11 +73,11 @@ def test_stored_in_parallel_equals_stored_serially(traces, tmp_path):
 
 def test_dask_local_cluster_gives_the_serial_result(traces):
     distributed = pytest.importorskip("dask.distributed")
-    opts = parallel.Options(as_json=True, store=True)
-    serial = parallel.analyse_many(traces, opts)
+    outputs = Outputs(as_json=True, store=True)
+    serial = parallel.map_paths(digest, traces, Options(), outputs)
     with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as c, \
             distributed.Client(c) as client:
-        remote = parallel.analyse_many(traces, opts, dask=client)
+        remote = parallel.map_paths(digest, traces, Options(), outputs, dask=client)
         # the CLI's path: the scheduler's address
         out = CliRunner().invoke(main, ["analyze", *traces, "--json", "--dask", c.scheduler_address])
     assert [d.path for d in remote] == traces

@@ -8,7 +8,8 @@ import sqlite3
 import polars as pl
 import pytest
 
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED, nest, project, range_projection
+from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from analyzer.core.projection import nest, project, range_projection
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import shared_nsys
 
@@ -97,9 +98,10 @@ def test_grouping_range_ops_get_the_in_cycle_phase(shared_dir):
 
 def test_per_call_suffixes_fold_into_one_phase(shared_dir):
     # torch.profiler numbers its steps (ProfilerStep#550, ...): one phase, five instances.
-    from analyzer.analysis import analyze, load
+    from analyzer.core.attribution import attribute
+    from analyzer.readers.load import load_trace
 
-    a = analyze(load(str(shared_dir / "torch_kineto" / "hta_negative_queue_length_values_check__rank0.json.gz")))
+    a = attribute(load_trace(str(shared_dir / "torch_kineto" / "hta_negative_queue_length_values_check__rank0.json.gz")))
     steps = a.phases.filter(pl.col("phase").str.starts_with("ProfilerStep"))
     assert steps["phase"].to_list() == ["ProfilerStep"] and steps["instances"].item() == 5
     # A name whose '#' is not followed by a number only is kept as it is.

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import analysis
+from analyzer.core import attribution
 from analyzer.cli import main
 from analyzer.errors import SpecprofError
 from analyzer.readers.kineto import read_kineto
@@ -88,7 +88,7 @@ def test_torch_k4_phases_graph_replays_and_gpu_names():
     assert dict(names.iter_rows()) == {"cycle": 35, "draft": 35, "verify": 35, "draft_extend": 35,
                                        "accept": 35, "prefill": 1}
     assert set(trace.ranges["domain"]) == {"user_annotation"}
-    a = analysis.analyze(trace)
+    a = attribution.attribute(trace)
     verify = a.ops.filter(pl.col("phase") == "verify")
     graph = verify.join(trace.api.filter(pl.col("name") == "cudaGraphLaunch"), on=["pid", "correlation"],
                         how="semi")
@@ -101,10 +101,10 @@ def test_torch_k4_phases_graph_replays_and_gpu_names():
 def test_nsys_and_torch_profiler_agree_per_phase():
     """The reference engine (K=4) captured once with nsys (100 cycles) and once with torch.profiler
     (30 measured cycles plus warm-up): per-phase GPU busy time per instance within 5%."""
-    k = analysis.analyze(read_kineto(str(TORCH_K4))).phases
+    k = attribution.attribute(read_kineto(str(TORCH_K4))).phases
     from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 
-    n = analysis.analyze(read_nsys_sqlite(str(NSYS_K4))).phases
+    n = attribution.attribute(read_nsys_sqlite(str(NSYS_K4))).phases
     per = pl.col("gpu_busy") / pl.col("instances")
     both = k.filter(pl.col("instances") > 0).select("phase", k=per, k_ops=pl.col("ops") / pl.col("instances")).join(
         n.filter(pl.col("instances") > 0).select("phase", n=per, n_ops=pl.col("ops") / pl.col("instances")),
@@ -125,7 +125,7 @@ def test_nccl_collectives_and_communication_category(shared_dir):
     assert set(coll["collective"]) == {"allreduce", "broadcast"}
     assert coll["group_size"].unique().to_list() == [2] and coll["pg_ranks"].unique().to_list() == ["[0, 1]"]
     assert trace.meta.rank == 0 and trace.meta.extra["world_size"] == 2
-    a = analysis.analyze(trace)
+    a = attribution.attribute(trace)
     nccl = a.ops.join(coll, on="op_id")
     # NCCL <= 2.18 names (ncclKernel_AllReduce_RING_LL_Sum_float, ncclKernel_Broadcast_...): the all-reduces are
     # `allreduce`, the broadcasts `communication` (a collective of no kind of its own); the trace's own
@@ -337,3 +337,82 @@ def test_a_folder_with_no_trace(tmp_path):
     (tmp_path / "notes.json").write_text("{}")
     result = CliRunner().invoke(main, ["analyze", str(tmp_path)])
     assert result.exit_code == 2 and "no nsys SQLite export" in result.output
+
+
+# -- hostile JSON: bounded memory ------------------------------------------------------------------------------------
+
+_PEAK = """
+import sys
+from analyzer.errors import SpecprofError
+from analyzer.readers.kineto import read_kineto
+try:
+    read_kineto(sys.argv[1])
+    print("read")
+except SpecprofError as exc:
+    print("refused:", exc)
+# this process's peak (VmHWM: ru_maxrss would count the parent's peak too, kept across fork and exec)
+print(next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:")) // 1024)
+"""
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000,  # 100 KB, nothing but openers
+    '{"traceEvents": [{"ph": "X", "args": ' + "[" * 20_000 + "]" * 20_000 + "}]}",  # 40 KB, a deep event
+    '{"deviceProperties": ' + "{\"a\": " * 20_000 + "1" + "}" * 20_000 + ', "traceEvents": []}',  # before events
+], ids=["openers", "deep-event", "deep-head"])
+def test_deep_nesting_is_refused_in_bounded_memory(tmp_path, text):
+    # Synthetic (no trace nests deeper than 6): ijson's memory grows with the square of the depth; a 40 KB
+    # file of depth 20,000 took 2 GB, 200 KB of `[` 22 GB. Refused before the parser goes that deep.
+    import subprocess
+    import sys
+
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-c", _PEAK, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdict, peak_mb = done.stdout.strip().splitlines()
+    assert verdict.startswith(f"refused: {path}: JSON nested deeper than 64 levels"), verdict
+    assert int(peak_mb) < 400, f"{peak_mb} MB"
+
+
+def test_the_depth_count_skips_brackets_in_strings_across_chunks():
+    # Every real trace fits at its own depth and not one below it, however its text is cut into chunks; strings
+    # full of brackets, quotes and backslashes cut anywhere count for nothing.
+    import random
+
+    from analyzer.readers.kineto import _Depth
+
+    def deepest(value, d=0):
+        if isinstance(value, (dict, list)):
+            inner = value.values() if isinstance(value, dict) else value
+            return max([deepest(v, d + 1) for v in inner] or [d + 1])
+        return d
+
+    rng = random.Random(3)
+    texts = [gzip.open(p).read() for p in ALL[:3]]
+    tricky = json.dumps({"a": ["[[[{{{", "\\\"]]]", "x\\\\", {"b": "\\\\\\\"[{"}]}).encode()
+    for text in [*texts, tricky]:
+        depth = deepest(json.loads(text))
+        for limit, fits in ((depth, True), (depth - 1, False)):
+            for _ in range(3):
+                d, at, ok = _Depth(limit), 0, True
+                while at < len(text) and ok:
+                    n = rng.choice([1, 2, 3, 7, 4096, 16384])
+                    ok = d.fits(text[at:at + n])
+                    at += n
+                assert ok == fits, (limit, depth)
+
+
+def test_only_the_collective_fields_of_an_event_are_kept(tmp_path):
+    # Synthetic: an NCCL kernel whose args carry a large list and a long string besides the collective's fields.
+    from analyzer.readers.kineto import _Parser
+
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+         "args": {"correlation": 5, "Collective name": "allreduce", "In msg nelems": 1024,
+                  "dtype": "x" * 100_000, "junk": list(range(100_000))}}]}))
+    parser = _Parser(str(path), False)
+    parser.run()
+    ((row, args),) = parser.collectives
+    assert args == {"Collective name": "allreduce", "In msg nelems": 1024, "dtype": "x" * 4096}

@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analyzer.engine import ArrowStream
+from analyzer.model.columns import ArrowStream
 from analyzer.errors import SpecprofError
 from analyzer.readers import nsys_sqlite
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
@@ -70,7 +70,7 @@ def test_every_column_value_matches_sqlite_row_by_row():
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     names = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
     root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-    capsule = pages.read(path, pages.leaves(path, root), tuple(range(len(names))), b"i" * len(names), ())
+    capsule = pages.read(path, pages.leaves(path, root), tuple(range(len(names))), b"i" * len(names), (), (), b"")
     got = pl.DataFrame(ArrowStream(capsule))
     want = con.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
     assert got.height == len(want) > 1000
@@ -148,8 +148,8 @@ def test_a_value_of_another_type_is_refused(tmp_path, value):
     con.close()
     leaves = pages.leaves(path, root)
     with pytest.raises(pages.Unsupported, match="non-integer"):
-        pages.read(path, leaves, (names.index("streamId"),), b"i", ())
-    pages.read(path, leaves, (names.index("deviceId"),), b"i", ())  # the other columns still read
+        pages.read(path, leaves, (names.index("streamId"),), b"i", (), (), b"")
+    pages.read(path, leaves, (names.index("deviceId"),), b"i", (), (), b"")  # the other columns still read
 
 
 @needs_pages
@@ -180,7 +180,7 @@ def test_truncated_file_is_an_error_not_a_crash(tmp_path):
     with open(path, "r+b") as fh:
         fh.truncate(len(open(path, "rb").read()) // 2)
     with pytest.raises(pages.Corrupt):
-        pages.read(path, leaves, (0, 1), b"ii", ())
+        pages.read(path, leaves, (0, 1), b"ii", (), (), b"")
     with pytest.raises(SpecprofError, match="truncated"):
         read_nsys_sqlite(path)
 
@@ -206,7 +206,8 @@ def test_damaged_pages_never_crash_the_reader(tmp_path):
             data = bytearray(original)
             name = rng.choice({list(LARGE)!r})
             leaves = pages.leaves(src, tables[name])
-            pageno = int.from_bytes(leaves[4 * rng.randrange(len(leaves) // 4):][:4], sys.byteorder)
+            at = pages.LEAF_SIZE * rng.randrange(len(leaves) // pages.LEAF_SIZE)
+            pageno = int.from_bytes(leaves[at:at + 4], sys.byteorder)
             for _ in range(rng.choice([1, 4, 32])):
                 at = (pageno - 1) * page_size + rng.randrange(page_size)
                 data[at] = rng.randrange(256)
@@ -216,7 +217,7 @@ def test_damaged_pages_never_crash_the_reader(tmp_path):
             try:
                 lv = pages.leaves(dst, tables[name])
                 n = cols[name]
-                pages.read(dst, lv, tuple(range(n)), b"i" * n, ((0, b"\\xff", True, True),))
+                pages.read(dst, lv, tuple(range(n)), b"i" * n, ((0, b"\\xff", True, True),), (), b"")
                 outcomes["read"] += 1
             except (pages.Unsupported, pages.Corrupt):
                 outcomes["refused"] += 1

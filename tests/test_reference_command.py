@@ -30,3 +30,31 @@ def test_speculative_cycles_accept_between_one_and_k_plus_one(tmp_path):
     assert 3.5 < out["run"]["mean_accept_len"] <= 4.0
     out = run(tmp_path, "--steps", "3", "--draft-error", "1.0")
     assert out["run"]["mean_accept_len"] < 1.2
+
+
+def test_sync_timers_time_every_phase_of_every_measured_cycle(tmp_path, monkeypatch):
+    # On the CPU there is nothing to synchronise: what is checked is that the timers run where a hand patch
+    # puts them (around each phase of each measured cycle, none in the warm-up) and land in the output; the
+    # H200 measurement of what they cost is benchmarks/sync_timers_gpu.py (docs/economics.md).
+    out = run(tmp_path, "--steps", "2", "--sync-timers")
+    timers = out["sync_timers"]
+    assert "synchronize()" in timers["method"]
+    assert [c["index"] for c in timers["cycles"]] == list(range(6))
+    for cycle in timers["cycles"]:
+        assert set(cycle) == {"index", "draft_ms", "verify_ms", "draft_extend_ms", "accept_ms"}
+        assert all(value >= 0 for key, value in cycle.items() if key != "index")
+    assert set(timers["mean_ms"]) == {"draft", "verify", "draft_extend", "accept"}
+    assert "sync_timers" not in run(tmp_path, "--steps", "2")  # off unless asked for
+
+
+def test_without_a_gpu_the_engine_says_so_in_one_line(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():  # only a machine without a usable GPU can show it (CI has none)
+        import pytest
+
+        pytest.skip("a GPU is usable here")
+    result = CliRunner().invoke(main, ["reference", "--cycles", "2", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == ("specprof: error: the reference engine needs a GPU: no CUDA GPU is usable here; to try "
+                             "it on the CPU, run `specprof reference --tiny --device cpu`\n")

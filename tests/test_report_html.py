@@ -1,4 +1,4 @@
-"""The HTML report (analyzer/render/html.py, report.js): rendered from real captures and run in headless Chromium.
+"""The HTML report (analyzer/render/html.py, analyzer/render/report/): rendered from real captures and run in headless Chromium.
 
 Checks: the page is one self-contained file that asks for nothing over the network; every panel is drawn with
 no console error; the cycle selector moves the timeline's window; hovering an op shows its name, phase,
@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analyzer import analysis
 from analyzer.cli import main
+from analyzer.core.attribution import attribute
+from analyzer.derived.analysis import Analysis
+from analyzer.readers.inputs import manifest
+from analyzer.readers.load import load_trace
 from analyzer.render import html
 from browser import Page, chromium
 from conftest import FIXTURES
@@ -35,7 +38,7 @@ HOSTILE_DOMAIN = "<svg onload=alert(4)>"
 
 @pytest.fixture(scope="module")
 def k4_analysis():
-    return analysis.analyze(analysis.load(str(K4)))
+    return Analysis.of(attribute(load_trace(str(K4))))
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def data_of(page: str) -> dict:
 
 
 def test_page_is_self_contained(k4_analysis, tmp_path):
-    out = html.write(k4_analysis, str(tmp_path / "r.html"), manifest=analysis.manifest(str(K4)))
+    out = html.write(k4_analysis, str(tmp_path / "r.html"), manifest=manifest(str(K4)))
     page = Path(out).read_text(encoding="utf-8")
     # plotly.js is inlined; nothing is loaded from anywhere
     assert "Plotly" in page and not re.search(r'<script[^>]+src=|<link[^>]+href=', page)
@@ -79,7 +82,7 @@ def test_embedded_json_cannot_end_the_script():
 
 
 def test_report_in_chromium(k4_analysis, browser, tmp_path):
-    out = html.write(k4_analysis, str(tmp_path / "report.html"), manifest=analysis.manifest(str(K4)))
+    out = html.write(k4_analysis, str(tmp_path / "report.html"), manifest=manifest(str(K4)))
     p = Page(browser, Path(out))
     page = p.page
     assert p.console_errors() == [] and p.dialogs == []
@@ -251,7 +254,7 @@ def test_report_and_analyze_html_commands(browser, tmp_path):
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
     """A third-party capture with no cycle ranges: windows are time slices, and every panel still draws."""
     src = shared_dir / "nsys_sqlite" / "nsysai_h100_2gpu_1s.sqlite"
-    a = analysis.analyze(analysis.load(str(src)))
+    a = Analysis.of(attribute(load_trace(str(src))))
     out = html.write(a, str(tmp_path / "r.html"))
     vm = data_of(Path(out).read_text(encoding="utf-8"))
     assert vm["cycles"]["n"] == 0 and set(vm["timeline"]["windows"]["kind"]) == {"slice"}
@@ -267,7 +270,7 @@ def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
 
 def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
     """Two kernels and no ranges: the data block stays plain JSON (no gzip), and the page still draws."""
-    a = analysis.analyze(analysis.load(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite")))
+    a = Analysis.of(attribute(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite"))))
     out = Path(html.write(a, str(tmp_path / "r.html")))
     assert '<script type="application/json" id="specprof-data">' in out.read_text(encoding="utf-8")
     p = Page(browser, out)

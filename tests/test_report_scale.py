@@ -9,8 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from analyzer import analysis
+from analyzer.core.attribution import attribute
 from analyzer.render import html
+from analyzer.readers.inputs import manifest
+from analyzer.readers.load import load_trace
 from browser import Page, chromium
 from conftest import ROOT
 
@@ -20,12 +22,12 @@ from benchmarks.scale import FIXTURE, scaled_analysis, scaled_trace  # noqa: E40
 
 
 def test_scaled_trace_is_copies_of_the_real_one():
-    trace = analysis.load(FIXTURE)
+    trace = load_trace(FIXTURE)
     big = scaled_trace(trace, 3)
     assert big.ops.height == 3 * trace.ops.height and big.ranges.height == 3 * trace.ranges.height
     assert big.ops["correlation"].n_unique() == 3 * trace.ops["correlation"].n_unique()
     assert big.ops["start"].min() == trace.ops["start"].min()
-    a1, a3 = analysis.analyze(trace), analysis.analyze(big)
+    a1, a3 = attribute(trace), attribute(big)
     assert a3.cycles.height == 3 * a1.cycles.height
     # every copy is the same capture: three times the busy time of each phase
     for ph, busy in zip(a1.phases["phase"].to_list(), a1.phases["gpu_busy"].to_list()):
@@ -35,7 +37,7 @@ def test_scaled_trace_is_copies_of_the_real_one():
 def test_million_op_report(tmp_path):
     a = scaled_analysis(FIXTURE, 1_000_000)
     assert a.ops.height >= 1_000_000
-    out = Path(html.write(a, str(tmp_path / "big.html"), manifest=analysis.manifest(FIXTURE)))
+    out = Path(html.write(a, str(tmp_path / "big.html"), manifest=manifest(FIXTURE)))
     size = out.stat().st_size
     print(f"\n1M-op report: {size / 1e6:.1f} MB")
     assert size < 20e6

@@ -15,7 +15,13 @@ from analyzer.errors import SpecprofError
 from analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
-SIDECARS = sorted(FIXTURES.glob("*/specprof-sidecar.*.jsonl")) + sorted(FIXTURES.glob("*/no-nsys/specprof-sidecar.*.jsonl"))
+# The reference engine's (and its torch.profiler run's): every cycle a full batch of 8 with counts.
+SIDECARS = [p for p in sorted(FIXTURES.glob("*/specprof-sidecar.*.jsonl"))
+            + sorted(FIXTURES.glob("*/no-nsys/specprof-sidecar.*.jsonl"))
+            if not p.relative_to(FIXTURES).parts[0].startswith("sglang-")]
+# Real SGLang servers: prefill cycles, batches that grow, CUDA-event and capture-window records.
+SGLANG_SIDECARS = sorted(FIXTURES.glob("sglang-*/specprof-sidecar.*.jsonl")) + sorted(
+    FIXTURES.glob("sglang-*/no-nsys/specprof-sidecar.*.jsonl"))
 
 
 def raw(path):
@@ -51,6 +57,34 @@ def test_real_sidecar_tables_match_the_records(path):
     assert (s.phases["end"] >= s.phases["start"]).all()
     assert s.clocks["perf_counter_ns"].to_list() == [r["perf_counter_ns"] for r in records if r["type"] == "clock"]
     assert s.notes == []
+
+
+@pytest.mark.parametrize("path", SGLANG_SIDECARS, ids=lambda p: "/".join(p.relative_to(FIXTURES).parts[:-1]))
+def test_real_sglang_sidecar_tables_match_the_records(path):
+    records = raw(path)
+    s = read_sidecars([str(path)])
+    cycles = {r["index"]: r for r in records if r["type"] == "cycle"}
+    assert s.cycles.height == len(cycles) > 200
+    for row in s.cycles.iter_rows(named=True):
+        names = [p[0] for p in cycles[row["index"]]["phases"]]
+        assert row["verify"] == ("verify" in names)
+        assert row["decode"] == ("verify" in names or "decode" in names)
+        assert row["decode"] != (names == ["prefill"])  # a prefill batch is its own cycle, not a decode one
+    events = [(r["cycle"], name, ns) for r in records if r["type"] == "gpu_time" for name, ns in r["phases"]]
+    assert s.gpu_time.select("cycle", "phase", "ns").rows() == events
+    if records[0]["gpu_time"]:
+        assert len({c for c, _, _ in events}) >= len(cycles) - 8  # all but the last few, read at the end
+    else:
+        assert events == []
+    capture = [(r["event"], r["after_cycle"], r["decode_cycles"]) for r in records if r["type"] == "capture"]
+    assert s.capture.select("event", "after_cycle", "decode_cycles").rows() == capture
+    assert [(e, n) for e, _, n in capture] == [("start", 30), ("stop", 150)]  # --capture-cycles 30:120
+    footer = records[-1] if records[-1]["type"] == "footer" else None
+    assert s.files["complete"].to_list() == [footer is not None]
+    if footer is not None:
+        assert footer["cycles"] == len(cycles) and footer["dropped"] == 0
+        if records[0]["gpu_time"]:
+            assert footer["gpu_time_cycles"] == len({c for c, _, _ in events}) and footer["gpu_time_dropped"] == 0
 
 
 def test_the_reference_runs_hold_five_warmup_cycles_then_prefill_then_the_measured_ones():

@@ -1,4 +1,4 @@
-"""The results store (analyzer/store.py) on the project's real captures: what a run's rows hold, idempotent
+"""The results store (analyzer/app/store.py) on the project's real captures: what a run's rows hold, idempotent
 re-import, foreign keys, listing, compare and sweep by run id (equal to the same commands on the files), and
 untrusted names staying data."""
 
@@ -11,11 +11,14 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import parallel, runs, store
-from analyzer.analysis import analyze, load
+from analyzer.app import store, traces
+from analyzer.app.analyze import Options, analyze
+from analyzer.app.commands import load_sweep
 from analyzer.cli import main
-from analyzer.compare import compare
+from analyzer.core.attribution import attribute
+from analyzer.derived.compare import compare
 from analyzer.errors import SpecprofError
+from analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
@@ -37,7 +40,7 @@ def q(db, sql, *params):
 
 
 def test_a_run_dir_is_stored_with_its_manifest_phases_cycles_and_sidecar_results(stored):
-    a = analyze(load(K4))
+    a = attribute(load_trace(K4))
     (run,) = q(stored, "SELECT id, path, format, cycles, steps, tokens, accept_len, preset, command, "
                        "rank_count, wall_ns FROM runs WHERE path = ?", K4)
     assert run[:8] == (1, K4, "nsys-sqlite", 100, 4, 5, 2.625, "reference")
@@ -95,7 +98,7 @@ def test_runs_lists_every_run(stored):
 
 
 def test_compare_by_run_id_equals_compare_of_the_files(stored):
-    a, b = analyze(load(K4)), analyze(load(K6))
+    a, b = attribute(load_trace(K4)), attribute(load_trace(K6))
     files = compare(a, b)
     out = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--json"])
     assert out.exit_code == 0, out.output
@@ -113,8 +116,8 @@ def test_compare_by_run_id_equals_compare_of_the_files(stored):
 
 def test_sweep_by_run_id_equals_the_sweep_of_the_run_dirs(stored):
     db = store.connect(stored, create=False)
-    from_store = runs.load_sweep(["@2", "@1", "@3"], db=db)
-    from_files = runs.load_sweep([K2, K4, K6])
+    from_store = load_sweep(["@2", "@1", "@3"], db=db)
+    from_files = load_sweep([K2, K4, K6])
     assert from_store.fits.drop("source").equals(from_files.fits.drop("source"))
     assert from_store.acceptance.equals(from_files.acceptance)
     assert from_store.predictions.equals(from_files.predictions)
@@ -140,7 +143,7 @@ def test_errors_about_stored_runs_are_one_line(stored, tmp_path):
 
 def test_untrusted_names_are_stored_as_data(tmp_path):
     # Synthetic names (no capture has hostile ones): a phase and a kernel named like SQL stay text.
-    a = analyze(load(K4))
+    a = analyze(K4)
     evil = "x'); DROP TABLE runs; --"
     a.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
                                      .otherwise(pl.col("phase")))
@@ -166,9 +169,9 @@ def test_two_ranks_with_nccl_are_stored_per_rank(tmp_path, shared_dir):
 
 
 def test_records_built_in_workers_equal_serial_ones(tmp_path):
-    opts = parallel.Options(store=True, as_json=True)
-    serial = parallel.analyse_many([K4, K6], opts)
-    pooled = parallel.analyse_many([K4, K6], opts, jobs=2)
+    outputs = traces.Outputs(store=True, as_json=True)
+    serial = traces.analyze_all([K4, K6], Options(), outputs)
+    pooled = traces.analyze_all([K4, K6], Options(), outputs, jobs=2)
     for s, p in zip(serial, pooled):
         assert s.doc == p.doc and s.text == p.text and s.row == p.row
         assert s.record.run == p.record.run
@@ -192,3 +195,92 @@ def test_the_server_log_reconciliation_is_stored(tmp_path):
     assert row[0] in ("agree", "explained") and row[1] > 0 and isinstance(json.loads(row[2]), list)
     # the log is part of the run's key: the same run without it is another run
     assert "stored as run @2" in CliRunner().invoke(main, ["analyze", K4, "--db", db]).stderr
+
+
+# -- concurrent and killed writers ----------------------------------------------------------------------------------
+
+_WRITER = """
+import os, pickle, signal, sys
+from analyzer.app import store
+db_path, record_file, prefix, count, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+with open(record_file, "rb") as fh:
+    rec = pickle.load(fh)
+db = store.connect(db_path)
+if kill_at:  # SIGKILL this writer when it starts writing that table: mid-way through a run
+    db.conn.set_trace_callback(lambda sql: sql.startswith("INSERT INTO") and kill_at in sql.split("(")[0]
+                               and os.kill(os.getpid(), signal.SIGKILL))
+import_id = store.begin_import(db, [prefix])
+for i in range(count):
+    rec.run["key"] = f"{prefix}-{i}"
+    store.add(db, rec, import_id)
+"""
+
+
+@pytest.fixture(scope="module")
+def record_file(tmp_path_factory):
+    """The K=4 capture analysed once, as the store's rows (pickled for the writer processes)."""
+    import pickle
+
+    from analyzer.readers.inputs import resolve
+
+    a = analyze(K4)
+    rec = store.record(a, path=K4, trace_path=resolve(K4), options=store.options_of())
+    path = tmp_path_factory.mktemp("record") / "record.pickle"
+    path.write_bytes(pickle.dumps(rec))
+    return str(path)
+
+
+def _writers(db, record_file, prefixes, count, kill_at=""):
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, db, record_file, p, str(count), kill_at],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in prefixes]
+    return [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+
+
+def test_concurrent_writers_on_a_new_store_lose_no_run(tmp_path, record_file):
+    # Four processes append eight runs each to a database that does not exist yet: they race to create the
+    # schema, then to append. Every run arrives, whole.
+    db = str(tmp_path / "results.db")
+    done = _writers(db, record_file, ["a", "b", "c", "d"], 8)
+    assert all(rc == 0 for rc, _ in done), [err[-800:] for _, err in done]
+    assert q(db, "SELECT COUNT(*) FROM runs") == [(32,)]
+    phases = q(db, "SELECT COUNT(*) FROM phases WHERE run_id = 1")[0][0]
+    assert phases > 0 and q(db, "SELECT COUNT(DISTINCT run_id), COUNT(*) FROM phases") == [(32, 32 * phases)]
+
+
+def test_a_writer_killed_mid_run_leaves_nothing_of_it_and_the_run_is_added_again_whole(tmp_path, record_file):
+    db = str(tmp_path / "results.db")
+    ((rc, err),) = _writers(db, record_file, ["whole"], 1)
+    assert rc == 0, err[-800:]
+    complete = {t: q(db, f"SELECT COUNT(*) FROM {t}")[0][0] for t in ("phases", "cycles", "cycle_phases", "kernels")}
+    ((rc, err),) = _writers(db, record_file, ["killed"], 1, kill_at="cycle_phases")
+    assert rc == -9, err[-800:]  # SIGKILL: after the runs row, phases, kernels and cycles were written
+    assert q(db, "SELECT key FROM runs") == [("whole-0",)]
+    assert {t: q(db, f"SELECT COUNT(*) FROM {t}")[0][0] for t in complete} == complete
+    ((rc, err),) = _writers(db, record_file, ["killed"], 1)  # added again: created, and whole
+    assert rc == 0, err[-800:]
+    (run_id,) = q(db, "SELECT id FROM runs WHERE key = 'killed-0'")[0]
+    assert q(db, "SELECT COUNT(*) FROM phases WHERE run_id = ?", run_id) == [(complete["phases"],)]
+    assert q(db, "SELECT COUNT(*) FROM cycle_phases p JOIN cycles c ON c.id = p.cycle_id WHERE c.run_id = ?",
+             run_id) == [(complete["cycle_phases"],)]
+
+
+def test_a_read_only_store_is_one_clear_error(tmp_path):
+    # As root, file modes do not stop a write: the CLI runs without the capabilities that override them.
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not here to drop the file-permission override")
+    db = tmp_path / "results.db"
+    store.connect(str(db)).conn.close()
+    db.chmod(0o444)
+    done = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
+                           "analyzer", "analyze", K4, "--db", str(db), "-q"], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.strip()]
+    assert line.startswith(f"specprof: error: {db}: the results database cannot be written")

@@ -8,9 +8,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer import summary
-from analyzer.analysis import analyze, load
-from analyzer.trace import Trace, TraceMeta
+from analyzer.core import summary
+from analyzer.core.attribution import attribute
+from analyzer.readers.load import load_trace
+from analyzer.model.trace import Trace, TraceMeta
 from conftest import FIXTURES, shared_nsys
 
 CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-graph" / "run.sqlite",
@@ -21,7 +22,7 @@ CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-g
 @pytest.mark.parametrize("domains", [(), ("*",)], ids=["tracer-ranges", "all-ranges"])
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_cycle_busy_from_range_unions_equals_direct_union(path, domains):
-    a = analyze(load(str(path)), domains=domains)
+    a = attribute(load_trace(str(path)), domains=domains)
     direct = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping)[1]
     reused = summary.cycle_table(a.ranges, a.ops, a.charges, a.grouping, summary.range_busy(a.ops))[1]
     assert reused.sort("cycle", "phase").equals(direct.sort("cycle", "phase"))
@@ -41,78 +42,86 @@ def test_a_phase_twice_in_one_cycle_counts_its_overlap_once():
                         "device": [0, 0], "stream": [1, 2], "pid": [1, 1], "correlation": [1, 2],
                         "name": ["gemm"] * 2, "short_name": ["gemm"] * 2, "graph_node": [None, None]})
     trace = Trace(ops=ops, api=api, ranges=ranges, marks=pl.DataFrame(), meta=TraceMeta("synthetic", "nsys-sqlite"))
-    a = analyze(trace)
+    a = attribute(trace)
     draft = a.cycle_phases.filter(pl.col("phase") == "draft")
     assert draft["gpu_busy"].to_list() == [300]
     assert a.phases.filter(pl.col("phase") == "draft")["gpu_busy"].to_list() == [400]
 
 
-@pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_union_paths_agree(path, monkeypatch):
-    # The same union by every path: one sort, in parts of whole groups (forced small here), and the
-    # in-place scan of few groups; null groups included (ops of no range, or no cycle).
-    from analyzer import accounting
+def naive_union(ops: pl.DataFrame, by: list[str]) -> dict:
+    """Per group (a tuple of `by` values, None included), the union length of its [start, end) intervals: the
+    intervals sorted and merged one by one, in Python."""
+    groups: dict = {}
+    for row in ops.select(*by, "start", "end").iter_rows():
+        groups.setdefault(row[:-2], []).append(row[-2:])
+    out = {}
+    for key, spans in groups.items():
+        total, reach = 0, None
+        for s, e in sorted(spans):
+            if reach is None or s >= reach:
+                total, reach = total + (e - s), e
+            elif e > reach:
+                total, reach = total + (e - reach), e
+        out[key] = total
+    return out
 
-    ops = analyze(load(str(path)), domains=("*",)).ops
-    monkeypatch.setattr(accounting, "USE_SCAN", False)  # the polars paths; the C scan is checked below
+
+@pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_polars_union_equals_a_plain_merge(path):
+    # The polars twin of the C scan against intervals merged one by one in Python: every grouping the analysis
+    # uses, null groups included (ops of no range, or no cycle), and over the rows a predicate selects.
+    from analyzer.core import accounting
+
+    ops = attribute(load_trace(str(path)), domains=("*",)).ops
     for by in (["range_id"], ["cycle", "phase"], ["device", "stream"], ["device"]):
-        whole = accounting.union_length(ops, by, ordered=True).sort(by)
-        few = accounting.union_length(ops, by, ordered=True, few=True).sort(by)
-        monkeypatch.setattr(accounting, "PART_ROWS", 1000)
-        parts = accounting.union_length(ops, by, ordered=True).sort(by)
-        monkeypatch.setattr(accounting, "PART_ROWS", 3_000_000)
-        assert parts.equals(whole), by
-        if few.height <= accounting.FEW_GROUPS:
-            assert few.equals(whole), by
-        assert ops.height > 2000  # so the parts path really ran in parts
-    # Over the rows a predicate selects, in place, equals over a filtered copy.
+        got = accounting.union_by_polars(ops, by)
+        assert dict(zip(got.select(by).iter_rows(), got["busy"])) == naive_union(ops, by), by
     loose = pl.col("phase").is_in(["(cycle)", "(unattributed)"]) | (pl.col("stream") % 2 == 0)
     by = ["phase", "device", "stream"]
-    in_place = accounting.union_length(ops, by, ordered=True, few=True, where=loose).sort(by)
-    copied = accounting.union_length(ops.filter(loose), by, ordered=True).sort(by)
-    assert in_place.equals(copied)
+    got = accounting.union_by_polars(ops, by, where=loose)
+    assert dict(zip(got.select(by).iter_rows(), got["busy"])) == naive_union(ops.filter(loose), by)
 
 
-@pytest.mark.skipif(__import__("analyzer.accounting", fromlist=["_scan"])._scan is None,
+@pytest.mark.skipif(__import__("analyzer.core.accounting", fromlist=["_scan"])._scan is None,
                     reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
 @pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_c_scan_equals_polars(path, monkeypatch):
-    # The one-pass C scan and the polars sort-and-scan give the same unions (every grouping the analysis
+    # The one-pass C scan and its polars twin give the same unions (every grouping the analysis
     # uses, null groups included, over the rows a predicate selects too) and the same prev_end per op;
     # and the whole analysis is the same either way.
-    from analyzer import accounting
+    from analyzer.core import accounting
 
-    a = analyze(load(str(path)), domains=("*",))
+    a = attribute(load_trace(str(path)), domains=("*",))
     ops = a.ops
     loose = pl.col("phase").is_in(["(cycle)", "(unattributed)"]) | (pl.col("stream") % 2 == 0)
     for by, where in ((["range_id"], None), (["cycle", "phase"], None), (["device", "stream"], None),
                       (["device"], None), (["phase", "device", "stream"], loose)):
-        scanned = accounting.union_length(ops, by, ordered=True, few=where is not None, where=where).sort(by)
+        scanned = accounting.union_length(ops, by, where=where).sort(by)
         # (the C path runs where the packed keys are dense enough for its table: always for ranges and
         # streams; a (cycle, phase) key may be too sparse, and then polars' path ran for both)
         if by != ["cycle", "phase"]:
             assert accounting.scan_groups(ops, accounting.combined_key(ops, by)) is not None
         monkeypatch.setattr(accounting, "USE_SCAN", False)
-        sorted_ = accounting.union_length(ops, by, ordered=True, few=where is not None, where=where).sort(by)
+        twin = accounting.union_length(ops, by, where=where).sort(by)
         monkeypatch.setattr(accounting, "USE_SCAN", True)
-        assert scanned.equals(sorted_), by
+        assert scanned.equals(twin.select(scanned.columns)), by
     with_c = accounting.with_prev_end(ops)
     monkeypatch.setattr(accounting, "USE_SCAN", False)
     assert with_c.get_column("prev_end").equals(accounting.with_prev_end(ops).get_column("prev_end"))
-    b = analyze(load(str(path)), domains=("*",))
+    b = attribute(load_trace(str(path)), domains=("*",))
     for table in ("phases", "categories", "cycle_phases", "streams", "cycles"):
         assert getattr(a, table).equals(getattr(b, table)), table
 
 
-@pytest.mark.skipif(__import__("analyzer.accounting", fromlist=["_scan"])._scan is None,
+@pytest.mark.skipif(__import__("analyzer.core.accounting", fromlist=["_scan"])._scan is None,
                     reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
 @pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_range_scan_equals_the_group_bys(path, monkeypatch):
     # One C pass per range (its busy union, first start, last end, ops, launches) against polars' union
     # and group-by (the per-range projection, NVIDIA's definition).
-    from analyzer import accounting, projection, summary
+    from analyzer.core import accounting, projection, summary
 
-    a = analyze(load(str(path)), domains=("*",))
+    a = attribute(load_trace(str(path)), domains=("*",))
     scanned = accounting.range_scan(a.ops)
     assert scanned is not None
     with_scan = projection.range_projection(a.ranges, a.ops, scanned)

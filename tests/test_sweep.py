@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer import sweep as sw
-from analyzer.analysis import analyze, load
+from analyzer.app.commands import load_sweep
 from analyzer.cli import main
+from analyzer.core.attribution import attribute
+from analyzer.derived import sweep as sw
 from analyzer.errors import SpecprofError
+from analyzer.readers.load import load_trace
 from analyzer.readers.sidecar import find
 from conftest import FIXTURES
 
@@ -25,9 +27,7 @@ RUNS = [str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6)]
 
 @pytest.fixture(scope="module")
 def result():
-    from analyzer import runs
-
-    return runs.load_sweep(RUNS)
+    return load_sweep(RUNS)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def doc():
 
 
 def per_cycle(k):
-    a = analyze(load(str(FIXTURES / f"reference-k{k}")))
+    a = attribute(load_trace(str(FIXTURES / f"reference-k{k}")))
     w = a.cycle_phases.pivot(on="phase", index="cycle", values="attributed").fill_null(0)
     return w["draft"].to_numpy(), w["verify"].to_numpy()
 

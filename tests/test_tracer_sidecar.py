@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import textwrap
+import threading
 
 import pytest
 
@@ -53,7 +54,7 @@ def test_header_clock_cycles_ranges_footer(traced, tmp_path):
     assert {t["target"] for t in header["targets"]} >= {"fake_engine.ReferenceWorker.verify"}
     assert records[1]["type"] == "clock" and records[-2]["type"] == "clock"
     assert records[-1] == {"type": "footer", "dropped": 0, "cycles": 2, "unmatched_accepts": 0,
-                           "reason": "exit"}
+                           "reason": "exit", "tracer_faults": 0}
     cycles = _cycles(records)
     assert [c["accept"]["correct_drafts"] for c in cycles.values()] == [[1, 2, 0], [3, 3, 3]]
     assert cycles[0]["accept"]["accept_len_mean"] == pytest.approx(2.0)
@@ -230,7 +231,7 @@ def test_a_full_queue_drops_records_and_counts_them(traced, tmp_path):
     # Dropped: accept range 1, cycles 2-9 and their accept ranges, the clock readings after cycles 3 and 7,
     # and the closing one.
     assert records[-1] == {"type": "footer", "dropped": 1 + 16 + 2 + 1, "cycles": 2, "unmatched_accepts": 0,
-                           "reason": "exit"}
+                           "reason": "exit", "tracer_faults": 0}
 
 
 # -- exit, signals ---------------------------------------------------------------------------------------------
@@ -389,3 +390,60 @@ def test_the_fast_range_line_is_the_records_json():
     for cycle in (None, 0, 12):
         record = {"type": "range", "name": "accept", "start_ns": 10, "end_ns": 20, "cycle": cycle}
         assert json.loads(_dumps(record)) == record
+
+
+# -- faults and threads ---------------------------------------------------------------------------------------
+
+
+class PopFailsOnce(RecordingNvtx):
+    """An NVTX backend whose second pop raises (the first cycle's draft pops first, then ... ): one fault."""
+
+    def __init__(self, fail_at: int):
+        super().__init__()
+        self.pops = 0
+        self.fail_at = fail_at
+
+    def pop(self):
+        self.pops += 1
+        if self.pops == self.fail_at:
+            raise RuntimeError("nvtx pop failed")
+        super().pop()
+
+
+def test_one_failing_pop_at_a_cycle_end_stops_no_later_cycle(traced, tmp_path):  # noqa: F811
+    # The fourth pop of the first cycle is the cycle's own (draft, verify, draft_extend, cycle).
+    nvtx = PopFailsOnce(fail_at=4)
+    session, _ = traced(nvtx_factory=lambda: nvtx)
+    worker = fake_engine.ReferenceWorker()
+    fake_engine.ReferenceScheduler(worker).run(fake_engine.Batch(2), cycles=50)
+    assert session.recorder._local.cycle is None
+    session.close()
+    records = read_sidecar(tmp_path)
+    cycles = of_type(records, "cycle")
+    assert [c["index"] for c in cycles] == list(range(50))
+    assert all(len(c["phases"]) == 3 for c in cycles)  # no cycle kept open, no phase list growing
+    assert records[-1]["tracer_faults"] == 1 and records[-1]["dropped"] == 0
+
+
+def test_records_of_every_thread_are_written_or_counted_while_the_file_opens(traced, tmp_path):  # noqa: F811
+    session, _ = traced()
+    threads, per_thread = 8, 200
+    barrier = threading.Barrier(threads)
+
+    def work():
+        worker = fake_engine.ReferenceWorker()
+        scheduler = fake_engine.ReferenceScheduler(worker)
+        barrier.wait()
+        scheduler.run(fake_engine.Batch(1), cycles=per_thread)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    session.close()
+    records = read_sidecar(tmp_path)
+    footer = records[-1]
+    written = len(of_type(records, "cycle"))
+    assert written + footer["dropped"] == threads * per_thread
+    assert written == threads * per_thread  # the queue holds 10 000: nothing had to be dropped

@@ -3,12 +3,16 @@
 Pure logic (the click command in tracer/cli.py only parses options): find nsys, build its command line, run it
 forwarding SIGINT/SIGTERM, convert a left-over `.qdstrm`, export SQLite (and, when asked, NVIDIA's
 `nvtx_gpu_proj_trace` reference), write `manifest.json`. Every subprocess takes an argv list: no shell strings.
+
+Without nsys (`no_nsys`), the same command runs with the same tracer environment and leaves the same run
+directory less the report: the twin run that measures what nsys itself changed (docs/crosscheck.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import re
 import shlex
@@ -26,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 
 from analyzer import __version__
 from analyzer.errors import SpecprofError
-from tracer import manifest
+from tracer import gpu_events, manifest, window
 
 # -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
 # cudaGraphLaunch's correlation id. fork-before-exec: SGLang's spawned schedulers are traced too.
@@ -151,14 +155,22 @@ def find_qdstrm_importer(nsys: Path) -> Path | None:
 
 @dataclass(frozen=True)
 class CaptureRange:
-    """What part of the run nsys records: all of it, a cudaProfilerApi / NVTX range, or delay + duration."""
+    """What part of the run nsys records: all of it, a cudaProfilerApi / NVTX range, delay + duration, or a
+    window of decode cycles (`cycles` = (W, N): the tracer calls cudaProfilerStart after W decode cycles and
+    cudaProfilerStop after N more; the mode is then cudaProfilerApi)."""
 
     mode: str | None = None  # "cudaProfilerApi", "nvtx" or None
     nvtx_capture: str | None = None  # RANGE@DOMAIN, with mode "nvtx"
     delay: int | None = None  # seconds
     duration: int | None = None  # seconds
+    cycles: tuple[int, int] | None = None  # (W, N) decode cycles
 
     def __post_init__(self):
+        if self.cycles is not None:
+            if self.mode not in (None, "cudaProfilerApi"):
+                raise SpecprofError("--capture-cycles opens and closes a cudaProfilerApi range: it does not go with "
+                                    f"--capture-range {self.mode}")
+            object.__setattr__(self, "mode", "cudaProfilerApi")
         if self.mode is not None and self.mode not in CAPTURE_RANGES:
             raise SpecprofError(f"--capture-range must be one of {', '.join(CAPTURE_RANGES)}, not {self.mode!r}")
         if (self.mode == "nvtx") != bool(self.nvtx_capture):
@@ -185,15 +197,20 @@ class Plan:
 
     command: tuple[str, ...]
     run_dir: Path  # absolute
-    nsys: Path
+    nsys: Path | None  # None: run without nsys (the twin run)
     capture_range: CaptureRange
     extra_nsys_args: tuple[str, ...]
     preset: str | None  # None: the tracer is off
     nvidia_stats: bool
     force: bool
     env: dict[str, str]  # additions to the workload's environment
+    gpu_time: bool = False  # the tracer records CUDA events at phase boundaries
+    nsys_missing: bool = False  # a dry run whose nsys was not found: `nsys` stands in for it
 
     def profile_argv(self) -> list[str]:
+        """The nsys command line, or the workload's own without nsys."""
+        if self.nsys is None:
+            return list(self.command)
         return [
             str(self.nsys), "profile", *DEFAULT_FLAGS, *self.capture_range.flags(), *self.extra_nsys_args,
             "-o", str(self.run_dir / Path(REPORT).stem), *self.command,
@@ -214,7 +231,8 @@ def default_run_dir(now: datetime | None = None) -> Path:
 
 
 def environment_additions(
-    run_dir: Path, preset: str | None, bootstrap: Path | None, capture_range: CaptureRange, environ: Mapping[str, str]
+    run_dir: Path, preset: str | None, bootstrap: Path | None, capture_range: CaptureRange, environ: Mapping[str, str],
+    gpu_time: bool = False,
 ) -> dict[str, str]:
     """SPECPROF_* and PYTHONPATH for the tracer (none when preset is None), and what an NVTX range needs."""
     env = {}
@@ -222,6 +240,10 @@ def environment_additions(
         env["SPECPROF_TRACE"] = "1"
         env["SPECPROF_OUT_DIR"] = str(run_dir)
         env["SPECPROF_PRESET"] = preset
+        if capture_range.cycles is not None:
+            env[window.ENV] = "{}:{}".format(*capture_range.cycles)
+        if gpu_time:
+            env[gpu_events.ENV] = "1"
         existing = environ.get("PYTHONPATH")
         env["PYTHONPATH"] = str(bootstrap) + (os.pathsep + existing if existing else "")
     if capture_range.mode == "nvtx" and "NSYS_NVTX_PROFILER_REGISTER_ONLY" not in environ:
@@ -251,9 +273,26 @@ def _parse_extra(extra: str) -> tuple[str, ...]:
 
 
 def _owned_paths(run_dir: Path) -> list[Path]:
-    """What a capture writes into its run directory (what --force replaces)."""
-    named = [run_dir / name for name in (REPORT, QDSTRM, SQLITE, manifest.MANIFEST, BOOTSTRAP)]
-    return named + sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
+    """What --force replaces: the files the run's manifest.json lists as its own, the manifest and the
+    bootstrap folder; and the report and export names a capture always uses. A sidecar or CSV that no manifest
+    lists is someone else's: refused (SpecprofError), never deleted, never mixed into the new run."""
+    owned = {run_dir / name for name in (REPORT, QDSTRM, SQLITE, manifest.MANIFEST, BOOTSTRAP)}
+    listed: set[str] = set()
+    try:
+        files = json.loads((run_dir / manifest.MANIFEST).read_text()).get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        files = {}
+    for value in files.values() if isinstance(files, dict) else ():
+        for name in value if isinstance(value, list) else [value]:
+            if isinstance(name, str) and name and Path(name).name == name:  # a plain name in the run directory
+                listed.add(name)
+    foreign = [path.name for path in sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
+               if path.name not in listed]
+    if foreign:
+        raise SpecprofError(
+            f"{run_dir} holds {', '.join(foreign)}, which no manifest.json there lists as a capture's own: "
+            "--force replaces only a capture's files; move them away or choose another -o DIR", str(run_dir))
+    return sorted(owned | {run_dir / name for name in listed})
 
 
 def _check_run_dir(run_dir: Path, force: bool) -> None:
@@ -277,37 +316,71 @@ def plan(
     nvidia_stats: bool = False,
     force: bool = False,
     environ: Mapping[str, str] | None = None,
+    gpu_time: bool = False,
+    no_nsys: bool = False,
+    dry_run: bool = False,
 ) -> Plan:
-    """Validate the options and find nsys. Runs nothing and writes nothing."""
+    """Validate the options and find nsys (not with `no_nsys`; for a `dry_run`, a missing nsys is a placeholder
+    and a note). Runs nothing and writes nothing."""
     environ = os.environ if environ is None else environ
     if preset not in PRESETS:
         raise SpecprofError(f"--preset must be one of {', '.join(PRESETS)}, not {preset!r}")
+    if not tracer and (capture_range.cycles is not None or gpu_time):
+        raise SpecprofError("--capture-cycles and --gpu-events are done by the tracer: they do not go with --no-tracer")
+    if no_nsys:
+        given = [name for name, value in (
+            ("--nsys", nsys), ("--capture-range", capture_range.mode if capture_range.cycles is None else None),
+            ("--delay", capture_range.delay), ("--duration", capture_range.duration),
+            ("--extra-nsys-args", extra_nsys_args), ("--nvidia-stats", nvidia_stats)) if value]
+        if given:
+            raise SpecprofError(f"--no-nsys runs the workload without nsys: {', '.join(given)} would do nothing")
     _check_command(command, environ)
     extra = _parse_extra(extra_nsys_args)
     directory = Path(run_dir if run_dir is not None else default_run_dir()).absolute()
     _check_run_dir(directory, force)
     chosen_preset = preset if tracer else None
     bootstrap = directory / BOOTSTRAP if tracer else None
+    missing = False
+    if no_nsys:
+        found = None
+    else:
+        try:
+            found = find_nsys(nsys, environ)
+        except SpecprofError:
+            if not dry_run or nsys:
+                raise
+            found, missing = Path("nsys"), True
     return Plan(
         command=tuple(command),
         run_dir=directory,
-        nsys=find_nsys(nsys, environ),
+        nsys=found,
         capture_range=capture_range,
         extra_nsys_args=extra,
         preset=chosen_preset,
         nvidia_stats=nvidia_stats,
         force=force,
-        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ),
+        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ, gpu_time),
+        gpu_time=gpu_time,
+        nsys_missing=missing,
     )
 
 
 def describe(plan: Plan) -> str:
-    """What --dry-run prints: the exact nsys command, the environment additions and the steps after it."""
-    lines = ["# nsys command", shlex.join(plan.profile_argv()), "# environment additions"]
+    """What --dry-run prints: the exact nsys command (the workload's own with --no-nsys), the environment
+    additions and the steps after it."""
+    if plan.nsys is None:
+        lines = ["# command (no nsys)", shlex.join(plan.profile_argv())]
+    else:
+        lines = ["# nsys command", shlex.join(plan.profile_argv())]
+        if plan.nsys_missing:
+            lines.insert(1, "# nsys was not found (looked at --nsys, $NSYS, PATH and the standard install folders): "
+                            "`nsys` stands in for it below")
+    lines += ["# environment additions"]
     lines += [f"{name}={shlex.quote(value)}" for name, value in plan.env.items()] or ["(none)"]
-    lines += [f"# then, in {shlex.quote(str(plan.run_dir))}", shlex.join(plan.export_argv())]
-    if plan.nvidia_stats:
-        lines.append(shlex.join(plan.stats_argv()))
+    if plan.nsys is not None:
+        lines += [f"# then, in {shlex.quote(str(plan.run_dir))}", shlex.join(plan.export_argv())]
+        if plan.nvidia_stats:
+            lines.append(shlex.join(plan.stats_argv()))
     return "\n".join(lines)
 
 
@@ -318,37 +391,50 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_forwarding_signals(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[str]]:
-    """Run argv in its own process group and pass on each SIGINT/SIGTERM we get (so a terminal's Ctrl-C reaches
-    nsys once, through us). Returns its exit code (128+N when killed by signal N) and the signals passed on."""
-    child: subprocess.Popen | None = None
-    pending: list[int] = []
-    seen: list[str] = []
+class SignalRelay:
+    """For a whole capture, profiling and post-processing alike: each SIGINT/SIGTERM we get goes on to the
+    child running at that moment (nsys, then each export step), or to the next one started, and is
+    remembered; our handlers stay until the manifest is written, so a signal never ends specprof between a
+    child and its manifest. A signal ignored when we started (a background job's SIGINT) stays ignored.
+    Handlers are installed only from the main thread."""
 
-    def forward(signum, _frame):
-        seen.append(signal.Signals(signum).name)
-        if child is None:
-            pending.append(signum)
-        else:
-            child.send_signal(signum)
+    def __init__(self):
+        self.child: subprocess.Popen | None = None
+        self.pending: list[int] = []
+        self.seen: list[str] = []
+        self._previous: dict = {}
 
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        # A signal ignored when we started (a background job's SIGINT, say) stays ignored.
-        wanted = [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
-        previous = {signum: signal.signal(signum, forward) for signum in wanted}
-    try:
-        try:
-            child = subprocess.Popen(list(argv), env=dict(env), process_group=0)
-        except OSError as exc:
-            raise SpecprofError(f"could not start {argv[0]}: {exc.strerror or exc}", argv[0]) from exc
-        for signum in pending:
-            child.send_signal(signum)
-        returncode = child.wait()
-    finally:
-        for signum, handler in previous.items():
+    def __enter__(self) -> "SignalRelay":
+        if threading.current_thread() is threading.main_thread():
+            wanted = [signum for signum in FORWARDED_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+            self._previous = {signum: signal.signal(signum, self._forward) for signum in wanted}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
             signal.signal(signum, handler)
-    return _exit_code(returncode), seen
+        self._previous = {}
+
+    def _forward(self, signum, _frame) -> None:
+        self.seen.append(signal.Signals(signum).name)
+        if self.child is None:
+            self.pending.append(signum)
+        else:
+            self.child.send_signal(signum)
+
+    def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None,
+            own_group: bool = False) -> int:
+        """Run argv (in its own process group with `own_group`, so that a terminal's Ctrl-C reaches it once,
+        through us); its exit code, 128+N when killed by signal N. OSError when it cannot start."""
+        child = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd,
+                                 process_group=0 if own_group else None)
+        self.child = child
+        try:
+            while self.pending:
+                child.send_signal(self.pending.pop(0))
+            return _exit_code(child.wait())
+        finally:
+            self.child = None
 
 
 def _bootstrap(plan: Plan) -> Plan:
@@ -358,7 +444,7 @@ def _bootstrap(plan: Plan) -> Plan:
     except ImportError as exc:
         raise SpecprofError(f"the tracer cannot be loaded ({exc}); capture with --no-tracer instead") from exc
     made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))
-    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ)
+    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ, plan.gpu_time)
     return dataclasses.replace(plan, env=env)
 
 
@@ -379,12 +465,19 @@ def run_files(run_dir: Path) -> dict:
 
 def _prepare_run_dir(plan: Plan) -> None:
     _check_run_dir(plan.run_dir, plan.force)  # again: it may have filled since the plan was made
-    plan.run_dir.mkdir(parents=True, exist_ok=True)
-    for path in _owned_paths(plan.run_dir):
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    try:
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        for path in _owned_paths(plan.run_dir):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        probe = plan.run_dir / f".specprof-write-test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise SpecprofError(f"{plan.run_dir}: cannot write the run directory ({exc.strerror or exc}); "
+                            "choose a writable -o DIR", str(plan.run_dir)) from None
 
 
 def _utc_now() -> str:
@@ -396,20 +489,30 @@ def _stderr(message: str) -> None:
 
 
 class _Steps:
-    """The argv and exit code of each step, as manifest.json records them (None: the step did not run)."""
+    """The argv and exit code of each step, as manifest.json records them (None: the step did not run). Steps
+    run through the capture's SignalRelay; once a signal has come during post-processing, no further step
+    starts."""
 
-    def __init__(self, names: Sequence[str]):
+    def __init__(self, names: Sequence[str], relay: SignalRelay):
         self.commands: dict[str, list[str] | None] = dict.fromkeys(names)
         self.codes: dict[str, int | None] = dict.fromkeys(names)
+        self.relay = relay
+        self.stopped_by: str | None = None  # the signal that stopped post-processing
 
     def call(self, name: str, argv: Sequence[str], cwd: Path) -> str | None:
-        """Run one step; a sentence for the error message when it fails."""
+        """Run one step; a sentence for the error message when it fails or was stopped."""
+        if self.stopped_by is not None:
+            return f"{self.stopped_by} during post-processing: `{name}` not run"
+        seen = len(self.relay.seen)
         self.commands[name] = list(argv)
         try:
-            self.codes[name] = _exit_code(subprocess.run(list(argv), cwd=cwd).returncode)
+            self.codes[name] = self.relay.run(argv, cwd=cwd)
         except OSError as exc:
             self.codes[name] = 127
             return f"`{shlex.join(argv)}` could not start: {exc.strerror or exc}"
+        if len(self.relay.seen) > seen:
+            self.stopped_by = self.relay.seen[-1]
+            return f"{self.stopped_by} during `{name}` (passed on to it; it exited with code {self.codes[name]})"
         return f"`{shlex.join(argv)}` exited with code {self.codes[name]}" if self.codes[name] else None
 
 
@@ -419,7 +522,8 @@ def _facts(plan: Plan) -> dict:
         "schema": manifest.SCHEMA,
         "command": list(plan.command),
         "run_dir": str(plan.run_dir),
-        "nsys": {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": plan.profile_argv()},
+        "nsys": None if plan.nsys is None
+        else {"path": str(plan.nsys), "version": nsys_version(plan.nsys), "argv": plan.profile_argv()},
         "preset": plan.preset,
         "tracer": plan.preset is not None,
         "env": plan.env,
@@ -441,8 +545,9 @@ def _workload_problem(plan: Plan, code: int, signals: list[str], say: Callable[[
     elif code == 128 + signal.SIGTERM and plan.capture_range.duration is not None:
         say("nsys ended the workload with SIGTERM when --duration ran out (its default, --kill=sigterm)")
     elif code != 0:
+        under = "under nsys " if plan.nsys is not None else ""
         return (
-            f"`{shlex.join(plan.command)}` under nsys exited with code {code}; "
+            f"`{shlex.join(plan.command)}` {under}exited with code {code}; "
             "run the command without specprof to see whether it fails on its own"
         )
     return None
@@ -505,27 +610,35 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
     _prepare_run_dir(plan)
     if plan.preset is not None:
         plan = _bootstrap(plan)
-    steps = _Steps(["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])])
+    names = ["profile"] if plan.nsys is None else \
+        ["profile", "qdstrm_import", "export", *(["stats"] if plan.nvidia_stats else [])]
     record = _facts(plan)
     problems: list[str] = []
-    signals: list[str] = []
     workload = None
-    try:
-        steps.commands["profile"] = record["nsys"]["argv"]
-        steps.codes["profile"], signals = run_forwarding_signals(record["nsys"]["argv"], {**os.environ, **plan.env})
-        workload = _workload_problem(plan, steps.codes["profile"], signals, say)
-        problems = [workload] if workload else []
-        problems += _post_process(plan, steps, say)
-    finally:
-        record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands, signals_forwarded=signals,
-                      files=run_files(plan.run_dir))  # fmt: skip
-        manifest.write(plan.run_dir, record)
+    with SignalRelay() as relay:
+        steps = _Steps(names, relay)
+        try:
+            argv = plan.profile_argv()
+            steps.commands["profile"] = argv
+            try:
+                steps.codes["profile"] = relay.run(argv, {**os.environ, **plan.env}, own_group=True)
+            except OSError as exc:
+                raise SpecprofError(f"could not start {argv[0]}: {exc.strerror or exc}", argv[0]) from exc
+            workload = _workload_problem(plan, steps.codes["profile"], list(relay.seen), say)
+            problems = [workload] if workload else []
+            if plan.nsys is not None:
+                problems += _post_process(plan, steps, say)
+        finally:
+            record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands,
+                          signals_forwarded=list(relay.seen), files=run_files(plan.run_dir))
+            manifest.write(plan.run_dir, record)
     if problems:
         code = steps.codes["profile"]
+        stopped = steps.stopped_by
         raise CaptureFailed(
             "; ".join(problems) + f"; what was captured is kept in {plan.run_dir} (see {manifest.MANIFEST})",
             str(plan.run_dir),
-            exit_code=code if workload and 0 < code < 256 else 2,
+            exit_code=128 + signal.Signals[stopped] if stopped else code if workload and 0 < code < 256 else 2,
         )
     return record
 

@@ -10,6 +10,16 @@ from pathlib import Path
 import click
 
 from tracer import capture as capture_lib
+from tracer import window
+
+
+def _cycles(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return window.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -20,6 +30,9 @@ from tracer import capture as capture_lib
 @click.option("--capture-range", type=click.Choice(capture_lib.CAPTURE_RANGES),
               help="Record only between cudaProfilerStart/Stop, or inside an NVTX range (--nvtx-capture).")
 @click.option("--nvtx-capture", metavar="RANGE@DOMAIN", help="The NVTX range that opens the capture.")
+@click.option("--capture-cycles", metavar="W:N", callback=_cycles,
+              help="Record N decode cycles after the first W (the tracer calls cudaProfilerStart/Stop in every "
+                   "traced process): steady state, not start-up.")
 @click.option("--delay", type=click.IntRange(min=0), metavar="S", help="Start recording S seconds after launch.")
 @click.option("--duration", type=click.IntRange(min=1), metavar="S", help="Record for S seconds.")
 @click.option("--extra-nsys-args", default="", metavar="ARGS",
@@ -27,13 +40,19 @@ from tracer import capture as capture_lib
 @click.option("--preset", type=click.Choice(capture_lib.PRESETS), default="sglang", show_default=True,
               help="What the tracer wraps: SGLang's EAGLE workers or specprof's reference engine.")
 @click.option("--no-tracer", is_flag=True, help="Do not load the specprof tracer into the workload.")
+@click.option("--gpu-events", is_flag=True,
+              help="The tracer also records CUDA events in-stream at phase boundaries (read later, never waited "
+                   "for): per-phase GPU time to check the attribution against.")
+@click.option("--no-nsys", is_flag=True,
+              help="Run the workload with the tracer but without nsys: the twin run that measures what nsys changed "
+                   "(use RUN/no-nsys as DIR).")
 @click.option("--nvidia-stats", is_flag=True,
               help="Also write NVIDIA's nvtx_gpu_proj_trace report (nvidia_nvtx_gpu_proj_trace.csv).")
 @click.option("--dry-run", is_flag=True, help="Print the nsys command and environment additions; run nothing.")
 @click.option("--force", is_flag=True, help="Replace the run already in DIR.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def capture(run_dir, nsys_path, capture_range, nvtx_capture, delay, duration, extra_nsys_args, preset, no_tracer,
-            nvidia_stats, dry_run, force, command):
+def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, delay, duration, extra_nsys_args,
+            preset, no_tracer, gpu_events, no_nsys, nvidia_stats, dry_run, force, command):
     """Run COMMAND under Nsight Systems and write a run directory: run.nsys-rep, run.sqlite, the tracer's
     sidecars and manifest.json.
 
@@ -45,12 +64,15 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, delay, duration, ex
         command,
         run_dir=run_dir,
         nsys=nsys_path,
-        capture_range=capture_lib.CaptureRange(capture_range, nvtx_capture, delay, duration),
+        capture_range=capture_lib.CaptureRange(capture_range, nvtx_capture, delay, duration, capture_cycles),
         extra_nsys_args=extra_nsys_args,
         preset=preset,
         tracer=not no_tracer,
         nvidia_stats=nvidia_stats,
         force=force,
+        gpu_time=gpu_events,
+        no_nsys=no_nsys,
+        dry_run=dry_run,
     )
     if dry_run:
         click.echo(capture_lib.describe(plan))
@@ -58,7 +80,7 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, delay, duration, ex
     record = capture_lib.run(plan, say=lambda message: click.echo(f"specprof: {message}", err=True))
     files = record["files"]
     kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"]
-    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept)}, manifest.json", err=True)
+    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}", err=True)
     click.get_current_context().exit(capture_lib.exit_status(record))
 
 

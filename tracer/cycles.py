@@ -25,7 +25,7 @@ from typing import Callable
 class Cycle:
     """One traced cycle; `phases` holds the frames ([name, start_ns, end_ns]) opened inside it, in start order."""
 
-    __slots__ = ("index", "start_ns", "end_ns", "phases", "batch_size", "counts", "verified")
+    __slots__ = ("index", "start_ns", "end_ns", "phases", "batch_size", "counts", "verified", "decode")
 
     def __init__(self, index: int, start_ns: int, batch_size: int | None):
         self.index = index
@@ -35,6 +35,7 @@ class Cycle:
         self.batch_size = batch_size
         self.counts: list[int] | None = None
         self.verified = False  # a `verify` phase ended inside this cycle
+        self.decode = False  # a `verify` or plain `decode` phase ended inside this cycle: a decode cycle
 
     @property
     def awaits_counts(self) -> bool:

@@ -7,6 +7,11 @@ logs, or imports anything: everything is bound when the tracer starts.
 
 A wrapper catches the tracer's own exceptions (the wrapped method runs as if untraced) and lets the wrapped
 method's exceptions through untouched, popping its range first.
+
+Two optional helpers ride on the same calls (both off unless the session turns them on):
+- `events` (tracer/gpu_events.py): a CUDA event recorded in-stream right after a cycle's or an in-cycle
+  phase's start stamp and right before its end stamp; their elapsed times are read later with `query()` only;
+- `window` (tracer/window.py): counts decode cycles and starts and stops the profiler's capture between them.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from tracer.targets import COUNTS, MARKER, RANGE
 
 CYCLE = "cycle"
 VERIFY = "verify"
+# Phases whose end makes their cycle a decode cycle (one that produced tokens for running requests).
+DECODE_PHASES = frozenset((VERIFY, "decode"))
 
-# A frame is a list, for speed: [phase, start_ns, end_ns, record_function or None, enclosing Cycle or None].
-_PHASE, _START, _END, _RF, _CYCLE = range(5)
+# A frame is a list, for speed: [phase, start_ns, end_ns, record_function or None, enclosing Cycle or None,
+# start CUDA event or None, end CUDA event or None].
+_PHASE, _START, _END, _RF, _CYCLE, _EV_START, _EV_END = range(7)
 
 
 class NoNvtx:
@@ -91,6 +99,8 @@ class Recorder:
         perf_counter_ns: Callable[[], int] = time.perf_counter_ns,
     ):
         self.nvtx: Any = NoNvtx()
+        self.events: Any = None  # tracer.gpu_events.GpuEvents when the session records CUDA events
+        self.window: Any = None  # tracer.window.CaptureWindow when the session opens a capture window
         self._profiler_module = None  # torch.autograd.profiler, once torch is imported by someone else
         self.matcher = matcher
         self._emit_range = emit_range
@@ -104,6 +114,7 @@ class Recorder:
         self._indices = itertools.count()
         self.started = False
         self.last_cycle_index: int | None = None
+        self.faults = 0  # steps of the tracer's own bookkeeping that raised (the footer's `tracer_faults`)
 
     def after_fork_in_child(self) -> None:
         self._local = _ThreadState()
@@ -111,6 +122,7 @@ class Recorder:
         self.started = False
         self.last_cycle_index = None
         self._last_sync_ns = None
+        self.faults = 0
         self.matcher.reset()
 
     def _start(self, args: tuple) -> None:
@@ -119,12 +131,14 @@ class Recorder:
         self._on_start(args[0] if args else None)
 
     # The four methods below run on every traced call: few lookups, no logging, nothing that blocks.
-    def _open(self, phase: str, state: _ThreadState, frame: list) -> None:
-        """Pushes the NVTX range, stamps the start, opens record_function; the NVTX range is popped again if
-        anything after the push fails."""
+    def _open(self, phase: str, state: _ThreadState, frame: list, timed: bool = False) -> None:
+        """Pushes the NVTX range, stamps the start, records the start event (`timed`, events on), opens
+        record_function; the NVTX range is popped again if anything after the push fails."""
         self.nvtx.push(phase)
         try:
             frame[_START] = self._clock()
+            if timed and self.events is not None:
+                frame[_EV_START] = self.events.record()
             module = self._profiler_module
             if module is None:
                 module = self._profiler_module = sys.modules.get("torch.autograd.profiler")
@@ -141,6 +155,11 @@ class Recorder:
             raise
 
     def _close(self, frame: list, state: _ThreadState) -> int:
+        """Records the end event, stamps the end, closes record_function, pops the NVTX range and forgets the
+        frame. A failure of any step is counted (`faults`) and the others still run: a frame is always closed,
+        so one fault never keeps a cycle open."""
+        if frame[_EV_START] is not None:
+            frame[_EV_END] = self.events.record()
         end = self._clock()
         scope = frame[_RF]
         if scope is not None:
@@ -148,8 +167,11 @@ class Recorder:
             try:
                 scope.__exit__(None, None, None)
             except Exception:
-                pass
-        self.nvtx.pop()
+                self.faults += 1
+        try:
+            self.nvtx.pop()
+        except Exception:
+            self.faults += 1
         frame[_END] = end
         stack = state.stack
         if stack and stack[-1] is frame:
@@ -167,8 +189,8 @@ class Recorder:
         if stack and stack[-1][_PHASE] == phase:
             return None  # the same phase again inside itself (an override calling super()): one range
         cycle = state.cycle
-        frame = [phase, 0, None, None, cycle]
-        self._open(phase, state, frame)
+        frame = [phase, 0, None, None, cycle, None, None]
+        self._open(phase, state, frame, timed=cycle is not None)
         if cycle is not None:
             cycle.phases.append(frame)
         return frame
@@ -178,8 +200,11 @@ class Recorder:
         end = self._close(frame, state)
         cycle = frame[_CYCLE]
         if cycle is not None:
-            if frame[_PHASE] == VERIFY:
-                cycle.verified = True
+            phase = frame[_PHASE]
+            if phase in DECODE_PHASES:
+                cycle.decode = True
+                if phase == VERIFY:
+                    cycle.verified = True
         else:
             self._emit_range(
                 {
@@ -203,8 +228,8 @@ class Recorder:
         except Exception:
             size = None
         cycle = Cycle(next(self._indices), 0, size)
-        frame = [phase, 0, None, None, cycle]
-        self._open(phase, state, frame)
+        frame = [phase, 0, None, None, cycle, None, None]
+        self._open(phase, state, frame, timed=True)
         cycle.start_ns = frame[_START]
         state.cycle = cycle
         self.last_cycle_index = cycle.index
@@ -212,12 +237,17 @@ class Recorder:
 
     def exit_cycle(self, frame: list) -> None:
         state = self._local
-        end = self._close(frame, state)
         cycle = frame[_CYCLE]
         if state.cycle is cycle:
-            state.cycle = None
+            state.cycle = None  # first: whatever fails below, the next cycle opens
+        end = self._close(frame, state)
         cycle.end_ns = end
         self.matcher.cycle_closed(cycle)
+        if self.events is not None:
+            self.events.cycle_closed(cycle.index, frame, cycle.phases)
+        if self.window is not None and cycle.decode and self.window.decode_cycle_closed(cycle.index):
+            self._last_sync_ns = end
+            self._clock_sync()  # a clock-sync mark inside the capture, right at its start
         # A clock reading (and NVTX mark) at least every sync_every_ns, and after cycles 0, 1, 3, 7, 15, ...:
         # a short capture range that starts after the first cycles still holds a few marks.
         last = self._last_sync_ns
@@ -229,10 +259,43 @@ class Recorder:
     def counts(self, counts: list[int]) -> None:
         self.matcher.counts_arrived(counts, self._local.cycle)
 
+    def enter_step(self, step: Callable[[tuple, dict], "str | None"], args: tuple, kwargs: dict) -> list | None:
+        """A step target: outside any cycle, a `cycle` range and inside it a range of the phase `step` names;
+        inside a cycle (or when `step` names none), nothing. Returns [cycle frame, phase frame] or None."""
+        state = self._local
+        if state.cycle is not None or state.stack:
+            return None
+        phase = step(args, kwargs)
+        if phase is None:
+            return None
+        cycle_frame = self.enter_cycle(CYCLE, args, kwargs)
+        if cycle_frame is None:
+            return None
+        try:
+            return [cycle_frame, self.enter(phase, args, kwargs)]
+        except BaseException:
+            self.exit_cycle(cycle_frame)
+            raise
 
-def range_wrapper(recorder: Recorder, phase: str) -> Callable[[Callable], Callable]:
-    """A `make_wrapper` for targets.patch_method: the method runs inside a `phase` range."""
-    enter, leave = (recorder.enter_cycle, recorder.exit_cycle) if phase == CYCLE else (recorder.enter, recorder.exit)
+    def exit_step(self, frames: list) -> None:
+        cycle_frame, phase_frame = frames
+        try:
+            if phase_frame is not None:
+                self.exit(phase_frame)
+        finally:
+            self.exit_cycle(cycle_frame)
+
+
+def range_wrapper(recorder: Recorder, phase: str, step: "Callable[[tuple, dict], str | None] | None" = None
+                  ) -> Callable[[Callable], Callable]:
+    """A `make_wrapper` for targets.patch_method: the method runs inside a `phase` range (with `step`, a step
+    target's `cycle` and phase ranges: Recorder.enter_step)."""
+    if step is not None:
+        enter, leave, phase = recorder.enter_step, recorder.exit_step, step
+    elif phase == CYCLE:
+        enter, leave = recorder.enter_cycle, recorder.exit_cycle
+    else:
+        enter, leave = recorder.enter, recorder.exit
 
     def make(method: Callable) -> Callable:
         @functools.wraps(method)

@@ -5,6 +5,8 @@
 - The first traced call starts the session: the sidecar opens (header, a paired clock reading), exit and signal
   handlers are installed, and targets that did not resolve are logged once, with the engine's version (at
   once instead, when `activate(import_modules=True)` imported every target module).
+- Optional, from the environment (or the constructor): CUDA events at phase boundaries (`SPECPROF_GPU_EVENTS=1`,
+  tracer/gpu_events.py) and a capture window in decode cycles (`SPECPROF_CAPTURE_CYCLES=W:N`, tracer/window.py).
 - `close()` writes the cycles still waiting for accept counts, a last clock reading and the footer.
 - `deactivate()` also restores every patched class and removes the import hook.
 """
@@ -19,13 +21,13 @@ import time
 from importlib import metadata
 from typing import Any, Callable
 
-from tracer import clock
+from tracer import clock, gpu_events, window
 from tracer.cycles import AcceptMatcher
 from tracer.posthook import PostImportHook
 from tracer.presets import Preset
 from tracer.ranges import NvtxRanges, Recorder, counts_wrapper, range_wrapper
 from tracer.sidecar import SCHEMA, ExitFlush, Sidecar
-from tracer.targets import COUNTS, RANGE, Candidate, Patcher, Resolution, patch_method
+from tracer.targets import COUNTS, NOT_FOUND, NOT_IMPORTED, RANGE, Candidate, Patcher, Resolution, patch_method
 
 logger = logging.getLogger("specprof.tracer")
 
@@ -54,7 +56,13 @@ class TracingSession:
         perf_counter_ns: Callable[[], int] = time.perf_counter_ns,
         nvtx_factory: Callable[[], Any] = NvtxRanges,
         handle_signals: bool = True,
+        gpu_time: bool | None = None,
+        capture_cycles: str | None = None,
+        profiler: Callable[[], tuple[Callable[[], None], Callable[[], None]]] | None = None,
     ):
+        """`gpu_time`: record CUDA events at phase boundaries (default: $SPECPROF_GPU_EVENTS == "1");
+        `capture_cycles`: "W:N", a capture window in decode cycles (default: $SPECPROF_CAPTURE_CYCLES);
+        `profiler`: what gives the window its (start, stop) calls (tests; default torch.cuda.profiler)."""
         self.preset = preset
         self.patcher = Patcher()
         self.sidecar = Sidecar(out_dir, max_queue=max_queue, flush_interval_s=flush_interval_s)
@@ -68,6 +76,15 @@ class TracingSession:
             sync_every_ns=sync_every_ns,
             perf_counter_ns=perf_counter_ns,
         )
+        if gpu_time is None:
+            gpu_time = os.environ.get(gpu_events.ENV) == "1"
+        if gpu_time:
+            self.recorder.events = gpu_events.GpuEvents(self.sidecar.put)
+        if capture_cycles is None:
+            capture_cycles = os.environ.get(window.ENV)
+        extra = {"profiler": profiler} if profiler is not None else {}
+        self.recorder.window = window.from_environment(capture_cycles, self.sidecar.put,
+                                                       perf_counter_ns=perf_counter_ns, **extra)
         self._perf_counter_ns = perf_counter_ns
         self._nvtx_factory = nvtx_factory
         self._nvtx_ready = False
@@ -79,10 +96,10 @@ class TracingSession:
         self.resolutions: dict[tuple[str, str | None, Candidate], Resolution] = {}
         for target in preset.targets:
             for candidate in target.candidates:
-                self._note(RANGE, target.phase, candidate, False, "module not imported")
+                self._note(RANGE, target.phase, candidate, False, NOT_IMPORTED)
         for hook in preset.counts:
             for candidate in hook.candidates:
-                self._note(COUNTS, None, candidate, False, "module not imported")
+                self._note(COUNTS, None, candidate, False, NOT_IMPORTED)
 
     # -- patching ------------------------------------------------------------------------------------------
     def activate(self, import_modules: bool = False) -> None:
@@ -108,7 +125,7 @@ class TracingSession:
         if not self.active:
             return
         for target in self.preset.targets:
-            make = range_wrapper(self.recorder, target.phase)
+            make = range_wrapper(self.recorder, target.phase, target.step)
             for candidate in target.candidates:
                 if candidate[0] == module:
                     ok, detail = patch_method(candidate, RANGE, make, self.patcher, import_module)
@@ -133,10 +150,13 @@ class TracingSession:
         except Exception as exc:
             logger.warning("specprof: NVTX ranges are off (%s); the sidecar is still written", exc)
 
-    def unresolved(self) -> list[str]:
-        """One line per target (a phase of one worker family, or the accept counts) none of whose candidates
-        resolved."""
+    def unresolved(self) -> list[tuple[int, str]]:
+        """One (logging level, line) per target (a phase of one worker family, or the accept counts) none of
+        whose candidates resolved. A target none of whose modules was imported belongs to a worker family (or
+        an engine version) this process does not use: DEBUG. One whose module is imported but lacks the class
+        or the method is an engine version the table does not know: WARNING, naming the missing names."""
         lines = []
+        unused: set[str] = set()
         groups = [(RANGE, t.phase, t.candidates) for t in self.preset.targets]
         # The counts hooks are one target: each reads another version's shape of the same counts.
         counts = tuple(c for h in self.preset.counts for c in h.candidates)
@@ -144,10 +164,18 @@ class TracingSession:
             groups.append((COUNTS, None, counts))
         for kind, phase, candidates in groups:
             found = [self.resolutions[(kind, phase, c)] for c in candidates]
-            if not any(r.resolved for r in found):
-                tried = "; ".join(f"{r.target}: {r.detail}" for r in found)
+            if any(r.resolved for r in found):
+                continue
+            missing = [r for r in found if r.detail not in (NOT_IMPORTED, NOT_FOUND)]
+            if missing:
                 what = f"phase {phase!r}" if kind == RANGE else "accept counts"
-                lines.append(f"{what}: no target resolved (tried {tried})")
+                names = "; ".join(f"{r.target}: {r.detail}" for r in missing)
+                lines.append((logging.WARNING, f"{what}: no target resolved: {names}"))
+            else:
+                unused.update(r.candidate[0] for r in found)
+        if unused:
+            lines.append((logging.DEBUG, "worker families not in use in this process (modules not imported or "
+                          f"not in this version): {', '.join(sorted(unused))}"))
         return lines
 
     # -- start, clock, close -------------------------------------------------------------------------------
@@ -162,14 +190,16 @@ class TracingSession:
         opened = self.sidecar.open(self.header(), [clock.read(self._mark, self._perf_counter_ns)])
         if opened and self._handle_signals:
             self._exit.install()
+        if self.recorder.window is not None:
+            self.recorder.window.process_started()
 
     def _report(self) -> None:
         if self.reported:
             return
         self.reported = True
         version = _version(self.preset.engine)
-        for line in self.unresolved():
-            logger.warning("specprof: %s %s: %s", self.preset.engine, version, line)
+        for level, line in self.unresolved():
+            logger.log(level, "specprof: %s %s: %s", self.preset.engine, version, line)
 
     def _mark(self, message: str) -> None:
         try:
@@ -191,6 +221,9 @@ class TracingSession:
             "preset": self.preset.name,
             "versions": {name: _version(name) for name in ("specprof", "sglang", "torch")},
             "clock": clock.describe(),
+            "gpu_time": self.recorder.events is not None,
+            "capture_cycles": None if self.recorder.window is None
+            else [self.recorder.window.skip, self.recorder.window.count],
             "targets": [
                 {
                     "phase": r.phase,
@@ -210,12 +243,15 @@ class TracingSession:
         """Writes waiting cycles without counts, a last clock reading and the footer. Never raises."""
         if not self.sidecar.is_open:
             return
+        footer = {"unmatched_accepts": self.matcher.unmatched, "reason": reason, "tracer_faults": self.recorder.faults}
         try:
             self.matcher.drain()
+            if self.recorder.events is not None:
+                footer.update(self.recorder.events.close())
             self._clock_sync()
         except Exception:
             pass
-        self.sidecar.close({"unmatched_accepts": self.matcher.unmatched, "reason": reason})
+        self.sidecar.close(footer)
 
     def deactivate(self) -> None:
         """Closes the sidecar, restores every patched class and removes the import hook."""
@@ -230,4 +266,7 @@ class TracingSession:
     def after_fork_in_child(self) -> None:
         self.sidecar.after_fork_in_child()
         self.recorder.after_fork_in_child()
+        for helper in (self.recorder.events, self.recorder.window):
+            if helper is not None:
+                helper.reset()
         self._exit = ExitFlush(self.flush, self.close)

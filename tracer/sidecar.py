@@ -80,8 +80,12 @@ class Sidecar:
 
     # -- the traced thread ---------------------------------------------------------------------------------
     def put(self, item: Any) -> None:
-        """Queues a record dict or a finished Cycle. Never blocks: a full queue drops and counts."""
-        if self._state is not _OPEN:
+        """Queues a record dict or a finished Cycle. Never blocks: a full queue drops and counts. Records put
+        before the file opens (other threads, while the first traced call opens it) wait in the queue and are
+        written after the header; records put after it closed are counted as dropped."""
+        state = self._state
+        if state is not _OPEN and state is not _NEW:
+            self.dropped += 1
             return
         if len(self._queue) >= self._max_queue:
             self.dropped += 1

@@ -27,16 +27,27 @@ Candidate = tuple[str, str, str]
 
 RANGE = "range"
 COUNTS = "counts"
+# Resolution.detail of a candidate whose module this process has not imported (yet), and of one whose module
+# does not exist in this engine version: both mean "a worker family not in use here", not a broken target.
+NOT_IMPORTED = "module not imported"
+NOT_FOUND = "no such module"
 # The attribute a specprof wrapper carries: its kind (RANGE or COUNTS).
 MARKER = "__specprof__"
 
 
 @dataclass(frozen=True)
 class Target:
-    """One phase and the methods that run it, across versions and worker variants."""
+    """One phase and the methods that run it, across versions and worker variants.
+
+    A *step* target (`step` set) is a method that runs a whole engine step by itself, such as a plain
+    (non-speculative) decode: called outside any traced cycle, it becomes a `cycle` range holding one range of
+    the phase `step(args, kwargs)` names (`decode`, `prefill`; None: no range at all); called inside a traced
+    cycle (a speculative worker's target forward), it is left untraced. `phase` names the target in reports.
+    `step` must read host values only."""
 
     phase: str
     candidates: tuple[Candidate, ...]
+    step: "Callable[[tuple, dict], str | None] | None" = None
 
 
 @dataclass(frozen=True)
@@ -130,9 +141,13 @@ def patch_method(
         module = sys.modules.get(module_name)
         if module is None:
             if not import_module:
-                return False, "module not imported"
+                return False, NOT_IMPORTED
             try:
                 module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name and module_name.startswith(exc.name) and module_name[len(exc.name):] in ("", "."):
+                    return False, NOT_FOUND
+                return False, f"module not importable ({type(exc).__name__}: {exc})"
             except Exception as exc:  # ImportError, or the module failing at import on this machine
                 return False, f"module not importable ({type(exc).__name__}: {exc})"
         cls = getattr(module, class_name, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 
 from analyzer.errors import SpecprofError
@@ -24,3 +25,12 @@ def open_input(path: str, what: str, binary: bool = False):
             yield fh
         except OSError as exc:
             raise SpecprofError(f"{path}: cannot read ({exc.strerror})", path) from None
+
+
+def list_dir(path: str) -> list[str]:
+    """The names in directory `path`, sorted; a failure (no permission, gone) is one SpecprofError naming it."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        raise SpecprofError(f"{path}: cannot list the directory ({exc.strerror}); give a directory you can "
+                            "read, or the trace file itself", path) from None

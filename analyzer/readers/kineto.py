@@ -40,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from analyzer.errors import SpecprofError
-from analyzer.trace import (
+from analyzer.model.trace import (
     API_SCHEMA,
     COLLECTIVES_SCHEMA,
     MARKS_SCHEMA,
@@ -80,6 +80,10 @@ _COLLECTIVE_ARGS = {
 READ_SIZE = 1 << 14
 HEAD_LIMIT = 16 << 20  # top-level keys further than this before `traceEvents` are not read
 TAIL_WINDOW = 4 << 20  # nor those further than this from the end (Kineto writes a few kB there)
+# JSON nesting kept to this depth: a Kineto trace nests 5 or 6 levels ({traceEvents: [{args: {...: [...]}}]});
+# ijson's memory grows with the square of the depth (each event carries its whole path), so a small file of
+# deeper nesting is refused before it is parsed that far (a 40 KB file of depth 20,000 took 2 GB).
+MAX_DEPTH = 64
 # Kineto writes timestamps in microseconds; no trace of this epoch (or relative to a base time)
 # reaches 1e17 us, while nanosecond epoch values do: such values are taken as nanoseconds.
 _NS_THRESHOLD = 1e17
@@ -112,6 +116,8 @@ def is_kineto(path: str, limit: int = 4 << 20) -> bool:
     if body[:1] == b"[":
         return re.match(rb"\[\s*(\{|\])", body) is not None
     if body[:1] != b"{":
+        return False
+    if not _Depth(MAX_DEPTH).fits(head):
         return False
     try:
         for prefix, event, value in ijson.parse(head):
@@ -151,18 +157,68 @@ class _Sink(list):
     send = list.append
 
 
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # a whole JSON string, escapes included
+_STRING_END = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # the rest of one, to its closing quote
+_OPENERS = np.zeros(256, np.int8)
+_OPENERS[list(b"[{")] = 1
+_OPENERS[list(b"]}")] = -1
+
+
+class _Depth:
+    """The nesting depth of JSON text fed to it chunk by chunk (brackets inside strings do not count).
+
+    The strings are cut out by a regular expression and the brackets counted by bytes.count (both in C); only
+    a chunk whose openers could take the depth past the limit is walked bracket by bracket (numpy)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.depth = 0
+        self.in_string = False
+        self.escaped = False  # the text so far ends inside a string, right after a backslash
+
+    def fits(self, data: bytes) -> bool:
+        """Takes the next chunk; False once the depth has gone past the limit."""
+        if self.in_string:
+            end = _STRING_END.match(data, 1 if self.escaped else 0)
+            if end is None:
+                self._open_string(data[1 if self.escaped else 0:])
+                return True
+            data = data[end.end():]
+            self.in_string = False
+        text = _STRING.sub(b"", data)
+        quote = text.find(b'"')
+        if quote >= 0:  # a string that goes on into the next chunk
+            self.in_string = True
+            self._open_string(text[quote + 1:])
+            text = text[:quote]
+        opens = text.count(b"[") + text.count(b"{")
+        if self.depth + opens <= self.limit:
+            self.depth = max(0, self.depth + opens - text.count(b"]") - text.count(b"}"))
+            return True
+        steps = np.cumsum(_OPENERS[np.frombuffer(text, np.uint8)], dtype=np.int64) + self.depth
+        if steps.size and int(steps.max()) > self.limit:
+            return False
+        self.depth = max(0, int(steps[-1])) if steps.size else self.depth
+        return True
+
+    def _open_string(self, rest: bytes) -> None:
+        self.escaped = (len(rest) - len(rest.rstrip(b"\\"))) % 2 == 1
+
+
 class _Tap:
     """The file ijson reads: passes the (decompressed) text through, feeds the top-level keys
     before `traceEvents` to a second parser until the events begin, and keeps the last
     TAIL_WINDOW bytes, where the keys after `traceEvents` are."""
 
-    def __init__(self, fh, first: bytes, head):
+    def __init__(self, fh, first: bytes, head, path: str):
         self.fh = fh
         self.first = first
         self.head = head
         self.head_bytes = 0
         self.ring: deque[bytes] = deque()
         self.ring_bytes = 0
+        self.path = path
+        self.depth = _Depth(MAX_DEPTH)
 
     def read(self, n: int = -1) -> bytes:
         if n == 0:  # ijson's probe for bytes or str
@@ -173,6 +229,11 @@ class _Tap:
             data = self.fh.read(n)
         if not data:
             return data
+        if not self.depth.fits(data):  # before either parser sees it
+            raise SpecprofError(
+                f"{self.path}: JSON nested deeper than {MAX_DEPTH} levels (a PyTorch-profiler trace nests 6); "
+                "the file is not a trace, or is damaged: give the file torch.profiler's export_chrome_trace wrote",
+                self.path)
         if self.head is not None:
             self.head.send(data)
             self.head_bytes += len(data)
@@ -294,7 +355,8 @@ class _Parser:
                 self.path)
         self.array_format = body[:1] == b"["
         head_sink = _Sink()
-        tap = _Tap(fh, first, None if self.array_format else ijson.kvitems_coro(head_sink, "", use_float=True))
+        tap = _Tap(fh, first, None if self.array_format else ijson.kvitems_coro(head_sink, "", use_float=True),
+                   self.path)
         gen = ijson.items(tap, "item" if self.array_format else "traceEvents.item", use_float=True,
                           buf_size=READ_SIZE)
         collecting = gc.isenabled()
@@ -379,7 +441,7 @@ class _Parser:
                     o_name.append(nid)
                     o_kind.append(kind)
                     if "Collective name" in args:
-                        collectives.append((len(o_kind) - 1, args))
+                        collectives.append((len(o_kind) - 1, _collective_args(args)))
                 elif cat in api_cats:
                     if ev.get("ph") != "X":
                         continue
@@ -735,6 +797,19 @@ def _text(value) -> str:
     if value is None:
         return ""
     return json.dumps(value, default=str)[:1000]
+
+
+def _collective_args(args: dict) -> dict:
+    """What is kept of an NCCL kernel's args: the collective's fields, each a number or a string of at most
+    4096 characters (an event's args can be anything; only these are used, one dict per collective op)."""
+    kept = {}
+    for key in _COLLECTIVE_ARGS:
+        v = args.get(key)
+        if isinstance(v, (int, float)):
+            kept[key] = v
+        elif isinstance(v, str):
+            kept[key] = v[:4096]
+    return kept
 
 
 def _intern(names: dict, name) -> int:

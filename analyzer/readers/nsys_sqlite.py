@@ -12,6 +12,7 @@ over rows), the small metadata tables through the standard sqlite3 module. Both 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from analyzer import progress
-from analyzer.engine import ArrowStream, distinct, merge_order, trim_c_heap
+from analyzer.model.columns import ArrowStream, distinct, merge_order, trim_c_heap
 from analyzer.errors import SpecprofError
-from analyzer.trace import (
+from analyzer.model.trace import (
     API_SCHEMA,
     MARKS_SCHEMA,
     OPS_SCHEMA,
@@ -44,6 +45,7 @@ MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD"
                 8: "DtoD", 9: "HtoH", 10: "PtoP"}
 
 _PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
+_TIME_LIMIT = 1 << 62  # ns: no timestamp lies further from 0 (the difference of two then fits in 64 bits)
 
 def _cores() -> int:
     """The cores this process may run on (its affinity, as `taskset` sets it), else all of them."""
@@ -74,15 +76,17 @@ class Select:
 
     `columns`: column names of the table, or None for a column of NULLs (one the export lacks).
     `where`: conditions, all of which a row meets: ("in", column, ids), ("not in", column, ids) with
-    non-negative integer ids, or ("not null", column). Both read paths take this one description."""
+    non-negative integer ids, or ("not null", column). Both read paths take this one description.
+    `required`: columns nsys always fills: a row read with one of them NULL is refused (`_Export.parallel`)."""
 
     table: str
     columns: tuple[str | None, ...]
     where: tuple[tuple, ...] = ()
+    required: tuple[str, ...] = ()
 
     def sql(self, schema: dict) -> str:
         """The SQL; a column read as text (pl.Utf8 in `schema`, by position) comes as its bytes, which
-        `_utf8` decodes: SQLite never checks that text is UTF-8."""
+        `_decoded` decodes: SQLite never checks that text is valid."""
         cols = ", ".join("NULL" if c is None else f'CAST("{c}" AS BLOB)' if dtype == pl.Utf8 else f'"{c}"'
                          for c, dtype in zip(self.columns, schema.values()))
         conds = []
@@ -95,24 +99,47 @@ class Select:
         return f'SELECT {cols} FROM "{self.table}"' + (" WHERE " + " AND ".join(conds) if conds else "")
 
 
-def _decoded(df: pl.DataFrame, schema: dict) -> pl.DataFrame:
-    """`df` with its text columns (pl.Utf8 in `schema`), read as bytes, decoded as UTF-8. SQLite stores
-    whatever bytes a program gave it: names that are not UTF-8 are decoded with U+FFFD in place of the
-    bad bytes (as Python's errors="replace"), so they show as such rather than break the analysis."""
+def _decoded(df: pl.DataFrame, schema: dict, encoding: str = "utf-8") -> pl.DataFrame:
+    """`df` with its text columns (pl.Utf8 in `schema`), read as bytes, decoded from the export's text
+    encoding (`encoding`: utf-8, or utf-16-le/-be for a database made so). SQLite stores whatever bytes a
+    program gave it: names that do not decode are decoded with U+FFFD in place of the bad bytes (as
+    Python's errors="replace"), so they show as such rather than break the analysis."""
     texts = [c for c, dtype in schema.items() if dtype == pl.Utf8 and df.schema.get(c) == pl.Binary]
-    return df.with_columns(_utf8(df.get_column(c)) for c in texts) if texts else df
+    return df.with_columns(_text(df.get_column(c), encoding) for c in texts) if texts else df
 
 
-def _utf8(col: pl.Series) -> pl.Series:
-    try:
-        return col.cast(pl.Utf8)
-    except pl.exceptions.ComputeError:  # not UTF-8 somewhere: decode value by value (rare)
-        return pl.Series(col.name, [None if b is None else b.decode("utf-8", "replace") for b in col.to_list()],
-                         pl.Utf8)
+def _text(col: pl.Series, encoding: str) -> pl.Series:
+    if encoding == "utf-8":
+        try:
+            return col.cast(pl.Utf8)
+        except pl.exceptions.ComputeError:  # not UTF-8 somewhere: decoded value by value below (rare)
+            pass
+    return pl.Series(col.name, [None if b is None else b.decode(encoding, "replace") for b in col.to_list()],
+                     pl.Utf8)
+
+
+_CODECS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
+
+# A column default the page reader fills in itself; any other is an expression, for SQLite to evaluate.
+_NOT_LITERAL = object()
+
+
+def _literal(text: str | None, encoding: str):
+    """A column's declared default (`PRAGMA table_xinfo`'s dflt_value) as the page reader takes it: None (no
+    default, or NULL), an int, bytes (a string literal, in the export's encoding), or _NOT_LITERAL."""
+    if text is None or text.strip().upper() == "NULL":
+        return None
+    text = text.strip()
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        value = int(text)
+        return value if -(1 << 63) <= value < 1 << 63 else _NOT_LITERAL
+    if len(text) >= 2 and text[0] == text[-1] == "'" and "'" not in text[1:-1].replace("''", ""):
+        return text[1:-1].replace("''", "'").encode(encoding)
+    return _NOT_LITERAL
 
 
 def _uri(path: str) -> str:
-    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    return "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
 
 
 class _Export:
@@ -123,6 +150,9 @@ class _Export:
         _check_file(path)
         try:
             self.con = sqlite3.connect(_uri(path), uri=True)
+            # names that are not valid text are shown with U+FFFD, never an error
+            self.con.text_factory = lambda b: b.decode("utf-8", "replace")
+            self.encoding = _CODECS.get(self.con.execute("PRAGMA encoding").fetchone()[0], "utf-8")
             rows = self.con.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
@@ -135,6 +165,7 @@ class _Export:
         self.tables = {r[0] for r in rows}
         self._spans: dict[str, tuple[int, int]] = {}
         self.read_by: dict[str, str] = {}  # table -> "pages" or "sqlite": how its rows were read
+        self._checked: set[str] = set()  # tables SQLite's quick_check found whole
         if not self.tables & {"StringIds", "META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL",
                               "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
             raise SpecprofError(
@@ -154,7 +185,7 @@ class _Export:
         except sqlite3.DatabaseError as exc:
             raise self._corrupt(exc) from None
 
-    def frame(self, sql: str, schema: dict, step=None) -> pl.DataFrame:
+    def frame(self, sql: str, schema: dict, step=None, table: str = "") -> pl.DataFrame:
         """Run `sql` and return its rows as a polars frame cast to `schema`, through Arrow.
 
         Each call opens its own ADBC connection, so calls can run in parallel threads (the driver
@@ -185,7 +216,33 @@ class _Export:
             step.advance(df.height)
         if not df.width:
             return empty(schema)
-        return _decoded(df.rename(dict(zip(df.columns, schema))), schema).cast(schema)
+        return self._cast(_decoded(df.rename(dict(zip(df.columns, schema))), schema, self.encoding), schema, table)
+
+    def _cast(self, df: pl.DataFrame, schema: dict, table: str) -> pl.DataFrame:
+        """`df` cast to `schema`; a value that is not what nsys writes there (text in an integer column) is
+        one SpecprofError naming the table and column. (The column's type is looked at, never its values:
+        text SQLite gives may not be valid UTF-8.)"""
+        for (name, dtype), column in zip(schema.items(), df.columns):
+            got = df.schema[column]
+            if dtype == pl.Int64 and not (got.is_integer() or got == pl.Null):
+                raise SpecprofError(
+                    f"{self.path}: table {table or '?'} holds values that are not integers in the column read as "
+                    f"{name}; nsys never writes that: the export is damaged or not made by nsys: export it "
+                    "again with `nsys export --type sqlite`", self.path)
+        return df.cast(schema)
+
+    def check(self, table: str) -> None:
+        """SQLite's quick_check of `table` (its B-tree pages, cells and records), once: a table read through
+        SQLite is read only when whole; otherwise one SpecprofError naming it."""
+        if table in self._checked or table not in self.tables:
+            return
+        try:
+            found = self.con.execute(f'PRAGMA quick_check("{table}")').fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(table, exc) from None
+        if found != [("ok",)]:
+            raise self._damaged(table, found[0][0] if found else "no answer")
+        self._checked.add(table)
 
     def row_span(self, table: str) -> tuple[int, int]:
         """(lowest rowid, highest rowid + 1) of `table`: both ends of its B-tree, no scan.
@@ -209,13 +266,35 @@ class _Export:
         each, since SQLite decodes rows on one core per connection."""
         if select.table not in self.tables:
             return []
+        frames = None
         if _sqlite_pages is not None and DIRECT_PAGES:
             frames = self._pages(select, schema, keep, step, slice_rows)
             if frames is not None:
                 self.read_by[select.table] = "pages"
-                return frames
-        self.read_by[select.table] = "sqlite"
-        return self._slices(select, schema, keep, step, slice_rows)
+        if frames is None:
+            self.check(select.table)
+            self.read_by[select.table] = "sqlite"
+            frames = self._slices(select, schema, keep, step, slice_rows)
+        for df in frames:
+            self._validate(select, schema, df)
+        return frames
+
+    def _validate(self, select: Select, schema: dict, df: pl.DataFrame) -> None:
+        """Refuses values nsys never writes, which the analysis cannot take: NULL in a `required` column, a
+        timestamp (`start`, `end`) beyond +-2^62 ns, where differences of two would overflow 64 bits."""
+        source = dict(zip(schema, select.columns))
+        for name, column in source.items():
+            if column in select.required and df.get_column(name).null_count():
+                raise SpecprofError(
+                    f"{self.path}: table {select.table}: {df.get_column(name).null_count()} rows have no "
+                    f"{column} (NULL); nsys always writes it: the export is damaged: export it again with "
+                    "`nsys export --type sqlite`", self.path)
+            if name in ("start", "end"):
+                bad = df.select(((pl.col(name) < -_TIME_LIMIT) | (pl.col(name) > _TIME_LIMIT)).sum()).item()
+                if bad:
+                    raise SpecprofError(
+                        f"{self.path}: table {select.table}: {bad} rows have a {column} beyond +-2^62 ns (292 "
+                        "years); nsys never writes that: the export is damaged: export it again", self.path)
 
     def whole(self, select: Select, schema: dict, step=None) -> pl.DataFrame:
         """The rows of `select` as one frame (`parallel`, stacked)."""
@@ -246,53 +325,60 @@ class _Export:
         sql = select.sql(schema)
         glue = " AND " if " WHERE " in sql else " WHERE "
         queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
-        return self._run([lambda q=q: self.frame(q, schema, step=step) for q in queries], keep)
+        return self._run([lambda q=q: self.frame(q, schema, step=step, table=select.table) for q in queries], keep)
 
     def _pages(self, select: Select, schema: dict, keep, step, slice_rows: int) -> list[pl.DataFrame] | None:
         """The direct page read of `select`, or None when this table must be read through SQLite (a
         record that overflows its page, a value of an unexpected type, a write-ahead log, a layout
-        the page reader does not know): then nothing of it has been kept."""
+        the page reader does not know): then nothing of it has been kept. A table whose pages are
+        damaged is refused (`_damaged`), never read in part or passed to SQLite to read as it can."""
         plan = self._page_plan(select, schema)
         if plan is None:
             return None
-        root, index, kinds, filters = plan
+        root, index, kinds, filters, defaults, notnull = plan
+        size = _sqlite_pages.LEAF_SIZE
         try:
             leaves = _sqlite_pages.leaves(self.path, root)
-        except (_sqlite_pages.Unsupported, _sqlite_pages.Corrupt):
+        except _sqlite_pages.Unsupported:
             return None
+        except _sqlite_pages.Corrupt as exc:
+            raise self._damaged(select.table, exc) from None
         except OSError as exc:
             raise self._corrupt(exc) from None
-        n = len(leaves) // 4
+        n = len(leaves) // size
         if n == 0:
             return []
         lo, hi = self.row_span(select.table)
-        parts = min(n, self._parts(hi - lo, slice_rows))
-        cuts = [4 * (n * i // parts) for i in range(parts + 1)]
+        parts = max(1, min(n, self._parts(hi - lo, slice_rows)))  # (a damaged span can be empty)
+        cuts = [size * (n * i // parts) for i in range(parts + 1)]
         view = memoryview(leaves)
         names = list(schema)
         done = []
 
         def read(a: int, b: int) -> pl.DataFrame:
-            capsule = _sqlite_pages.read(self.path, view[a:b], index, kinds.encode(), filters)
+            capsule = _sqlite_pages.read(self.path, view[a:b], index, kinds.encode(), filters, defaults, notnull)
             df = pl.DataFrame(ArrowStream(capsule))
-            df = _decoded(df.rename(dict(zip(df.columns, names))), schema)
+            df = _decoded(df.rename(dict(zip(df.columns, names))), schema, self.encoding)
             done.append(df.height)
             if step is not None:
                 step.advance(df.height)
-            return df.cast(schema)
+            return self._cast(df, schema, select.table)
 
         try:
             return self._run([lambda a=a, b=b: read(a, b) for a, b in zip(cuts, cuts[1:])], keep)
-        except (_sqlite_pages.Unsupported, _sqlite_pages.Corrupt):
+        except _sqlite_pages.Unsupported:
             if step is not None:
                 step.advance(-sum(done))  # the SQLite read counts these rows again
             return None
+        except _sqlite_pages.Corrupt as exc:
+            raise self._damaged(select.table, exc) from None
         except OSError as exc:
             raise self._corrupt(exc) from None
 
     def _page_plan(self, select: Select, schema: dict):
-        """(root page, record column per output column, kinds, filters) for the page reader, or None
-        when the table is not a plain rowid table whose records hold the columns in declared order."""
+        """(root page, record column per output column, kinds, filters, defaults, NOT NULL flags) for the page
+        reader, or None when the table is not a plain rowid table whose records hold the columns in declared
+        order."""
         try:
             root = self.rows("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
                              (select.table,))
@@ -304,6 +390,12 @@ class _Export:
         at = {r[1]: r[0] for r in info}
         pk = [r for r in info if r[5]]
         rowid_alias = pk[0][1] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else None
+        # what a record written before a column was added holds there: the column's default
+        defaults = tuple(_literal(r[4], self.encoding) for r in info)
+        used = [c for c in select.columns if c is not None] + [cond[1] for cond in select.where]
+        if any(c in at and defaults[at[c]] is _NOT_LITERAL for c in used):
+            return None  # a default that is an expression: SQLite evaluates it
+        defaults = tuple(None if d is _NOT_LITERAL else d for d in defaults)
         index, kinds = [], ""
         for name, dtype in zip(select.columns, schema.values()):
             if name is not None and (name not in at or name == rowid_alias):
@@ -328,7 +420,13 @@ class _Export:
                 filters.append((col, bytes(bits), False, False))
             else:  # not in: every id but these; NULL is never kept (SQL's NULL NOT IN (...) is NULL)
                 filters.append((col, bytes(b ^ 0xFF for b in bits), True, False))
-        return int(root[0][0]), tuple(index), kinds, tuple(filters)
+        notnull = bytes(1 if r[3] else 0 for r in info)
+        return int(root[0][0]), tuple(index), kinds, tuple(filters), defaults, notnull
+
+    def _damaged(self, table: str, exc: Exception) -> SpecprofError:
+        return SpecprofError(
+            f"{self.path}: table {table} is damaged ({str(exc).split(': ', 1)[-1]}); specprof does not analyse "
+            "a damaged export: export it again with `nsys export --type sqlite`", self.path)
 
     def _corrupt(self, exc: Exception) -> SpecprofError:
         return SpecprofError(
@@ -404,6 +502,8 @@ def read_nsys_sqlite(path: str) -> Trace:
 
 def _read_meta(ex: _Export) -> TraceMeta:
     meta = TraceMeta(path=ex.path, format="nsys-sqlite")
+    for table in ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds"):
+        ex.check(table)  # small tables, read through SQLite: whole, or refused
     if "META_DATA_EXPORT" in ex.tables:
         kv = dict(ex.rows("SELECT name, value FROM META_DATA_EXPORT"))
         meta.tool_version = kv.get("EXPORT_PRODUCT_VERSION")
@@ -427,7 +527,8 @@ def _read_strings(ex: _Export) -> pl.DataFrame:
     schema = {"id": pl.Int64, "value": pl.Utf8}
     if "StringIds" not in ex.tables:
         return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
-    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds", schema).with_columns(
+    ex.check("StringIds")
+    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds", schema, table="StringIds").with_columns(
         pl.col("value").cast(pl.Categorical))
 
 
@@ -466,6 +567,9 @@ def _have(cols: set[str], name: str) -> str | None:
     return name if name in cols else None
 
 
+_OP_REQUIRED = ("start", "end", "deviceId", "streamId", "globalPid")  # what every GPU op row of nsys has
+
+
 def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     parts = []
     k = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -481,7 +585,8 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
 
         frames = ex.parallel(
             Select(k, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), name_col, short_col, _have(cols, "graphNodeId"))),
+                       _have(cols, "correlationId"), name_col, short_col, _have(cols, "graphNodeId")),
+                   required=_OP_REQUIRED),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
              "short_id": pl.Int64, "graph_node": pl.Int64},
@@ -494,7 +599,8 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     if cols:
         df = ex.whole(
             Select(m, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), _have(cols, "copyKind"), _have(cols, "graphNodeId"))),
+                       _have(cols, "correlationId"), _have(cols, "copyKind"), _have(cols, "graphNodeId")),
+                   required=_OP_REQUIRED),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "copy_kind": pl.Int64,
              "graph_node": pl.Int64},
@@ -510,7 +616,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     if cols:
         df = ex.whole(
             Select(s, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), _have(cols, "graphNodeId"))),
+                       _have(cols, "correlationId"), _have(cols, "graphNodeId")), required=_OP_REQUIRED),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_node": pl.Int64},
             step=step,
@@ -523,7 +629,7 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
         # --cuda-graph-trace=graph: one row per graph launch, no kernel rows.
         df = ex.whole(
             Select(g, ("start", "end", _have(cols, "deviceId"), "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), _have(cols, "graphId"))),
+                       _have(cols, "correlationId"), _have(cols, "graphId")), required=_OP_REQUIRED),
             {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
              "pid": pl.Int64, "correlation": pl.Int64, "graph_id": pl.Int64},
             step=step,
@@ -547,7 +653,7 @@ def _stack_sorted(parts: list[pl.DataFrame]) -> pl.DataFrame:
     Built one column at a time, each column's pieces stacked into one chunk (and put in order) on
     their own: the rows are never held twice (stacking whole frames, then sorting them, held 2x the
     ops: 1.8 GB at 11 M). op_id follows this order. Each part is usually in it already (a table of an
-    export, or a slice of one): then their merge order comes from one pass in C (`engine.merge_order`)
+    export, or a slice of one): then their merge order comes from one pass in C (`columns.merge_order`)
     instead of a sort of all the rows."""
     names = list(parts[0].columns)
     pieces = {name: [p.drop_in_place(name) for p in parts] for name in names}  # no copy
@@ -612,7 +718,8 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     stride = hi + 1
     schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
     select = Select(r, ("start", "end", "globalTid", "correlationId", "nameId"),
-                    (("not null", "correlationId"), *_not_launches(strings, cols)))
+                    (("not null", "correlationId"), *_not_launches(strings, cols)),
+                    required=("start", "end", "globalTid"))
     pid_of = pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64)
     by_process = lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32
     if by_process:
@@ -750,7 +857,8 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
               "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64}
     select = Select(n, ("start", "end", "eventType", "globalTid", _have(cols, "endGlobalTid"), _have(cols, "text"),
                         _have(cols, "textId"), _have(cols, "domainId")),
-                    (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),))
+                    (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),),
+                    required=("start", "globalTid"))
     df = ex.whole(select, schema, step=step)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
         pl.col("registered").cast(pl.Utf8))

@@ -1,7 +1,7 @@
 """Sidecar files (`specprof.sidecar/1`, written by tracer/sidecar.py) -> polars tables.
 
-A sidecar is one JSONL file per traced process: a header, then `clock`, `cycle` and `range` records, then a
-footer (absent when the process was killed). Times are `time.perf_counter_ns()` of that process: integer
+A sidecar is one JSONL file per traced process: a header, then `clock`, `cycle`, `range`, `gpu_time` and
+`capture` records, then a footer (absent when the process was killed). Times are `time.perf_counter_ns()` of that process: integer
 nanoseconds on an unsynchronised clock that only the `clock` records (and the NVTX marks they pair with) tie
 to anything else.
 
@@ -16,7 +16,8 @@ Tables (integer ns; `file` is the position of the file in the list read):
 - `cycles`:  file, pid, rank, index, start, end, batch_size, requests (accept counts received, null when none
              arrived), correct (their sum), accept_len (correct / requests + 1: per request-round, the bonus
              token included), verify (the cycle ran a `verify` phase: a speculative decode cycle; SGLang's v2
-             worker also runs prefill batches as cycles, without one)
+             worker also runs prefill batches as cycles, without one), decode (the cycle ran `verify` or a plain
+             `decode` step: a decode cycle, speculative or not)
 - `phases`:  file, pid, cycle, name, start, end, in_cycle. Phases inside a cycle (in_cycle true, `cycle` is
              its index) and ranges of their own such as `accept` or `prefill` (in_cycle false, `cycle` is the
              index of the last cycle opened before them, as the tracer wrote it)
@@ -24,6 +25,11 @@ Tables (integer ns; `file` is the position of the file in the list read):
              in that cycle; the bonus token is not counted here)
 - `clocks`:  file, pid, perf_counter_ns, mark_done_ns (perf_counter once the NVTX mark call returned; null in
              sidecars written before the tracer recorded it), monotonic_raw_ns, time_ns
+- `gpu_time`: file, pid, cycle, phase, ns: GPU time between CUDA events recorded in-stream at the phase's
+             boundaries (`specprof capture --gpu-events`; the cycle's own pair is phase `cycle`), one row per
+             instance
+- `capture`: file, pid, event ("start" | "stop": the tracer's cudaProfilerStart/Stop of a capture window),
+             after_cycle (the cycle just closed; null for a start before any), decode_cycles, ns
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from analyzer.errors import SpecprofError
 from analyzer.readers.files import open_input
 
 SCHEMA = "specprof.sidecar/1"
+# Phases whose presence makes a cycle a decode cycle (tracer/ranges.py DECODE_PHASES).
+DECODE_PHASES = ("verify", "decode")
 GLOB = "specprof-sidecar.*.jsonl"
 
 FILES_SCHEMA = {
@@ -51,12 +59,15 @@ FILES_SCHEMA = {
 CYCLES_SCHEMA = {
     "file": pl.Int64, "pid": pl.Int64, "rank": pl.Int64, "index": pl.Int64, "start": pl.Int64,
     "end": pl.Int64, "batch_size": pl.Int64, "requests": pl.Int64, "correct": pl.Int64,
-    "accept_len": pl.Float64, "verify": pl.Boolean,
+    "accept_len": pl.Float64, "verify": pl.Boolean, "decode": pl.Boolean,
 }
 PHASES_SCHEMA = {
     "file": pl.Int64, "pid": pl.Int64, "cycle": pl.Int64, "name": pl.Utf8, "start": pl.Int64,
     "end": pl.Int64, "in_cycle": pl.Boolean,
 }
+GPU_TIME_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "cycle": pl.Int64, "phase": pl.Utf8, "ns": pl.Int64}
+CAPTURE_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "event": pl.Utf8, "after_cycle": pl.Int64,
+                  "decode_cycles": pl.Int64, "ns": pl.Int64}
 ACCEPTS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "cycle": pl.Int64, "request": pl.Int64,
                   "correct": pl.Int64}
 CLOCKS_SCHEMA = {"file": pl.Int64, "pid": pl.Int64, "perf_counter_ns": pl.Int64, "mark_done_ns": pl.Int64,
@@ -76,6 +87,8 @@ class Sidecars:
     phases: pl.DataFrame
     accepts: pl.DataFrame
     clocks: pl.DataFrame
+    gpu_time: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=GPU_TIME_SCHEMA))
+    capture: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CAPTURE_SCHEMA))
     headers: list[dict] = field(default_factory=list)  # the header records as written, one per file
     notes: list[str] = field(default_factory=list)
 
@@ -156,12 +169,13 @@ def read_sidecars(paths: list[str]) -> Sidecars:
     if not paths:
         raise SpecprofError("no sidecar files given")
     files, cycles, phases, accepts, clocks, headers, notes = [], [], [], [], [], [], []
+    extra: dict[str, list] = {"gpu_time": [], "capture": []}
     # Millions of small tuples and no reference cycles: the cyclic GC would only rescan them (40% of the time).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         for file_no, path in enumerate(paths):
-            _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, notes)
+            _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, notes, extra)
     finally:
         if was_enabled:
             gc.enable()
@@ -171,12 +185,14 @@ def read_sidecars(paths: list[str]) -> Sidecars:
         phases=pl.DataFrame(phases, schema=PHASES_SCHEMA, orient="row"),
         accepts=pl.DataFrame(accepts, schema=ACCEPTS_SCHEMA, orient="row"),
         clocks=pl.DataFrame(clocks, schema=CLOCKS_SCHEMA, orient="row"),
+        gpu_time=pl.DataFrame(extra["gpu_time"], schema=GPU_TIME_SCHEMA, orient="row"),
+        capture=pl.DataFrame(extra["capture"], schema=CAPTURE_SCHEMA, orient="row"),
         headers=headers,
         notes=notes,
     )
 
 
-def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, notes) -> None:
+def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, notes, extra) -> None:
     header = footer = None
     pid = rank = None
     unknown: dict[str, int] = {}
@@ -234,14 +250,16 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
             frames = record.get("phases")
             if not isinstance(frames, list):
                 raise line.fail("`phases` must be a list")
-            verify = False
+            verify = decode = False
             for frame in frames:
                 if not isinstance(frame, list) or len(frame) != 3 or not isinstance(frame[0], str):
                     raise line.fail("a phase must be [name, start_ns, end_ns]")
                 p_start, p_end = line.interval(f"phase {frame[0]!r}", frame[1], frame[2])
                 phases.append((file_no, pid, index, frame[0], p_start, p_end, True))
                 verify = verify or frame[0] == "verify"
-            cycles.append((file_no, pid, rank, index, start, end, batch, requests, correct, accept_len, verify))
+                decode = decode or frame[0] in DECODE_PHASES
+            cycles.append((file_no, pid, rank, index, start, end, batch, requests, correct, accept_len, verify,
+                           decode))
         elif kind == "range":
             name = line.str("name")
             start, end = line.interval(f"range {name!r}", record.get("start_ns"), record.get("end_ns"))
@@ -249,6 +267,22 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
         elif kind == "clock":
             clocks.append((file_no, pid, line.int("perf_counter_ns"), line.int("mark_done_ns", nullable=True),
                            line.int("monotonic_raw_ns", nullable=True), line.int("time_ns", nullable=True)))
+        elif kind == "gpu_time":
+            index = line.int("cycle", minimum=0)
+            frames = record.get("phases")
+            if not isinstance(frames, list):
+                raise line.fail("`phases` must be a list")
+            for frame in frames:
+                if not isinstance(frame, list) or len(frame) != 2 or not isinstance(frame[0], str):
+                    raise line.fail("a gpu_time phase must be [name, ns]")
+                extra["gpu_time"].append((file_no, pid, index, frame[0],
+                                          line.check_int(frame[1], f"gpu_time {frame[0]!r}", minimum=0)))
+        elif kind == "capture":
+            event = line.str("event")
+            if event not in ("start", "stop"):
+                raise line.fail(f"`event` must be start or stop, not {_show(event)}")
+            extra["capture"].append((file_no, pid, event, line.int("after_cycle", nullable=True, minimum=0),
+                                     line.int("decode_cycles", minimum=0), line.int("ns")))
         elif kind == "footer":
             footer = record
         elif kind == "header":

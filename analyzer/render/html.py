@@ -2,7 +2,9 @@
 
 Python builds a view model (plain JSON: the analysis tables, columnar, with times in integer
 nanoseconds relative to the capture's first event, and display-only downsampling for big captures);
-`report.js` draws it in the browser. What each panel shows: docs/report.md.
+the app in `report/` draws it in the browser: one module per panel (`timeline.js`, `phases.js`, `kernels.js`,
+`cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
+put together here into the page's one script. What each panel shows: docs/report.md.
 
 Names (kernels, ranges, threads, the command line) come from other people's programs. They travel
 only inside the JSON data block, escaped so that nothing in them can close the <script> element
@@ -32,11 +34,10 @@ from importlib import resources
 
 import polars as pl
 
-from analyzer.accounting import IDLE_CATEGORIES
-from analyzer.analysis import Analysis
-from analyzer.categories import COMMUNICATION, kinds_of
+from analyzer.core.categories import kinds_of
+from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED
+from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)
@@ -86,12 +87,23 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
     return path
 
 
+REPORT_MODULES = ("common.js", "timeline.js", "header.js", "phases.js", "kernels.js", "cycles.js", "checks.js",
+                  "main.js")
+
+
+def app_script() -> str:
+    """The report's app: its modules (analyzer/render/report/) in one strict-mode function, whose scope they
+    share (each declares one factory function; main.js calls them)."""
+    modules = "\n".join(_resource(f"report/{name}") for name in REPORT_MODULES)
+    return f'(function () {{\n"use strict";\n{modules}\n}})();\n'
+
+
 def page(vm: dict) -> str:
     """Put the view model, the app and plotly.js into the page template."""
     template = _resource("page.html")
-    app = _resource("report.js")
+    app = app_script()
     plotly_js = _plotly_js()
-    for name, code in (("plotly.js", plotly_js), ("report.js", app)):
+    for name, code in (("plotly.js", plotly_js), ("the report's app", app)):
         if "</script" in code.lower() or "<!--" in code:
             raise SpecprofError(f"{name} holds '</script' or '<!--' and cannot be inlined", name)
     title = f"specprof report: {os.path.basename(vm['facts']['source'] or '') or 'trace'}"
@@ -166,8 +178,8 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
         "kernels": _kernels(a),
         "streams": _streams(a),
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
-        "crosscheck": _optional(getattr(a, "crosscheck", None)),
-        "economics": _optional(getattr(a, "economics", None)),
+        "crosscheck": _optional(a.crosscheck),
+        "economics": _optional(a.economics),
     }
     return vm
 
@@ -562,8 +574,8 @@ def _blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> 
 
 
 # ----------------------------------------------------------------------------------------------
-# Cross-check and economics: drawn when the analysis carries them (analyzer/crosscheck.py,
-# analyzer/economics.py); converted to plain JSON here without interpretation.
+# Cross-check and economics: drawn when the analysis carries them (analyzer/derived/crosscheck.py,
+# analyzer/derived/economics.py); converted to plain JSON here without interpretation.
 
 
 PANEL_SKIP = ("pairs",)  # per-instance tables: too long to embed, and the panels draw the per-phase ones

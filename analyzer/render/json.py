@@ -1,4 +1,7 @@
-"""The JSON contract (docs/json.md): schema `specprof.analysis/2`. Times in float milliseconds.
+"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/2` (one analysis, with its per-rank,
+cross-check and economics keys), `specprof.ranks/1` (several traces side by side), `specprof.sweep/1`,
+`specprof.compare/1` and `specprof.runs/1` (the results store's run list). Times in float milliseconds (ns
+inside).
 
 Additive keys may appear in later versions; a breaking change bumps `schema`.
 """
@@ -6,25 +9,23 @@ Additive keys may appear in later versions; a breaking change bumps `schema`.
 from __future__ import annotations
 
 import json
-import math
 import uuid
 
 import polars as pl
 
-from analyzer.analysis import Analysis
+from analyzer.derived.analysis import Analysis
+from analyzer.derived.compare import Comparison
+from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
+from analyzer.derived.economics import Economics
+from analyzer.derived.ranks import Ranks
+from analyzer.derived.sweep import Sweep
+from analyzer.render.format import ms, ms_or_null, num, us_or_null
 
 SCHEMA = "specprof.analysis/2"
-
-
-def ms(ns) -> float:
-    return round(float(ns or 0) / 1e6, 6)
-
-
-def _num(x):
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return None
-    return x
-
+TRACES_SCHEMA = "specprof.ranks/1"
+SWEEP_SCHEMA = "specprof.sweep/1"
+COMPARE_SCHEMA = "specprof.compare/1"
+RUNS_SCHEMA = "specprof.runs/1"
 
 def phase_list(phases, categories) -> list[dict]:
     """The `phases` entries (docs/json.md) of a phase table and its (phase, category, ns) table."""
@@ -91,9 +92,9 @@ def _document(a: Analysis) -> dict:
         },
         "launch": [
             {"phase": r["phase"], "launches": r["launches"], "queued": r["queued"], "api_cpu_ms": ms(r["api_ns"]),
-             "latency_p50_us": _us(r["latency_p50"]), "latency_p90_us": _us(r["latency_p90"]),
-             "latency_max_us": _us(r["latency_max"]), "idle_latency_p50_us": _us(r["idle_latency_p50"]),
-             "idle_latency_p90_us": _us(r["idle_latency_p90"])}
+             "latency_p50_us": us_or_null(r["latency_p50"]), "latency_p90_us": us_or_null(r["latency_p90"]),
+             "latency_max_us": us_or_null(r["latency_max"]), "idle_latency_p50_us": us_or_null(r["idle_latency_p50"]),
+             "idle_latency_p90_us": us_or_null(r["idle_latency_p90"])}
             for r in a.launch.iter_rows(named=True)
         ],
         "streams": [
@@ -104,28 +105,217 @@ def _document(a: Analysis) -> dict:
         ],
         "notes": a.notes,
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
-        "crosscheck": _checks().crosscheck(a.crosscheck) if a.crosscheck is not None else None,
-        "economics": _checks().economics(a.economics) if a.economics is not None else None,
+        "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
+        "economics": economics(a.economics) if a.economics is not None else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
-        **_ranks(a),
+        **ranks(a.ranks),
     }
 
 
-def _ranks(a: Analysis) -> dict:
-    from analyzer.render import multirank
-
-    return multirank.to_json(getattr(a, "multirank", None))
-
-
-def _checks():
-    from analyzer.render import checks_json
-
-    return checks_json
+def _comm_split(r) -> dict:
+    return {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
+            "unmatched_ms": ms(r["unmatched"])}
 
 
-def _us(ns):
-    ns = _num(ns)
-    return None if ns is None else round(float(ns) / 1e3, 3)
+def rank_entries(m: Ranks) -> list[dict]:
+    """The `ranks` list: one entry per (process, device), each with its own `phases`."""
+    out = []
+    by_phase, by_kind = {}, {}
+    for r in m.comm_phases.iter_rows(named=True):
+        by_phase.setdefault(r["rank"], {})[r["phase"]] = _comm_split(r)
+    for r in m.comm_kinds.iter_rows(named=True):
+        by_kind.setdefault(r["rank"], {})[r["kind"]] = _comm_split(r)
+    for r in m.ranks.iter_rows(named=True):
+        mine = pl.col("rank") == r["rank"]
+        out.append({
+            "rank": r["rank"], "pid": r["pid"], "os_pid": r["os_pid"], "device": r["device"],
+            "rank_source": r["source"], "ops": r["ops"], "streams": r["streams"], "wall_ms": ms(r["wall"]),
+            "busy_ms": ms(r["busy"]), "attributed_ms": ms(r["attributed"]),
+            "communication": {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
+                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {}),
+                              "by_kind": by_kind.get(r["rank"], {})},
+            "phases": phase_list(m.phases.filter(mine).drop("rank"), m.categories.filter(mine).drop("rank")),
+        })
+    return out
+
+
+def skew_entry(m: Ranks) -> dict | None:
+    """`rank_skew`: per phase min/max/skew across ranks, the collectives' split, the stragglers (null with one rank)."""
+    if m.count < 2:
+        return None
+    top = m.straggler()
+    return {
+        "phases": [{"name": r["phase"], "ranks": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
+                    "mean_ms": ms(r["mean"]), "skew_ms": ms(r["skew"]), "skew_pct": num(r["skew_pct"], 3),
+                    "min_rank": r["min_rank"], "max_rank": r["max_rank"]} for r in m.skew.iter_rows(named=True)],
+        "collectives": [{"name": r["name"], "kind": r["kind"], "ranks": r["ranks"], "instances": r["instances"],
+                         "unmatched": r["unmatched"], "ms": ms(r["ns"]), "wait_ms": ms(r["wait"]),
+                         "transfer_ms": ms(r["transfer"]), "overlap_pct": num(r["overlap_pct"], 3),
+                         "shifts": r["shifts"]} for r in m.collectives.iter_rows(named=True)],
+        "stragglers": [{"rank": r["rank"], "last": r["last"], "share": num(r["share"], 3),
+                        "margin_mean_us": us_or_null(r["margin_mean"]), "margin_max_us": us_or_null(r["margin_max"]),
+                        "caused_wait_ms": ms(r["caused"])} for r in m.stragglers.iter_rows(named=True)],
+        "straggler": None if top is None else {"rank": top["rank"], "last": top["last"],
+        "share": num(top["share"], 3),
+                                               "margin_mean_us": us_or_null(top["margin_mean"]),
+                                               "caused_wait_ms": ms(top["caused"])},
+        "notes": list(m.notes),
+    }
+
+
+def ranks(m: Ranks | None) -> dict:
+    """The additive keys of `specprof.analysis/2`: `ranks` and `rank_skew` (null when not computed)."""
+    if m is None:
+        return {"ranks": None, "rank_skew": None}
+    return {"ranks": rank_entries(m), "rank_skew": skew_entry(m)}
+
+
+def crosscheck(c: CrossCheck) -> dict:
+    inflation = None
+    if c.inflation is not None:
+        inflation = {
+            "baseline": c.baseline,
+            "rows": [
+                {"measure": r["measure"], "phase": r["phase"], "cycles_with": r["cycles_with"],
+                 "cycles_without": r["cycles_without"], "with_ms": ms_or_null(r["with_ns"]),
+                 "without_ms": ms_or_null(r["without_ns"]),
+                 "ratio": num(r["ratio"], 4), "ratio_ci95": [num(r["ratio_lo"], 4), num(r["ratio_hi"], 4)],
+                 "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"]}
+                for r in c.inflation.iter_rows(named=True)
+            ],
+        }
+    accept = None
+    if c.accept is not None:
+        a = c.accept
+        accept = {"sidecar_accept_len": num(a.sidecar_pooled, 4),
+        "sidecar_per_cycle_mean": num(a.sidecar_per_cycle, 4),
+                  "request_rounds": a.request_rounds, "cycles": a.cycles, "log_lines": a.log_lines,
+                  "log_mean": num(a.log_mean, 4), "log_weighted": num(a.log_weighted, 4),
+                  "log_accept_rate_mean": num(a.log_rate_mean, 4), "gap": num(a.gap, 4),
+                  "overlap_bound": num(a.overlap_bound, 4), "verdict": a.verdict, "explanations": a.explanations}
+    return {
+        "profiler": c.profiler, "tolerance_pct": TOLERANCE * 100, "floor_ms": ms_or_null(FLOOR_NS),
+        "alignment": [
+            {"path": r["path"], "pid": r["pid"], "trace_pid": r["trace_pid"], "method": r["method"],
+             "marks": r["marks"], "offset_ns": r["offset_ns"], "drift_ppm": num(r["drift_ppm"], 3),
+             "mark_lag_us": us_or_null(r["mark_lag_ns"]), "sidecar_cycles": r["sidecar_cycles"],
+             "trace_cycles": r["trace_cycles"], "matched_cycles": r["matched_cycles"],
+             "first_index": r["first_index"], "last_index": r["last_index"],
+             "residual_p50_us": us_or_null(r["residual_p50_ns"]), "residual_max_us": us_or_null(r["residual_max_ns"])}
+            for r in c.alignment.iter_rows(named=True)
+        ],
+        "consistency": [
+            {"phase": r["phase"], "instances": r["instances"], "nsys_ms": ms_or_null(r["nsys_ns"]),
+             "sidecar_ms": ms_or_null(r["sidecar_ns"]), "diff_ms": ms_or_null(r["diff_ns"]),
+             "diff_pct": num(r["diff_pct"], 3),
+             "abs_diff_p90_us": us_or_null(r["abs_diff_p90_ns"]), "abs_diff_max_us": us_or_null(r["abs_diff_max_ns"]),
+             "tolerance_ms": ms_or_null(r["tolerance_ns"]), "verdict": r["verdict"]}
+            for r in c.consistency.iter_rows(named=True)
+        ],
+        "inflation": inflation,
+        "accept": accept,
+        "ground_truth": None if c.ground_truth is None else {
+            "tolerance_pct": GT_TOLERANCE * 100, "floor_ms": ms_or_null(GT_FLOOR_NS),
+            "rows": [
+                {"phase": r["phase"], "instances": r["instances"], "stream": r["stream"],
+                 "attributed_ms": ms_or_null(r["attributed_ns"]), "events_ms": ms_or_null(r["events_ns"]),
+                 "diff_ms": ms_or_null(r["diff_ns"]), "diff_pct": num(r["diff_pct"], 3),
+                 "abs_diff_max_us": us_or_null(r["abs_diff_max_ns"]), "tolerance_ms": ms_or_null(r["tolerance_ns"]),
+                 "verdict": r["verdict"]}
+                for r in c.ground_truth.iter_rows(named=True)
+            ]},
+        "notes": c.notes,
+    }
+
+
+def economics(e: Economics) -> dict:
+    return {
+        "baseline_ms": ms_or_null(e.baseline_ns), "baseline_source": e.baseline_source,
+        "estimates": [
+            {"source": r["source"], "profiled": r["profiled"], "cycles": r["cycles"],
+             "cycle_ms": ms_or_null(r["cycle_ns"]),
+             "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3),
+             "tokens_per_s": num(r["tokens_per_s"], 1),
+             "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
+             "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_tokens_per_s": num(r["baseline_tokens_per_s"], 1),
+             "speedup": num(r["speedup"], 4), "break_even_accept_len": num(r["break_even_accept_len"], 4),
+             "verdict": r["verdict"]}
+            for r in e.estimates.iter_rows(named=True)
+        ],
+        "verdict": e.verdict,
+        "notes": e.notes,
+    }
+
+
+def _fit(row: dict, unit: str) -> dict:
+    return {
+        "fixed_ms": ms_or_null(row["fixed_ns"]), f"per_{unit}_ms": ms_or_null(row["per_unit_ns"]),
+        "ci95": {"fixed_ms": [ms_or_null(row["fixed_lo_ns"]), ms_or_null(row["fixed_hi_ns"])],
+                 f"per_{unit}_ms": [ms_or_null(row["per_unit_lo_ns"]), ms_or_null(row["per_unit_hi_ns"])]},
+        "ci95_runs": {"fixed_ms": [ms_or_null(row["fixed_runs_lo_ns"]), ms_or_null(row["fixed_runs_hi_ns"])],
+                      f"per_{unit}_ms": [ms_or_null(row["per_unit_runs_lo_ns"]),
+                                         ms_or_null(row["per_unit_runs_hi_ns"])]},
+        "lack_of_fit_ms": ms_or_null(row["lack_of_fit_ns"]), "cycles": row["n"], "runs": row["runs"],
+        "source": row["source"],
+    }
+
+
+def sweep(s: Sweep) -> dict:
+    fits = {r["name"]: r for r in s.fits.iter_rows(named=True)}
+    verify = _fit(fits["verify"], "token")
+    verify["fixed_share"] = num(s.fixed_share, 4)
+    return {
+        "schema": SWEEP_SCHEMA,
+        "runs": [
+            {"path": r["path"], "steps": r["steps"], "tokens": r["tokens"], "cycles": r["cycles"],
+             "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3),
+             "draft_ms": ms_or_null(r["draft_ns"]),
+             "verify_ms": ms_or_null(r["verify_ns"]), "rest_ms": ms_or_null(r["rest_ns"]),
+             "cycle_ms": ms_or_null(r["cycle_ns"]),
+             "period_unprofiled_ms": ms_or_null(r["period_unprofiled_ns"])}
+            for r in s.runs.iter_rows(named=True)
+        ],
+        "verify": verify,
+        "draft": _fit(fits["draft"], "step"),
+        "rest": _fit(fits["rest"], "step"),
+        "cycle": _fit(fits["cycle"], "step"),
+        "cycle_unprofiled": _fit(fits["cycle_unprofiled"], "step") if "cycle_unprofiled" in fits else None,
+        "basis": s.basis,
+        "acceptance": {"positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
+                                      "rate": num(r["rate"], 4)} for r in s.acceptance.iter_rows(named=True)],
+                       "pooled_rate": num(s.pooled_rate, 4)},
+        "predictions": [
+            {"steps": r["steps"], "tokens": r["tokens"], "accept_len": num(r["accept_len"], 4),
+             "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
+             "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2), "measured": r["measured"],
+             "extrapolated": r["extrapolated"]}
+            for r in s.predictions.iter_rows(named=True)
+        ],
+        "recommended_steps": s.recommended_steps,
+        "reasoning": s.reasoning,
+        "notes": s.notes,
+    }
+
+
+def compare(c: Comparison) -> dict:
+    return {
+        "schema": COMPARE_SCHEMA,
+        "unit": c.unit,
+        "a": {"path": c.a_path, "cycles": c.a_cycles},
+        "b": {"path": c.b_path, "cycles": c.b_cycles},
+        "total": {"a_ms": ms_or_null(c.a_total_ns), "b_ms": ms_or_null(c.b_total_ns),
+                  "diff_ms": ms_or_null(c.b_total_ns - c.a_total_ns),
+                  "ratio": num(c.b_total_ns / c.a_total_ns, 4) if c.a_total_ns else None,
+                  "change_pct": num(c.change_pct, 3)},
+        "phases": [{"phase": r["phase"], "a_ms": ms_or_null(r["a_ns"]), "b_ms": ms_or_null(r["b_ns"]),
+                    "diff_ms": ms_or_null(r["diff_ns"]),
+                    "ratio": num(r["ratio"], 4)} for r in c.phases.iter_rows(named=True)],
+        "categories": [{"phase": r["phase"], "category": r["category"], "a_ms": ms_or_null(r["a_ns"]),
+                        "b_ms": ms_or_null(r["b_ns"]),
+                        "diff_ms": ms_or_null(r["diff_ns"]), "ratio": num(r["ratio"], 4)}
+                       for r in c.categories.iter_rows(named=True)],
+        "notes": c.notes,
+    }
 
 
 def render(a: Analysis) -> str:
@@ -177,3 +367,32 @@ def _cycle_lines(a: Analysis) -> str | None:
         + pl.lit(', "start_ns": ') + _int_text("start") + pl.lit(', "end_ns": ') + _int_text("end")
         + pl.lit(', "phases": {') + pl.col("text").fill_null("") + pl.lit("}}"))
     return lines.to_series().str.join(",\n  ").item()
+
+
+def traces(digests, skew: pl.DataFrame) -> str:
+    """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/2}], "skew"}.
+    `digests`: each trace's rank, path and `doc` (its specprof.analysis/2 as a dict, `to_dict`), in order;
+    `skew`: app/traces.py's skew across them."""
+    doc = {"schema": TRACES_SCHEMA, "ranks": [{"rank": d.rank, "path": d.path, "analysis": d.doc} for d in digests],
+           # additive: per phase across the traces (`min_trace`/`max_trace`: positions in `ranks`)
+           "skew": [{"name": r["phase"], "traces": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
+                     "skew_ms": ms(r["skew"]), "skew_pct": round(r["skew_pct"], 3), "min_trace": r["min_rank"],
+                     "max_trace": r["max_rank"]} for r in skew.iter_rows(named=True)]}
+    return json.dumps(doc, indent=1)
+
+
+def runs(listed: pl.DataFrame) -> str:
+    """{"schema": "specprof.runs/1", "runs": [{"id", "ref", "imported_at", "path", "format", "ranks", "cycles",
+    "wall_ms", "per_cycle_ms", "steps", "accept_len", "speedup", "captured_at", "key"}]}."""
+    out = []
+    for r in listed.iter_rows(named=True):
+        out.append({"id": r["id"], "ref": f"@{r['id']}", "imported_at": r["imported_at"], "path": r["path"],
+                    "format": r["format"], "ranks": r["ranks"], "cycles": r["cycles"], "wall_ms": ms(r["wall_ns"]),
+                    "per_cycle_ms": ms(r["cycle_attributed_ns"] / r["cycles"]) if r["cycles"] else None,
+                    "steps": r["steps"], "accept_len": r["accept_len"], "speedup": r["speedup"],
+                    "captured_at": r["captured_at"], "key": r["key"]})
+    return json.dumps({"schema": RUNS_SCHEMA, "runs": out}, indent=1)
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=1, ensure_ascii=True)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 
-from analyzer.analysis import Analysis
+from analyzer.core.attribution import Attribution
 from analyzer.errors import SpecprofError
 
 TABLES = ("phases", "categories", "cycles", "cycle_phases", "launch", "streams", "devices",
           "kernels", "unattributed", "ranges", "ops", "segments")
 
 
-def write(a: Analysis, directory: str, fmt: str) -> list[str]:
+def write(a: Attribution, directory: str, fmt: str) -> list[str]:
     """Write every table to `directory` as `<table>.csv` or `<table>.parquet`; returns the paths."""
     try:
         os.makedirs(directory, exist_ok=True)

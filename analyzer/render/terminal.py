@@ -1,47 +1,21 @@
-"""Plain-text tables for the terminal. Names from the trace are untrusted: printed sanitised."""
+"""Plain text for the terminal: the analysis (with its per-rank, cross-check and economics sections), several
+traces side by side, the sweep, the comparison, the results store's run list, and the commands' one-line
+messages. Names from traces are untrusted: printed sanitised (format.clean)."""
 
 from __future__ import annotations
 
+import os
+
 import polars as pl
 
-from analyzer.accounting import IDLE_CATEGORIES
-from analyzer.analysis import Analysis
-from analyzer.projection import IN_CYCLE, UNATTRIBUTED
-
-
-def clean(text, width: int | None = None) -> str:
-    """Printable text only (no escape sequences from a trace can reach the terminal)."""
-    s = "" if text is None else str(text)
-    s = "".join(ch if ch.isprintable() else "?" for ch in s)
-    if width is not None and len(s) > width:
-        s = s[: max(1, width - 1)] + "…"
-    return s
-
-
-def table(headers: list[str], rows: list[list], align: str | None = None) -> str:
-    """Columns padded to fit; `align` is one char per column, 'l' or 'r'."""
-    cells = [[clean(h) for h in headers]] + [[clean(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    align = align or "l" + "r" * (len(headers) - 1)
-    out = []
-    for n, r in enumerate(cells):
-        line = "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align))
-        out.append(line.rstrip())
-        if n == 0:
-            out.append("  ".join("-" * w for w in widths))
-    return "\n".join(out)
-
-
-def f_ms(ns, digits: int = 3) -> str:
-    return f"{(ns or 0) / 1e6:,.{digits}f}"
-
-
-def f_us(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e3:,.1f}"
-
-
-def pct(part, whole) -> str:
-    return "-" if not whole else f"{100.0 * (part or 0) / whole:.1f}%"
+from analyzer.derived.analysis import Analysis
+from analyzer.derived.compare import Comparison
+from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
+from analyzer.derived.economics import Economics
+from analyzer.derived.ranks import Ranks
+from analyzer.derived.sweep import Sweep
+from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from analyzer.render.format import bullets, clean, f_ms, f_ms_or_dash, f_num, f_us, f_x, pct, table
 
 
 def header(a: Analysis) -> str:
@@ -57,6 +31,13 @@ def header(a: Analysis) -> str:
         f"{a.cycles.height:,} cycles; GPU time accounted {f_ms(total)} ms",
         f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
     ]
+    busy = a.phases.select(pl.col("gpu_busy").sum()).item() if a.phases.height else 0
+    if busy and a.cycles.height:
+        # GPU work that no phase launched: outside every range, or in a cycle but between its phases.
+        outside = a.phases.filter(pl.col("phase").is_in([UNATTRIBUTED, IN_CYCLE]))
+        lines.append(f"  GPU busy time outside every phase: {f_ms(int(outside['gpu_busy'].sum()))} ms of "
+                     f"{f_ms(busy)} ms ({pct(outside['gpu_busy'].sum(), busy)}; {UNATTRIBUTED}: launched between "
+                     f"cycles, {IN_CYCLE}: in a cycle between its phases)")
     return "\n".join(lines)
 
 
@@ -174,21 +155,275 @@ def unattributed(a: Analysis) -> str:
             + table(["reason", "ops", "gpu op ms"], rows, "lrr"))
 
 
+def ranks(m: Ranks | None, phase_limit: int = 20) -> str | None:
+    """The Ranks section (None with fewer than two ranks: the rest of the output is that one rank)."""
+    if m is None or m.count < 2:
+        return None
+    rows = [[str(r["rank"]), str(r["os_pid"]), str(r["device"]), f"{r['ops']:,}", f_ms(r["wall"]), f_ms(r["busy"]),
+             pct(r["busy"], r["wall"]), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]), f_ms(r["unmatched"])]
+            for r in m.ranks.iter_rows(named=True)]
+    source = m.ranks["source"][0]
+    out = [f"Ranks: {m.count} (process, device) pairs, numbered by {source} (docs/multirank.md)",
+           table(["rank", "pid", "device", "ops", "wall ms", "busy ms", "busy", "comm ms", "wait ms",
+                  "transfer ms", "unmatched ms"], rows),
+           "  comm = wait (the rank's collective kernel ran before the last rank's started) + transfer (the rest)"
+           " + unmatched"]
+    sk = m.skew.head(phase_limit)
+    rows = [[clean(r["phase"], 48), str(r["ranks"]), f_ms(r["min"]), f_ms(r["max"]), f_ms(r["skew"]),
+             f"{r['skew_pct']:.1f}%", str(r["min_rank"]), str(r["max_rank"])] for r in sk.iter_rows(named=True)]
+    out += ["", "Skew across ranks (attributed ms per phase; a rank without the phase counts 0)",
+            table(["phase", "ranks", "min ms", "max ms", "skew ms", "skew", "min rank", "max rank"], rows, "lrrrrrrr")]
+    if m.skew.height > sk.height:
+        out.append(f"({m.skew.height - sk.height:,} more phases: --phases N shows more, --json shows all)")
+    if m.comm_kinds.height:
+        rows = [[str(r["rank"]), clean(r["kind"], 24), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]),
+                 pct(r["wait"], r["comm"]), f_ms(r["unmatched"])] for r in m.comm_kinds.iter_rows(named=True)]
+        out += ["", "Communication per rank and kind",
+                table(["rank", "kind", "comm ms", "wait ms", "transfer ms", "wait", "unmatched ms"], rows,
+                      "llrrrrr")]
+    if m.collectives.height:
+        rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}",
+                 f_ms(r["ns"]), f_ms(r["wait"]), f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
+                 "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.0f}%"]
+                for r in m.collectives.iter_rows(named=True)]
+        out += ["", "Collectives (k-th kernel of a name on each rank matched; ms summed over ranks)",
+                table(["kernel", "kind", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait",
+                       "overlap"], rows, "llrrrrrrr")]
+        rows = [[str(r["rank"]), f"{r['last']:,}", "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
+                 f_us(r["margin_mean"]), f_us(r["margin_max"]), f_ms(r["caused"])]
+                for r in m.stragglers.iter_rows(named=True)]
+        out += ["", "Stragglers (arrived last at a matched collective; margin: later than the next-latest rank)",
+                table(["rank", "last", "share", "margin mean us", "max us", "others' wait ms"], rows)]
+        top = m.straggler()
+        if top is not None:
+            n = int(m.collectives["instances"].sum())
+            out.append(f"  straggler: rank {top['rank']}, last at {top['last']:,} of {n:,}"
+                       f" collectives, by {f_us(top['margin_mean'])} us on average; the other ranks waited "
+                       f"{f_ms(top['caused'])} ms for it")
+            worst = m.stragglers.sort("caused", descending=True).row(0, named=True)
+            if worst["rank"] != top["rank"] and worst["caused"] > top["caused"]:
+                out.append(f"  but rank {worst['rank']} made the others wait longest: {f_ms(worst['caused'])} ms "
+                           f"({worst['last']:,} times last, by {f_us(worst['margin_mean'])} us on average)")
+    else:
+        out += ["", "Collectives: no communication kernels in this capture (nothing to split into wait and transfer)."]
+    if m.notes:
+        out += [""] + [f"- {clean(n)}" for n in m.notes]
+    return "\n".join(out)
+
+
+def crosscheck(c: CrossCheck) -> str:
+    parts = []
+    head = [f"Cross-check: the trace's CPU ranges ({c.profiler}) against the tracer's sidecar (same run, same "
+            "instances)"]
+    for r in c.alignment.iter_rows(named=True):
+        if r["method"] == "none":
+            head.append(f"  {clean(r['path'])}: not aligned")
+            continue
+        how = ("clock-sync marks" if r["method"] == "clock_sync marks" else
+               "the sequence of cycle durations (no clock-sync mark inside the capture)")
+        lag = f"; nsys stamped the marks {f_us(r['mark_lag_ns'])} us after their readings" \
+            if r["mark_lag_ns"] is not None else ""
+        head.append(
+            f"  {clean(r['path'])}: clocks aligned by {how}{lag}; {r['matched_cycles']:,} of "
+            f"{r['sidecar_cycles']:,} sidecar cycles are in the capture (indices {r['first_index']}.."
+            f"{r['last_index']}); cycle starts agree to {f_us(r['residual_p50_ns'])} us (p50), "
+            f"{f_us(r['residual_max_ns'])} us (max)")
+    rows = [[clean(r["phase"], 32), f"{r['instances']:,}", f_ms_or_dash(r["nsys_ns"]), f_ms_or_dash(r["sidecar_ns"]),
+             f_us(r["diff_ns"]), "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.2f}%",
+             f_us(r["abs_diff_p90_ns"]), f_us(r["tolerance_ns"]), r["verdict"]]
+            for r in c.consistency.iter_rows(named=True)]
+    if rows:
+        head.append(f"  verdict: consistent when the means differ by at most {TOLERANCE:.0%} or "
+                    f"{FLOOR_NS / 1e3:.0f} us (the NVTX push/pop around the tracer's stamps)")
+        parts.append("\n".join(head) + "\n" + table(
+            ["phase", "inst", "trace ms", "sidecar ms", "diff us", "diff", "|diff| p90 us", "tolerance us",
+             "verdict"], rows, "lrrrrrrrl"))
+    else:
+        parts.append("\n".join(head) + "\n  no instance could be paired: nothing to compare (see the notes)")
+    if c.inflation is not None and c.inflation.height:
+        rows = []
+        for r in c.inflation.iter_rows(named=True):
+            verdict = r["verdict"]
+            if verdict in ("inflated", "shorter"):
+                verdict += f" {(r['ratio'] - 1) * 100:+.0f}%"
+            rows.append([r["measure"], clean(r["phase"], 32), f_ms_or_dash(r["with_ns"]), f_ms_or_dash(r["without_ns"]),
+                         f_x(r["ratio"]), f"{r['ratio_lo']:.2f}..{r['ratio_hi']:.2f}", verdict])
+        base = ", ".join(clean(p) for p in c.baseline)
+        parts.append(
+            f"Profiler inflation: this run under {c.profiler} against the same workload without it ({base})\n"
+            "  mean ms per cycle; cpu: the phase call's host wall clock (sidecar); gpu: CUDA events around the "
+            "phase (the tracer's --gpu-events, or the reference engine's ground truth);\n  cycle: the cycle call; "
+            "period: cycle start to next cycle start (what throughput sees)\n"
+            + table(["measure", "phase", f"with {c.profiler}", "without", "ratio", "95% CI", "verdict"], rows,
+                "llrrrrl"))
+    if c.ground_truth is not None and c.ground_truth.height:
+        rows = [[clean(r["phase"], 32), f"{r['instances']:,}", str(r["stream"]), f_ms_or_dash(r["attributed_ns"]),
+                 f_ms_or_dash(r["events_ns"]), f_us(r["diff_ns"]),
+                 "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.2f}%", f_us(r["abs_diff_max_ns"]),
+                 f_us(r["tolerance_ns"]), r["verdict"]]
+                for r in c.ground_truth.iter_rows(named=True)]
+        parts.append(
+            "Ground truth: attributed time per phase instance against CUDA events recorded in-stream at the phase's "
+            "boundaries (same run)\n  on the stream the phase ran on (the events'); within when the means differ "
+            f"by at most {GT_TOLERANCE:.0%} or {GT_FLOOR_NS / 1e6:.1f} ms\n"
+            + table(["phase", "inst", "stream", "attributed ms", "events ms", "diff us", "diff", "|diff| max us",
+                     "tolerance us", "verdict"], rows, "lrrrrrrrrl"))
+    if c.accept is not None:
+        a = c.accept
+        parts.append(f"Accept length: sidecar {a.sidecar_pooled:.3f} vs server log "
+                     f"{(a.log_weighted if a.log_weighted is not None else a.log_mean):.3f} "
+                     f"(gap {a.gap:+.3f}): {a.verdict}\n" + bullets(a.explanations))
+    if c.notes:
+        parts.append("Cross-check notes\n" + bullets(c.notes))
+    return "\n\n".join(parts)
+
+
+def economics(e: Economics) -> str:
+    rows = [[clean(r["source"]), f"{r['cycles']:,}", f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
+             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]), f_num(r["break_even_accept_len"])]
+            for r in e.estimates.iter_rows(named=True)]
+    base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
+        "no baseline step time (give --baseline-ms MS or --baseline RUN)"
+    text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
+            + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms", "speedup",
+                     "break-even accept len"], rows, "lrrrrrrr"))
+    if e.verdict:
+        text += "\n" + bullets(e.verdict)
+    if e.notes:
+        text += "\n" + bullets(e.notes)
+    return text
+
+
 def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
     parts = [header(a), phases(a, phase_limit), categories(a, phase_limit), cycles(a, cycle_limit),
              launch(a, phase_limit), streams(a), unattributed(a), kernels(a, phase_limit)]
-    from analyzer.render import multirank
-
-    ranks = multirank.terminal(getattr(a, "multirank", None), phase_limit)
-    if ranks:
-        parts.append(ranks)
-    if a.crosscheck is not None or a.economics is not None:
-        from analyzer.render import checks_terminal
-
-        if a.crosscheck is not None:
-            parts.append(checks_terminal.crosscheck(a.crosscheck))
-        if a.economics is not None:
-            parts.append(checks_terminal.economics(a.economics))
+    per_rank = ranks(a.ranks, phase_limit)
+    if per_rank:
+        parts.append(per_rank)
+    if a.crosscheck is not None:
+        parts.append(crosscheck(a.crosscheck))
+    if a.economics is not None:
+        parts.append(economics(a.economics))
     if a.notes:
         parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in a.notes))
     return "\n\n".join(parts) + "\n"
+
+
+def _label(d) -> str:
+    return f"rank {d.rank}" if d.rank is not None else os.path.basename(d.path)
+
+
+def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame, phase_limit: int = 20) -> str:
+    """Several traces side by side: one row per trace (`summary`), the skew across them, then each one's own
+    text. `digests`: each trace's rank, path and `text` (its terminal text), in the order of `summary`'s rows."""
+    rows = [[_label(d), os.path.basename(d.path), f"{row['ops']:,}", f_ms(row["wall"]), f_ms(row["busy"]),
+             pct(row["busy"], row["wall"]), f_ms(row["cpu_wait"]), f_ms(row["launch"]), f_ms(row["idle"]),
+             f_ms(row["communication"]), row["top_phase"] or "-"]
+            for d, row in zip(digests, summary.iter_rows(named=True))]
+    out = [f"specprof analysis of {len(digests)} traces, one per rank (each on its own clock)", "",
+           table(["rank", "trace", "GPU ops", "wall ms", "busy ms", "busy", "cpu_wait ms", "launch ms", "idle ms",
+                  "comm ms", "top phase"], rows, "llrrrrrrrrl"),
+           "  wall, busy and the idle kinds are summed over each rank's GPU streams (docs/attribution.md)"]
+    sk = skew.head(phase_limit)
+    if sk.height:
+        names = [_label(d) for d in digests]
+        rows = [[clean(r["phase"], 48), str(r["ranks"]), f_ms(r["min"]), f_ms(r["max"]), f_ms(r["skew"]),
+                 f"{r['skew_pct']:.1f}%", names[r["min_rank"]], names[r["max_rank"]]]
+                for r in sk.iter_rows(named=True)]
+        out += ["", "Skew across the traces (attributed ms per phase; a trace without the phase counts 0; "
+                "docs/multirank.md)",
+                table(["phase", "traces", "min ms", "max ms", "skew ms", "skew", "min", "max"], rows, "lrrrrrll")]
+    for d in digests:
+        out += ["", "=" * 100, f"{_label(d)}: {clean(d.path)}", "=" * 100, d.text]
+    return "\n".join(out)
+
+
+def sweep(s: Sweep) -> str:
+    runs = [[clean(r["path"], 40), str(r["steps"]), str(r["tokens"]), f"{r['cycles']:,}", f_num(r["accept_len"]),
+             f_ms_or_dash(r["draft_ns"]), f_ms_or_dash(r["verify_ns"]), f_ms_or_dash(r["rest_ns"]), f_ms_or_dash(r["cycle_ns"]),
+             f_ms_or_dash(r["period_unprofiled_ns"])]
+            for r in s.runs.iter_rows(named=True)]
+    parts = ["Runs (means per cycle; draft, verify, rest and cycle: attributed GPU ms under nsys)\n" + table(
+        ["run", "K", "tokens", "cycles", "accept len", "draft", "verify", "rest", "cycle", "period w/o nsys"],
+        runs, "lrrrrrrrrr")]
+    fits = []
+    for r in s.fits.iter_rows(named=True):
+        per = "token" if r["x"] == "tokens" else "step"
+        runs_ci = "-" if r["per_unit_runs_lo_ns"] is None else \
+            f"{r['per_unit_runs_lo_ns'] / 1e6:.4f}..{r['per_unit_runs_hi_ns'] / 1e6:.4f}"
+        fits.append([r["name"], f_ms_or_dash(r["fixed_ns"], 4), f"{f_ms_or_dash(r['fixed_lo_ns'], 4)}..{f_ms_or_dash(r['fixed_hi_ns'], 4)}",
+                     f"{r['per_unit_ns'] / 1e6:.4f} /{per}",
+                     f"{r['per_unit_lo_ns'] / 1e6:.4f}..{r['per_unit_hi_ns'] / 1e6:.4f}", runs_ci,
+                     f_ms_or_dash(r["lack_of_fit_ns"], 4)])
+    parts.append("Fits: time = fixed + per_unit x (verify tokens | draft steps), least squares over cycles\n"
+                 "  95% CI from the per-cycle scatter; 'runs' CI from the run means (run-to-run uncertainty); "
+                 "lack of fit: the largest run mean's distance from the line\n"
+                 + table(["fit", "fixed ms", "95% CI", "per unit ms", "95% CI", "runs 95% CI", "lack of fit ms"],
+                         fits, "lrrrrrr"))
+    acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}", f_num(r["rate"])]
+           for r in s.acceptance.iter_rows(named=True)]
+    parts.append(f"Acceptance per draft position (pooled over the runs that drafted it; pooled {s.pooled_rate:.3f})\n"
+                 + table(["position", "reached", "accepted", "rate"], acc))
+    pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
+             f_num(r["accept_len"]), f_ms_or_dash(r["cycle_ns"]), f_num(r["tokens_per_s"], 0), f_num(r["tokens_per_s_per_request"], 1),
+             "measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated")]
+            for r in s.predictions.iter_rows(named=True)]
+    basis = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
+    parts.append(f"Predicted throughput (cycle from the fit of the {basis})\n" + table(
+        ["K", "tokens", "accept len", "cycle ms", "tokens/s", "per request", "K is"], pred, "rrrrrrl"))
+    parts.append(f"Recommendation: K = {s.recommended_steps}\n" + bullets(s.reasoning))
+    if s.notes:
+        parts.append("Notes\n" + bullets(s.notes))
+    return "\n\n".join(parts) + "\n"
+
+
+def compare(c: Comparison, limit: int = 40) -> str:
+    unit = "per cycle" if c.unit == "cycle" else "per run"
+    change = c.change_pct
+    head = (f"A: {clean(c.a_path)} ({c.a_cycles:,} cycles)\nB: {clean(c.b_path)} ({c.b_cycles:,} cycles)\n"
+            f"Total attributed GPU time {unit}: A {f_ms_or_dash(c.a_total_ns)} ms, B {f_ms_or_dash(c.b_total_ns)} ms"
+            + ("" if change is None else f": B is {abs(change):.1f}% {'slower' if change > 0 else 'faster'}"))
+    ph = [[clean(r["phase"], 40), f_ms_or_dash(r["a_ns"]), f_ms_or_dash(r["b_ns"]), f"{r['diff_ns'] / 1e6:+,.3f}", f_x(r["ratio"], 3)]
+          for r in c.phases.iter_rows(named=True)]
+    cats = [[clean(r["phase"], 40), clean(r["category"]), f_ms_or_dash(r["a_ns"]), f_ms_or_dash(r["b_ns"]),
+             f"{r['diff_ns'] / 1e6:+,.3f}", f_x(r["ratio"], 3)]
+            for r in c.categories.head(limit).iter_rows(named=True)]
+    text = (head + f"\n\nPhases (attributed ms {unit})\n" + table(["phase", "A", "B", "B - A", "B / A"], ph)
+            + f"\n\nPhase x category (attributed ms {unit}, largest first)\n"
+            + table(["phase", "category", "A", "B", "B - A", "B / A"], cats, "llrrrr"))
+    if c.notes:
+        text += "\n\nNotes\n" + bullets(c.notes)
+    return text + "\n"
+
+
+def runs(listed: pl.DataFrame, db_path: str) -> str:
+    """The results store's run list."""
+    if listed.is_empty():
+        return f"{clean(db_path)}: no runs stored yet (`specprof analyze RUN --db {clean(db_path)}` adds one)"
+    rows = [[f"@{r['id']}", (r["imported_at"] or "")[:19], clean(r["path"], 60), r["format"], str(r["ranks"]),
+             f"{r['cycles']:,}", f_ms(r["wall_ns"]),
+             f_ms(r["cycle_attributed_ns"] / r["cycles"]) if r["cycles"] else "-",
+             "-" if r["steps"] is None else str(r["steps"]),
+             "-" if r["accept_len"] is None else f"{r['accept_len']:.3f}",
+             "-" if r["speedup"] is None else f"{r['speedup']:.3f}x"]
+            for r in listed.iter_rows(named=True)]
+    return (f"{listed.height:,} run(s) in {clean(db_path)} (docs/store.md; @ID names a run for compare and sweep)\n"
+            + table(["run", "imported (UTC)", "path", "format", "ranks", "cycles", "wall ms", "per cycle ms",
+                     "steps", "accept len", "speedup"], rows, "lllrrrrrrrr"))
+
+
+def stored(db_path: str, runs_stored: list[tuple[str, int, bool]]) -> list[str]:
+    """What `specprof analyze --db` says of each run: stored, or already there."""
+    return [f"specprof: {path} " + (f"stored as run @{run_id} in {db_path}" if created else
+                                   f"already in {db_path} as run @{run_id} (same trace and options)")
+            for path, run_id, created in runs_stored]
+
+
+def report_written(path: str) -> str:
+    return f"specprof: report written to {path}"
+
+
+def slower(c: Comparison, pct_limit: float) -> str:
+    """Why `specprof compare --fail-if-slower PCT` failed."""
+    return (f"specprof: B is {c.change_pct:.1f}% slower than A per {c.unit} "
+            f"(more than {pct_limit:g}%)")

@@ -13,6 +13,10 @@ candidates are the methods that run the phase in any version. v2 first:
                                                                    EAGLEWorker.forward_draft_extend
     accept        Scheduler.process_batch_result (every version): where the scheduler waits for the accept
                   counts of a batch on the host and processes them.
+    decode        TpModelWorker.forward_batch_generation (every version), a step target: a server without
+                  speculation runs each batch there; a decode batch becomes `cycle` > `decode`, a prefill batch
+                  `cycle` > `prefill`. Inside a speculative cycle (the EAGLE worker's target forward for verify
+                  and prefill) it is left untraced.
 
 In 0.5.23 the Standalone classes (StandaloneWorkerV2, StandaloneDraftWorker) inherit every phase method from the
 EAGLE classes; they are listed so that an override in a later version gets its own wrapper. The MultiLayer
@@ -47,6 +51,21 @@ V1 = _SPEC + "eagle_worker"
 STANDALONE_V1 = _SPEC + "standalone_worker"
 MULTI_LAYER_V1 = _SPEC + "multi_layer_eagle_worker"
 SCHEDULER = "sglang.srt.managers.scheduler"
+TP_WORKER = "sglang.srt.managers.tp_worker"
+
+
+def plain_step(args: tuple, kwargs: dict) -> "str | None":
+    """`TpModelWorker.forward_batch_generation(self, batch, ...)`: `decode` or `prefill` by the batch's forward
+    mode (an enum on the host), None for anything else (idle batches; the verify path passes batch=None)."""
+    batch = args[1] if len(args) > 1 else kwargs.get("batch", kwargs.get("model_worker_batch"))
+    mode = getattr(batch, "forward_mode", None)
+    if mode is None:
+        return None
+    if mode.is_decode():
+        return "decode"
+    if mode.is_extend():
+        return "prefill"
+    return None
 
 
 def _family(v2: str, worker: str, draft_worker: str, v1: str, v1_worker: str, target_prefill: bool):
@@ -79,6 +98,7 @@ TARGETS = (
         "MultiLayerEagleWorker", target_prefill=False,
     ),
     Target("accept", ((SCHEDULER, "Scheduler", "process_batch_result"),)),
+    Target("decode", ((TP_WORKER, "TpModelWorker", "forward_batch_generation"),), step=plain_step),
 )
 
 

@@ -9,6 +9,25 @@ import os
 
 import click
 
+from analyzer.errors import SpecprofError
+
+
+def _require_gpu(device: str) -> None:
+    """One line, not a CUDA traceback, when the engine's device cannot be used."""
+    import torch
+
+    problem = None
+    if not torch.cuda.is_available():
+        problem = "no CUDA GPU is usable here"
+    else:
+        try:
+            torch.empty(1, device=device)
+        except Exception as exc:  # a bad index, a driver older than the runtime, ...
+            problem = f"{device} cannot be used ({str(exc).splitlines()[0]})"
+    if problem:
+        raise SpecprofError(f"the reference engine needs a GPU: {problem}; to try it on the CPU, run "
+                            "`specprof reference --tiny --device cpu`")
+
 
 @click.command()
 @click.option("--steps", "-k", type=click.IntRange(0, 16), default=4, show_default=True,
@@ -35,6 +54,9 @@ import click
               help="Record CUDA events at every phase boundary.")
 @click.option("--profile-range", is_flag=True,
               help="Bracket the measured cycles with cudaProfilerStart/Stop (for --capture-range cudaProfilerApi).")
+@click.option("--sync-timers", is_flag=True,
+              help="Also time every phase the way a hand-made patch does (torch.cuda.synchronize() around each "
+                   "phase): to measure how much that distorts the run (docs/economics.md).")
 @click.option("--torch-trace", type=click.Path(dir_okay=False), help="Also run under torch.profiler and write its trace here.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Output folder [default: $SPECPROF_OUT_DIR, else the current folder].")
@@ -42,7 +64,7 @@ import click
               help="Tensor-parallel ranks: one process per GPU (NCCL; gloo with --tiny), an all-reduce after "
                    "attention and after the MLP (docs/multirank.md).")
 def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, cuda_graph, device, tiny,
-              trace, ground_truth, profile_range, torch_trace, out_dir, tp):
+              trace, ground_truth, profile_range, sync_timers, torch_trace, out_dir, tp):
     """Run specprof's EAGLE-shaped reference engine (PyTorch, random weights).
 
     One cycle: a K-step eager draft, a CUDA-graph verify of K+1 tokens with greedy acceptance,
@@ -51,6 +73,9 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
     """
     from tracer.reference.engine import EngineConfig
     from tracer.reference.runner import enable_tracer, run_reference
+
+    if device.startswith("cuda") and not tiny:
+        _require_gpu(device)
 
     if trace is True:
         enable_tracer()
@@ -64,8 +89,8 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
                            cuda_graph=cuda_graph, device=device)
     out = out_dir or os.environ.get("SPECPROF_OUT_DIR") or "."
     if tp > 1:
-        if torch_trace:
-            raise click.UsageError("--torch-trace is for one process; run --tp without it")
+        if torch_trace or sync_timers:
+            raise click.UsageError("--torch-trace and --sync-timers are for one process; run --tp without them")
         from tracer.reference import tp as parallel
 
         ranks = parallel.launch(tp, cfg, cycles, out, warmup=warmup, ground_truth=ground_truth,
@@ -78,10 +103,12 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
         click.echo(f"reference: wrote ground_truth.json (rank 0) and ground_truth.rank<r>.json into {out}", err=True)
         return
     summary = run_reference(cfg, cycles, out, warmup=warmup, ground_truth=ground_truth,
-                            profile_range=profile_range, torch_trace=torch_trace)
+                            profile_range=profile_range, torch_trace=torch_trace, sync_timers=sync_timers)
     r = summary["run"]
     click.echo(f"reference: K={steps} cycles={r['cycles']} tokens/s={r['tokens_per_s']:.1f} "
                f"mean accept length={r['mean_accept_len']:.3f} traced={summary['traced']}", err=True)
     for phase, ms in summary["mean_ms"].items():
         click.echo(f"  {phase:<13} {ms:8.4f} ms per cycle (CUDA events)", err=True)
+    for phase, ms in summary.get("sync_timers", {}).get("mean_ms", {}).items():
+        click.echo(f"  {phase:<13} {ms:8.4f} ms per cycle (synchronize timers)", err=True)
     click.echo(f"reference: wrote {os.path.join(out, 'ground_truth.json')}", err=True)

@@ -179,23 +179,57 @@ class Result:
     copy_done: object  # a CUDA event (or None on CPU)
 
 
-class GroundTruth:
-    """CUDA events at phase boundaries, preallocated, recorded in-stream, read after the run."""
+class SyncTimers:
+    """What a hand-made profiling patch does: `torch.cuda.synchronize()` before and after each phase and the
+    host clock in between (the usual way to time phases, and the distortion specprof exists to avoid). Off
+    unless `--sync-timers`; then the per-phase wall times are kept per cycle, like the ground truth."""
 
-    def __init__(self, cycles: int, enabled: bool):
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.cuda = torch.cuda.is_available()
+        self.rows: list[dict] = []
+        self._t0: dict[str, int] = {}
+
+    def start(self, phase: str) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+        self._t0[phase] = time.perf_counter_ns()
+
+    def end(self, phase: str, cycle: int) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter_ns() - self._t0.pop(phase, time.perf_counter_ns())
+        while len(self.rows) <= cycle:
+            self.rows.append({"index": len(self.rows)})
+        self.rows[cycle][f"{phase}_ms"] = elapsed / 1e6
+
+    def read(self) -> list[dict]:
+        return [r for r in self.rows if len(r) > 1]
+
+
+class GroundTruth:
+    """CUDA events at phase boundaries, preallocated, recorded in-stream, read after the run. `timers`: the
+    phase boundaries also drive the hand-patch timers (SyncTimers), when they are on."""
+
+    def __init__(self, cycles: int, enabled: bool, timers: SyncTimers | None = None):
         self.enabled = enabled and torch.cuda.is_available()
         self.cycle = -1
+        self.timers = timers if timers is not None and timers.enabled else None
         n = cycles if self.enabled else 0
         self.events = [{p: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                         for p in PHASE_ORDER} for _ in range(n)]
 
     def start(self, phase: str) -> None:
+        if self.timers is not None and self.cycle >= 0:
+            self.timers.start(phase)
         if self.enabled and 0 <= self.cycle < len(self.events):
             self.events[self.cycle][phase][0].record()
 
     def end(self, phase: str) -> None:
         if self.enabled and 0 <= self.cycle < len(self.events):
             self.events[self.cycle][phase][1].record()
+        if self.timers is not None and self.cycle >= 0:
+            self.timers.end(phase, self.cycle)
 
     def read(self) -> list[dict]:
         """Per cycle, per phase elapsed GPU ms. Call after the run, once the GPU is done."""
@@ -261,7 +295,8 @@ def _capture(fn, static_in: torch.Tensor):
 
 
 class ReferenceWorker:
-    def __init__(self, cfg: EngineConfig, ground_truth_cycles: int = 0, tp: Parallel = SINGLE):
+    def __init__(self, cfg: EngineConfig, ground_truth_cycles: int = 0, tp: Parallel = SINGLE,
+                 sync_timers: bool = False):
         self.cfg = cfg
         self.tp = tp
         dtype = getattr(torch, cfg.dtype)
@@ -273,7 +308,8 @@ class ReferenceWorker:
         head = (torch.randn(cfg.hidden, cfg.vocab, generator=gen, device=device) * std).to(dtype)
         self.target = Model(cfg, cfg.target_layers, embed, head, gen, dtype, device, tp)
         draft = Model(cfg, cfg.draft_layers, embed, head, gen, dtype, device, tp)
-        self.gt = GroundTruth(ground_truth_cycles, enabled=ground_truth_cycles > 0)
+        self.timers = SyncTimers(sync_timers)
+        self.gt = GroundTruth(ground_truth_cycles, enabled=ground_truth_cycles > 0, timers=self.timers)
         self.gen = gen
         self.draft_worker = ReferenceDraftWorker(cfg, draft, self.gt, gen)
         if tp.world > 1:  # the tracer's reference preset reads the rank from here (its sidecar header)
@@ -374,33 +410,37 @@ class RunResult:
     tokens: int
     mean_accept_len: float
     ground_truth: list[dict] = field(default_factory=list)
+    sync_timers: list[dict] = field(default_factory=list)  # per cycle, the hand-patch timers' ms per phase
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / (self.wall_ns / 1e9) if self.wall_ns else 0.0
 
 
-def build(cfg: EngineConfig, ground_truth_cycles: int = 0,
-          tp: Parallel = SINGLE) -> tuple[ReferenceWorker, ReferenceScheduler, Batch]:
+def build(cfg: EngineConfig, ground_truth_cycles: int = 0, tp: Parallel = SINGLE,
+          sync_timers: bool = False) -> tuple[ReferenceWorker, ReferenceScheduler, Batch]:
     torch.manual_seed(cfg.seed)
-    worker = ReferenceWorker(cfg, ground_truth_cycles, tp)
+    worker = ReferenceWorker(cfg, ground_truth_cycles, tp, sync_timers=sync_timers)
     worker.capture()
     tokens = torch.randint(0, cfg.vocab, (cfg.batch,), generator=worker.gen, device=cfg.device)
     return worker, ReferenceScheduler(worker), Batch(tokens, cfg.batch)
 
 
 def run(cfg: EngineConfig, cycles: int, warmup: int = 5, ground_truth: bool = True,
-        profile_range: bool = False, tp: Parallel = SINGLE) -> RunResult:
+        profile_range: bool = False, tp: Parallel = SINGLE, sync_timers: bool = False) -> RunResult:
     """Build, warm up, then prefill + `cycles` timed cycles.
 
     With `profile_range`, the timed part is bracketed by cudaProfilerStart/Stop, so that
-    `nsys --capture-range=cudaProfilerApi` captures exactly it.
+    `nsys --capture-range=cudaProfilerApi` captures exactly it. With `sync_timers`, every phase of the timed
+    cycles is also timed the way a hand patch does (SyncTimers: synchronize, host clock, synchronize).
     """
-    worker, sched, batch = build(cfg, ground_truth_cycles=cycles if ground_truth else 0, tp=tp)
+    worker, sched, batch = build(cfg, ground_truth_cycles=cycles if ground_truth else 0, tp=tp,
+                                 sync_timers=sync_timers)
     gt = worker.gt
     saved, gt.enabled = gt.enabled, False
+    timers, gt.timers = gt.timers, None
     sched.run(batch, warmup)
-    gt.enabled, gt.cycle = saved, -1
+    gt.enabled, gt.cycle, gt.timers = saved, -1, timers
     worker.accepted.clear()
     cuda = cfg.device.startswith("cuda")
     if cuda:
@@ -420,4 +460,4 @@ def run(cfg: EngineConfig, cycles: int, warmup: int = 5, ground_truth: bool = Tr
     accepted = [n for cycle in worker.accepted for n in cycle]
     mean_accept = (sum(accepted) / len(accepted) + 1.0) if accepted else float("nan")
     tokens = sum(accepted) + len(accepted)
-    return RunResult(asdict(cfg), cycles, wall, tokens, mean_accept, gt.read())
+    return RunResult(asdict(cfg), cycles, wall, tokens, mean_accept, gt.read(), worker.timers.read())

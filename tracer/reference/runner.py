@@ -25,7 +25,7 @@ def enable_tracer(preset: str = "reference") -> None:
 
 def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
                   ground_truth: bool = True, profile_range: bool = False,
-                  torch_trace: str | None = None, tp: Parallel = SINGLE) -> dict:
+                  torch_trace: str | None = None, tp: Parallel = SINGLE, sync_timers: bool = False) -> dict:
     """Run the engine and write ground_truth.json (under tensor parallelism: rank 0's; rank r > 0 writes
     ground_truth.rank<r>.json); returns the summary written."""
     # SGLang calls load_plugins() in every scheduler; the engine does the same. It patches
@@ -43,11 +43,11 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         with torch.profiler.profile(activities=activities) as prof:
             result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
-                         profile_range=profile_range, tp=tp)
+                         profile_range=profile_range, tp=tp, sync_timers=sync_timers)
         prof.export_chrome_trace(torch_trace)
     else:
         result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
-                     profile_range=profile_range, tp=tp)
+                     profile_range=profile_range, tp=tp, sync_timers=sync_timers)
     means = {}
     if result.ground_truth:
         for phase in PHASE_ORDER:
@@ -69,6 +69,15 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
         "mean_ms": means,
         "cycles": result.ground_truth,
     }
+    if result.sync_timers:
+        summary["sync_timers"] = {
+            "method": "torch.cuda.synchronize() before and after each phase, time.perf_counter_ns() between "
+                      "(what a hand-made timing patch does)",
+            "mean_ms": {phase: statistics.fmean(r[f"{phase}_ms"] for r in result.sync_timers
+                                                if f"{phase}_ms" in r)
+                        for phase in PHASE_ORDER if any(f"{phase}_ms" in r for r in result.sync_timers)},
+            "cycles": result.sync_timers,
+        }
     name = "ground_truth.json"
     if tp.world > 1:
         summary["tp"] = {"rank": tp.rank, "world": tp.world}

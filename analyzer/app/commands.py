@@ -1,0 +1,142 @@
+"""What each command of the `specprof` console script does, one function per command: the CLI (analyzer/cli.py)
+parses the options and calls one of these; each returns what to print (`Output`) and writes only the files it
+was asked for. The formats are the renderers' (analyzer/render/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from analyzer import progress
+from analyzer.app import store
+from analyzer.app import traces as many
+from analyzer.app.analyze import Options, RunInputs, analyze
+from analyzer.derived.compare import compare_charges
+from analyzer.derived.run_files import fit_sweep, sweep_run
+from analyzer.derived.sweep import Sweep
+from analyzer.errors import SpecprofError
+from analyzer.readers import sidecar as sc
+from analyzer.readers.inputs import expand, locate, manifest, resolve
+from analyzer.render import html, tables, terminal
+from analyzer.render import json as json_render
+
+
+@dataclass
+class Output:
+    """What a command prints: `stdout` (None: nothing), lines for stderr, and its exit status."""
+
+    stdout: str | None = None
+    stderr: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+
+def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunInputs(),
+                   outputs: many.Outputs = many.Outputs(), html_file: str | None = None, db_path: str | None = None,
+                   jobs: int = 1, dask=None, argv: list[str] | None = None, quiet: bool = False) -> Output:
+    """`specprof analyze`: one trace (or run directory) with everything the run's files add, or several traces
+    side by side (one per rank, or a folder of them: in parallel with `jobs`, or on Dask); with the tables
+    (--csv/--parquet), the HTML report (--html, one trace) and the results store (--db) when asked for."""
+    traces = expand(paths)
+    if len(traces) > 1:
+        return _several(traces, options, outputs, html_file, db_path, jobs, dask, argv)
+    path = traces[0]
+    progress.enable(progress.wanted(quiet))  # bars on stderr for the steps that take seconds
+    a = analyze(path, options, inputs)
+    said = []
+    if db_path:
+        files = locate(path, inputs.sidecars, inputs.baseline_sidecars)
+        key = store.options_of(a.grouping, options.domains, options.rule_list, files.sidecars, files.baseline,
+                               inputs.server_log, inputs.baseline_run, inputs.baseline_ms,
+                               inputs.log_interval if inputs.server_log else None)
+        record = store.record_of(a, path, resolve(path), files, key)
+        said = terminal.stored(db_path, store.save(db_path, [(path, record)], argv))
+    for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):
+        if folder:
+            tables.write(a, folder, fmt)
+    if html_file:
+        html.write(a, html_file, manifest=manifest(path))
+    with progress.step("rendering"):
+        text = json_render.render(a) if outputs.as_json else terminal.render(
+            a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
+    return Output(text, said)
+
+
+def _several(traces: list[str], options: Options, outputs: many.Outputs, html_file: str | None, db_path: str | None,
+             jobs: int, dask, argv: list[str] | None) -> Output:
+    if html_file:
+        raise SpecprofError(f"{html_file}: --html takes one trace; give the traces one at a time", html_file)
+    outputs = replace(outputs, text=not outputs.as_json, store=db_path is not None)
+    digests = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask)
+    said = []
+    if db_path:
+        runs = [(d.path, d.record) for d in digests if d.record is not None]
+        said = terminal.stored(db_path, store.save(db_path, runs, argv))
+    skew = many.skew(digests)
+    text = json_render.traces(digests, skew) if outputs.as_json else terminal.traces(
+        digests, many.summary(digests), skew, outputs.phase_limit)
+    return Output(text, said)
+
+
+def list_runs(db_path: str, as_json: bool = False) -> Output:
+    """`specprof runs`: the runs in a results database."""
+    listed = store.list_runs(store.connect(db_path, create=False))
+    return Output(json_render.runs(listed) if as_json else terminal.runs(listed, db_path))
+
+
+def write_report(run: str, output: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Output:
+    """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
+    html.write(analyze(run, options, inputs), output, manifest=manifest(run))
+    return Output(stderr=[terminal.report_written(output)])
+
+
+def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | None = None, as_json: bool = False,
+                 fail_pct: float | None = None) -> Output:
+    """`specprof compare`: run B against run A per phase and category (a path, or `@ID` of the results database);
+    exit status 1 when B is slower than A by more than `fail_pct` percent."""
+    db = store.connect(db_path, create=False) if db_path else None
+
+    def analysed(path):
+        x = analyze(path, options)
+        return x.trace.meta.path, x.cycles.height, x.charges
+
+    result = compare_charges(*(store.side(x, db, analysed) for x in (a, b)))
+    out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
+    if fail_pct is not None and result.slower_than(fail_pct):
+        out.stderr.append(terminal.slower(result, fail_pct))
+        out.exit_code = 1
+    return out
+
+
+def fit_sweep_runs(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db_path: str | None = None,
+                   as_json: bool = False, options: Options = Options()) -> Output:
+    """`specprof sweep`: the cost model over runs with different numbers of draft steps (run directories, or
+    `@ID` of the results database)."""
+    db = store.connect(db_path, create=False) if db_path else None
+    result = load_sweep(runs, steps, max_steps, db, options)
+    return Output(json_render.dumps(json_render.sweep(result)) if as_json else terminal.sweep(result))
+
+
+def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db=None,
+               options: Options = Options()) -> Sweep:
+    """Analyse each run (a run directory), or read it from the results store `db` (`@ID`), and fit the cost
+    model (derived/sweep.py)."""
+    if len(runs) < 2:
+        raise SpecprofError("specprof sweep needs at least two runs (with different numbers of draft steps)")
+    if steps and len(steps) != len(runs):
+        raise SpecprofError(f"--steps was given {len(steps)} times for {len(runs)} runs: give it once per run, "
+                            "in the order of the runs")
+
+    def inputs():  # one run at a time: a run's problem is said before the next run is analysed
+        for path in runs:
+            if store.is_run_id(path):
+                if db is None:
+                    raise SpecprofError(f"{path}: a stored run: give the results database with --db FILE")
+                yield path, store.stored_sweep_run(db, path)
+                continue
+            files = locate(path)
+            if not files.sidecars:
+                raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept "
+                                    "counts; give a run directory made by `specprof capture`", path)
+            a = analyze(path, options)
+            yield path, sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
+
+    return fit_sweep(inputs(), list(steps), max_steps)

@@ -1,0 +1,317 @@
+"""Time accounting: tile every GPU stream's timeline, charging each nanosecond exactly once.
+
+Between a stream's first op start and last op end, every instant is one of:
+- busy: an op runs; charged to the op's phase and category (ops that overlap on one stream are
+  clipped so that no instant counts twice);
+- cpu_wait: the stream is idle and the op that comes next had not been launched yet (its launch
+  API call had not begun): the GPU waited for the CPU. Charged to the phase whose range was
+  innermost-open on the launching thread at that instant (split at range boundaries); where only
+  a grouping range (cycle) or none was open, to the next op's phase;
+- launch: idle after the next op's launch call began (launch latency, or a dependency inside a
+  CUDA graph): charged to the next op's phase;
+- idle: idle before an op whose launch is not in the capture (no way to split the gap).
+
+So over all phases the segments of one stream sum to its wall time.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.core.projection import lookup
+from analyzer.model.columns import ArrowStream, _scan, collect  # (_scan: the optional C module, or None)
+from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
+
+# The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
+USE_SCAN = True
+
+SEGMENT_SCHEMA = {
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "phase": pl.Categorical,
+    "category": pl.Categorical,
+    "cycle": pl.Int64,
+    "op_id": pl.Int64,  # the op the segment belongs to (busy) or precedes (idle kinds)
+}
+
+# The tiling, aggregated: attributed ns per (device, stream, cycle, phase, category). Every summary
+# of attributed time is a group-by of this small table.
+CHARGE_SCHEMA = {
+    "device": pl.Int64,
+    "stream": pl.Int64,
+    "cycle": pl.Int64,
+    "phase": pl.Categorical,
+    "category": pl.Categorical,
+    "ns": pl.Int64,
+}
+
+# The tiling is kept compact: the ops carry `prev_end` (the end of the latest op before them on their
+# stream), from which each op's busy piece and the launch and idle pieces of the gap before it follow
+# (expressions below); only the cpu_wait pieces, split at range boundaries, are a table of their own
+# (`waits`, SEGMENT_SCHEMA). `tile` expands both into the segments on demand.
+_GAP = pl.col("prev_end").is_not_null() & (pl.col("start") > pl.col("prev_end"))
+_BUSY_START = pl.max_horizontal("start", pl.col("prev_end").fill_null(pl.col("start")))
+# The launch call's start, clamped into the gap, splits it.
+_SPLIT = pl.min_horizontal(pl.max_horizontal("launch_start", "prev_end"), "start")
+
+
+def with_prev_end(ops: pl.DataFrame) -> pl.DataFrame:
+    """Add `prev_end`: the latest end of the ops before each op on its (device, stream), in
+    (start, end, op_id) order; null for a stream's first op. Keeps the row order."""
+    if "prev_end" in ops.columns:
+        ops = ops.drop("prev_end")
+    # A window over one packed integer key: over the two columns polars hashes row-encoded pairs
+    # (0.9 s and 0.65 GB transient at 11 M ops, against 0.5 s and a few MB).
+    key = combined_key(ops, ["device", "stream"])
+    in_order = _in_op_order(ops)
+    if in_order and key is not None:
+        scanned = scan_groups(ops, key, want_prev=True)
+        if scanned is not None:
+            return ops.with_columns(scanned[1].alias("prev_end"))
+    prev = pl.col("end").cum_max().shift(1).over(key if key is not None else pl.struct("device", "stream"))
+    if in_order:
+        return ops.with_columns(prev_end=prev)
+    order = ops.select("device", "stream", "start", "end", "op_id").with_row_index("_row").sort(
+        "start", "end", "op_id").with_columns(prev_end=prev).sort("_row")
+    return ops.with_columns(order.get_column("prev_end"))
+
+
+def _starts_ascending(df: pl.DataFrame) -> bool:
+    """Whether `start` ascends: polars' sorted flag when set (the reader sets it on the ops), else one pass."""
+    if df.get_column("start").flags["SORTED_ASC"]:
+        return True
+    return bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item())
+
+
+def _in_op_order(ops: pl.DataFrame) -> bool:
+    """Whether rows are in (start, end, op_id) order (the readers' op_id order): one pass."""
+    if ops.height < 2:
+        return True
+    up = pl.col("start").shift(1)
+    same = pl.col("start") == up
+    end_up = pl.col("end").shift(1)
+    ok = (pl.col("start") > up) | (same & ((pl.col("end") > end_up) | (
+        (pl.col("end") == end_up) & (pl.col("op_id") > pl.col("op_id").shift(1)))))
+    return bool(ops.select((ok | up.is_null()).all()).item())
+
+
+def cpu_waits(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
+              grouping: tuple[str, ...] = ("cycle",)) -> pl.DataFrame:
+    """The cpu_wait pieces (SEGMENT_SCHEMA): each gap's part before its launch call began, split at
+    the range boundaries on the launching thread. `ops` must carry prev_end (`with_prev_end`)."""
+    waits = ops.lazy().filter(_GAP & pl.col("launch_start").is_not_null()).select(
+        "device", "stream", "op_id", "launch_tid", "prev_end", op_phase="phase", op_cycle="cycle",
+        split=_SPLIT,
+    ).filter(pl.col("split") > pl.col("prev_end")).rename({"prev_end": "a", "split": "b"}).pipe(collect)
+    return _split_by_open_range(waits, ranges, tl, grouping).cast(SEGMENT_SCHEMA)
+
+
+def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """Attributed ns per (device, stream, cycle, phase, category): the tiling summed (CHARGE_SCHEMA)."""
+    keys = ["device", "stream", "cycle", "phase"]
+    if ops.is_empty():
+        return pl.DataFrame(schema=CHARGE_SCHEMA)
+    per_op = ops.lazy().select(
+        *keys, "category",
+        busy=(pl.col("end") - _BUSY_START).clip(lower_bound=0),
+        launch=pl.when(_GAP & pl.col("launch_start").is_not_null()).then(pl.col("start") - _SPLIT).otherwise(0),
+        idle=pl.when(_GAP & pl.col("launch_start").is_null()).then(pl.col("start") - pl.col("prev_end")).otherwise(0),
+    )
+    # One group-by over the ops (by the keys and category), then the gaps' sums per key from its rows.
+    by_category = collect(per_op.group_by(*keys, "category").agg(
+        ns=pl.col("busy").sum(), launch=pl.col("launch").sum(), idle=pl.col("idle").sum())).lazy()
+    busy = by_category.select(*keys, "category", "ns")
+    gaps = by_category.group_by(keys).agg(pl.col("launch").sum(), pl.col("idle").sum())
+    cat = pl.Categorical
+    parts = [
+        busy.select(*keys, pl.col("category").cast(cat), "ns"),
+        gaps.select(*keys, category=pl.lit(LAUNCH).cast(cat), ns=pl.col("launch")),
+        gaps.select(*keys, category=pl.lit(IDLE).cast(cat), ns=pl.col("idle")),
+        waits.lazy().group_by(keys).agg(ns=(pl.col("end") - pl.col("start")).sum()).select(
+            *keys, category=pl.lit(CPU_WAIT).cast(cat), ns="ns"),
+    ]
+    out = pl.concat([p.cast({k: v for k, v in CHARGE_SCHEMA.items()}) for p in parts]).filter(pl.col("ns") > 0)
+    return collect(out).sort("device", "stream", "cycle", "phase", "category", nulls_last=False)
+
+
+def tile(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """The segments (SEGMENT_SCHEMA) tiling every stream, sorted by (device, stream, start): each op's busy piece
+    and the launch and idle pieces of the gap before it (from `prev_end`, `with_prev_end`), and the cpu_wait
+    pieces `waits` (`cpu_waits`)."""
+    if ops.is_empty():
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    o = ops.lazy()
+    cols = ["device", "stream", "phase", "cycle", "op_id"]
+    busy = o.select(*cols, "category", start=_BUSY_START, end=pl.col("end")).filter(pl.col("end") > pl.col("start"))
+    gaps = o.filter(_GAP)
+    unknown = gaps.filter(pl.col("launch_start").is_null()).select(
+        *cols, start="prev_end", end="start", category=pl.lit(IDLE))
+    launch = gaps.filter(pl.col("launch_start").is_not_null()).select(
+        *cols, start=_SPLIT, end="start", category=pl.lit(LAUNCH)).filter(pl.col("end") > pl.col("start"))
+    parts = [busy, launch, unknown, waits.lazy()]
+    out = pl.concat([p.select(list(SEGMENT_SCHEMA)).cast(SEGMENT_SCHEMA) for p in parts])
+    return out.sort("device", "stream", "start").collect()
+
+
+def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
+                         grouping: tuple[str, ...]) -> pl.DataFrame:
+    """Split each cpu_wait interval [a, b) on thread launch_tid at the range boundaries inside it."""
+    if waits.is_empty():
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    look = tl.select("tid", "t", "row").sort("t")
+    w = waits.sort("a").join_asof(look.rename({"row": "first"}), left_on="a", right_on="t",
+                                  by_left="launch_tid", by_right="tid", strategy="backward",
+                                  check_sortedness=False).drop("t")
+    w = w.sort("b").join_asof(look.rename({"row": "last"}), left_on="b", right_on="t",
+                              by_left="launch_tid", by_right="tid", strategy="backward",
+                              allow_exact_matches=False, check_sortedness=False).drop("t", "launch_tid")
+    # A thread with no ranges at all has no timeline rows: one piece, nothing open. Most waits lie
+    # within one timeline row; only the others are exploded into one piece per row they cross.
+    w = w.with_columns(pl.col("first").fill_null(-1), pl.col("last").fill_null(-1))
+    one = w.filter(pl.col("first") == pl.col("last")).drop("last").rename({"first": "row"})
+    many = w.filter(pl.col("first") != pl.col("last")).with_columns(
+        row=pl.int_ranges("first", pl.col("last") + 1)).explode("row").drop("first", "last")
+    pieces = pl.concat([one, many.with_columns(pl.col("row").fill_null(-1))])
+    del w, one, many
+    # A timeline row's time, state and the next boundary on its thread: `row` is the position in
+    # tl (sorted by thread, time), so these are gathers.
+    same = pl.col("tid") == pl.col("tid").shift(-1)
+    rows = tl.select("t", "state", t_next=pl.when(same).then(pl.col("t").shift(-1)))
+    at = pieces.get_column("row")
+    at = at.zip_with(at >= 0, pl.Series([None], dtype=at.dtype))
+    pieces = pieces.with_columns(rows.select(pl.all().gather(at)))
+    pieces = pieces.with_columns(
+        start=pl.max_horizontal("a", pl.col("t").fill_null(pl.col("a"))),
+        end=pl.min_horizontal("b", pl.col("t_next").fill_null(pl.col("b"))),
+    ).filter(pl.col("end") > pl.col("start"))
+    state = pieces.get_column("state")
+    info = ranges.select("range_id", s_name=pl.col("phase").cast(pl.Categorical), s_cycle="cycle",
+                         s_group=pl.col("phase").is_in(grouping))
+    pieces = pieces.with_columns(s_name=lookup(info, state, "s_name"), s_cycle=lookup(info, state, "s_cycle"),
+                                 s_group=lookup(info, state, "s_group").fill_null(False))
+    # What the launching thread was doing while the GPU waited: inside a phase, that phase; inside a cycle
+    # but no phase (the worker's own code around its phases), the cycle itself; in no range at all (the
+    # engine's code between cycles: scheduling, result processing not traced as a phase), no phase.
+    pieces = pieces.with_columns(
+        phase=pl.when(pl.col("s_group")).then(pl.lit(IN_CYCLE, dtype=pl.Categorical))
+        .when(pl.col("s_name").is_null()).then(pl.lit(UNATTRIBUTED, dtype=pl.Categorical))
+        .otherwise(pl.col("s_name")),
+        # The cycle open at that instant: the grouping range itself, the cycle around the open
+        # range (none when that range is outside every cycle), or, with nothing open, the next op's.
+        cycle=pl.when(pl.col("s_group")).then(pl.col("state"))
+        .when(pl.col("s_name").is_not_null()).then(pl.col("s_cycle"))
+        .otherwise(pl.col("op_cycle")),
+        category=pl.lit(CPU_WAIT, dtype=pl.Categorical),
+    )
+    return pieces.select(list(SEGMENT_SCHEMA))
+
+
+def union_length(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
+    """Length of the union of [start, end) intervals per group `by`: (by..., busy), the groups in no particular
+    order; `where`: over the rows it selects only.
+
+    Where the C scan is built and the rows are in start order (the ops are), one pass of it over the rows, the
+    rows `where` leaves out skipped in place (not copied); else `union_by_polars`, its twin (the tests hold the
+    two equal)."""
+    if df.is_empty():
+        return pl.DataFrame(schema={**{k: df.schema[k] for k in by}, "busy": pl.Int64})
+    if _scan is not None and USE_SCAN and _starts_ascending(df):
+        key = combined_key(df, by)
+        scanned = scan_groups(df, key, where=where) if key is not None else None
+        if scanned is not None:
+            first, busy = scanned[0].get_column("first_row"), scanned[0].get_column("busy")
+            return df.select(pl.col(by).gather(first)).with_columns(busy=busy)
+    return union_by_polars(df, by, where)
+
+
+def union_by_polars(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
+    """`union_length` in polars: the rows (those `where` selects) in start order, then per group a running max of
+    the ends: each interval adds what it reaches past the ends before it."""
+    rows = df.lazy() if where is None else df.lazy().filter(where)
+    reach = pl.max_horizontal("start", pl.col("end").cum_max().shift(1).fill_null(pl.col("start")))
+    # (in memory: a group's rows keep their order there, which the running max needs)
+    return rows.select(*by, "start", "end").sort("start").group_by(by).agg(
+        busy=(pl.col("end") - reach).clip(lower_bound=0).sum().cast(pl.Int64)).collect()
+
+
+def range_scan(ops: pl.DataFrame) -> pl.DataFrame | None:
+    """Per innermost range of the ops (range_id; the ops of no range as one group, range_id null), in one
+    pass of the C scan: `busy` (the union of its ops' intervals), `gpu_start`, `gpu_end`, `gpu_ops` and
+    `gpu_launches` (its ops that begin a launch: a range's ops are its launch calls' ops). None where the
+    scan is not built, the ops are not in start order or carry no `launch_first` (then the callers'
+    polars paths compute the same: summary.range_busy, projection.range_projection)."""
+    if _scan is None or not USE_SCAN or ops.is_empty() or "launch_first" not in ops.columns or \
+            not _starts_ascending(ops):  # (start order is all the scan needs; the sorted flag says it at once)
+        return None
+    key = combined_key(ops, ["range_id"])
+    scanned = scan_groups(ops, key, flags=ops.get_column("launch_first").fill_null(False)) if key is not None else None
+    if scanned is None:
+        return None
+    g = scanned[0]
+    first = g.get_column("first_row")
+    return ops.select(pl.col("range_id").gather(first), gpu_start=pl.col("start").gather(first)).with_columns(
+        busy=g.get_column("busy"), gpu_end=g.get_column("last_end"), gpu_ops=g.get_column("rows"),
+        gpu_launches=g.get_column("flagged"))
+
+
+def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: pl.Expr | None = None,
+                flags: pl.Series | None = None) -> tuple[pl.DataFrame, pl.Series | None] | None:
+    """One pass of the C scan (analyzer/_scan.c) over `df`'s rows, in their order (start order), grouped
+    by the integer `key`, over the rows `where` selects (all by default; the others are skipped, not
+    copied): per group that occurs, in key order, `first_row` (its first row), `busy` (the length of
+    the union of its rows' [start, end)), `rows`, `last_end` (the largest end) and `flagged` (its rows
+    whose `flags` value is true; 0 without flags); with `want_prev`, per row the largest end of the
+    earlier rows of its group, null for a group's first row (and a skipped row). None where the scan is not built or
+    the keys are too sparse for its table (then the caller's polars path does the same)."""
+    if _scan is None or not USE_SCAN or df.is_empty():
+        return None
+    # One key column; the rows `where` leaves out get null, which the scan skips.
+    k = df.select((key if where is None else pl.when(where).then(key)).cast(pl.Int64).alias("k")).get_column("k")
+    lo, hi = k.min(), k.max()
+    if lo is None:  # no row in any group
+        return pl.DataFrame(schema={c: pl.Int64 for c in ("first_row", "busy", "rows", "last_end", "flagged")}), \
+            (pl.Series("prev_end", [None] * df.height, pl.Int64) if want_prev else None)
+    if (where is None and k.has_nulls()) or hi - lo + 1 > max(4 * df.height, 1 << 20):
+        return None
+    if lo < 0:  # (the scan skips negative keys)
+        k, hi, lo = k - lo, hi - lo, 0
+    cols = [k.rechunk(), df.get_column("start").cast(pl.Int64).rechunk(), df.get_column("end").cast(pl.Int64).rechunk()]
+    if any(c.has_nulls() for c in cols[1:]):
+        return None
+    flag_stream = None if flags is None else flags.cast(pl.Boolean).rechunk().__arrow_c_stream__()
+    groups, prev = _scan.groups(*(c.__arrow_c_stream__() for c in cols), int(lo), int(hi - lo + 1), want_prev,
+                                flag_stream)
+    out = pl.DataFrame(ArrowStream(groups)).rename(
+        {"c0": "first_row", "c1": "busy", "c2": "rows", "c3": "last_end", "c4": "flagged"})
+    return out, (None if prev is None else pl.DataFrame(ArrowStream(prev)).to_series())
+
+
+def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
+    """One Int64 expression that takes one value per distinct tuple of the columns `by` (integers or
+    categoricals; null is a value of its own), when their ranges fit in 62 bits; else None."""
+    parts = []
+    for k in by:
+        dt = df.schema[k]
+        if dt == pl.Categorical:
+            parts.append(pl.col(k).to_physical().cast(pl.Int64))
+        elif dt.is_integer():
+            parts.append(pl.col(k).cast(pl.Int64))
+        else:
+            return None
+    if len(parts) == 1 and df.schema[by[0]].is_integer():
+        return parts[0].fill_null(pl.col(by[0]).min().fill_null(0) - 1)
+    stats = df.select(*[e.min().alias(f"lo{i}") for i, e in enumerate(parts)],
+                      *[e.max().alias(f"hi{i}") for i, e in enumerate(parts)]).row(0, named=True)
+    expr, bits = pl.lit(0, pl.Int64), 0
+    for i, e in enumerate(parts):
+        lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]
+        lo, hi = (0, 0) if lo is None else (int(lo), int(hi))
+        width = (hi - lo + 2).bit_length()  # values lo..hi, and null
+        if bits + width > 62:
+            return None
+        code = (e - lo).fill_null(hi - lo + 1)
+        expr = expr + (code * (1 << bits))
+        bits += width
+    return expr

@@ -1,0 +1,220 @@
+"""Summaries: group-bys over the projected ops, the ranges and the charges (the tiling, summed).
+
+Every table a user sees (phases, categories, cycles, launch overhead, streams, top kernels) is
+built here from the core tables; renderers only render these.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyzer.core.accounting import union_length, with_prev_end
+from analyzer.core.projection import phase_of_ops
+from analyzer.model.columns import collect, first_distinct
+from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+
+TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
+
+
+def _text(df: pl.DataFrame) -> pl.DataFrame:
+    """Small result tables carry plain strings (the big ones are dictionary-encoded)."""
+    return df.with_columns([pl.col(c).cast(pl.Utf8) for c in TEXT_KEYS if c in df.columns])
+
+
+def range_busy(ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per innermost range instance, the union of its own ops' intervals: (range_id, busy). Ops of no
+    range are one group of their own (null range_id). `ops` in op_id (start) order; `scanned`:
+    `accounting.range_scan(ops)` when the caller has it."""
+    if scanned is not None:
+        return scanned.select("range_id", "busy")
+    return union_length(ops, ["range_id"])
+
+
+def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
+                charges: pl.DataFrame, grouping: tuple[str, ...],
+                per_range: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals).
+
+    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges;
+    `per_range`: `range_busy(ops)` when the caller has it already.
+    """
+    # (the columns needed first, then the rows: ranges carry names and other text)
+    phases = ranges.select("range_id", "phase", "start", "end").filter(~pl.col("phase").is_in(grouping))
+    inst = phases.join(proj, on="range_id", how="left").group_by("phase").agg(
+        instances=pl.len().cast(pl.Int64),
+        cpu=(pl.col("end") - pl.col("start")).sum(),
+        gpu_span=(pl.col("gpu_end") - pl.col("gpu_start")).fill_null(0).sum(),
+        gpu_ops=pl.col("gpu_ops").sum(),
+    )
+    # Busy: per innermost range instance, the union of its own ops' intervals. An op's phase
+    # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
+    # (All ops go in, the ones of no range as one group of their own: no filtered copy of the ops.)
+    per_range = (range_busy(ops) if per_range is None else per_range).filter(pl.col("range_id").is_not_null()).join(
+        ranges.select("range_id", "phase", "name").filter(~pl.col("name").is_in(grouping)).drop("name"),
+        on="range_id", how="inner")
+    busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
+    # Ops outside any phase range have no instances of their own: one union per pseudo-phase
+    # (and per stream, so that concurrent streams do not hide each other), over those ops in place.
+    loose = pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])
+    loose_busy = _text(union_length(ops, ["phase", "device", "stream"], where=loose)
+                       .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
+    busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
+    attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))
+    op_counts = _text(collect(ops.lazy().group_by("phase").agg(ops=pl.len().cast(pl.Int64))))
+    names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
+    out = (
+        names.join(inst, on="phase", how="left")
+        .join(busy, on="phase", how="left")
+        .join(attributed, on="phase", how="left")
+        .join(op_counts, on="phase", how="left")
+        .with_columns(
+            pl.col("instances").fill_null(0), pl.col("cpu").fill_null(0),
+            pl.col("gpu_span").fill_null(0), pl.col("gpu_busy").fill_null(0),
+            pl.col("attributed").fill_null(0), pl.col("ops").fill_null(0),
+        )
+        .drop("gpu_ops")
+    )
+    order = pl.when(pl.col("phase") == UNATTRIBUTED).then(2).when(pl.col("phase") == IN_CYCLE).then(1).otherwise(0)
+    # ties (phases with equal time, often 0) in name order: the same input gives the same table
+    return out.sort(order, pl.col("attributed"), pl.col("phase"), descending=[False, True, False])
+
+
+def category_table(charges: pl.DataFrame) -> pl.DataFrame:
+    """Attributed ns per (phase, category)."""
+    return _text(charges.group_by("phase", "category").agg(ns=pl.col("ns").sum())).sort(
+        "phase", "ns", descending=[False, True])
+
+
+def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
+                grouping: tuple[str, ...], per_range: pl.DataFrame | None = None
+                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The cycles (one row each, in order per process) and a long table cycle x phase.
+
+    `per_range`: `range_busy(ops)` when the caller has it already (it is reused: see `_cycle_busy`)."""
+    cycles = ranges.select("range_id", "name", "pid", "start", "end").filter(pl.col("name").is_in(grouping)).sort(
+        "pid", "start").with_columns(
+        index=pl.int_range(pl.len()).over("pid").cast(pl.Int64)
+    ).select(cycle="range_id", pid="pid", index="index", start="start", end="end")
+    if cycles.is_empty():
+        empty = pl.DataFrame(schema={"cycle": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64,
+                                     "gpu_busy": pl.Int64, "cpu": pl.Int64})
+        return cycles, empty
+    att = _text(charges.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
+        attributed=pl.col("ns").sum()))
+    busy = _text(_cycle_busy(ranges, ops, grouping, per_range).rename({"busy": "gpu_busy"}))
+    cpu = ranges.lazy().filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
+        "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum()).collect()
+    keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
+                      cpu.select("cycle", "phase")]).unique()
+    long = (
+        keys.join(att, on=["cycle", "phase"], how="left")
+        .join(busy, on=["cycle", "phase"], how="left")
+        .join(cpu, on=["cycle", "phase"], how="left")
+        .with_columns(pl.col("attributed").fill_null(0), pl.col("gpu_busy").fill_null(0),
+                      pl.col("cpu").fill_null(0))
+        .sort("cycle", "phase")
+    )
+    return cycles, long
+
+
+def _cycle_busy(ranges: pl.DataFrame, ops: pl.DataFrame, grouping: tuple[str, ...],
+                per_range: pl.DataFrame | None) -> pl.DataFrame:
+    """GPU busy per (cycle, phase): the union of the ops with that cycle and phase, cycle not null.
+
+    An op's cycle and phase follow from its innermost range, so where a (cycle, phase) has one range
+    instance (the usual case: one draft, one verify per cycle), its union is that range's, already
+    in `per_range`; only the ops of pairs with several instances are unioned again."""
+    if per_range is None:
+        return union_length(ops, ["cycle", "phase"]).filter(pl.col("cycle").is_not_null())
+    owner = ranges.select("range_id", "cycle", phase=phase_of_ops(grouping).cast(ops.schema["phase"])).filter(
+        pl.col("cycle").is_not_null())
+    inst = per_range.join(owner, on="range_id", how="inner").with_columns(
+        n=pl.len().over("cycle", "phase"))
+    single = inst.filter(pl.col("n") == 1).select("cycle", "phase", "busy")
+    several = inst.filter(pl.col("n") > 1)
+    if several.is_empty():
+        return single
+    redo = collect(ops.lazy().select("range_id", "cycle", "phase", "start", "end").filter(
+        pl.col("range_id").is_in(several.get_column("range_id").implode())))
+    again = union_length(redo, ["cycle", "phase"]).filter(pl.col("cycle").is_not_null())
+    return pl.concat([single, again.select("cycle", "phase", "busy")])
+
+
+def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """Per phase: launch API calls, CPU time inside them, and launch latency percentiles.
+
+    Per launch (one API call; a CUDA-graph launch counts once, measured to its first node):
+    - `latency`: first op start minus launch call start, as NVIDIA defines it. When the stream was
+      still busy with earlier work, this includes the time the launch sat in the queue.
+    - `queued`: the stream was still busy when the call began (the launch was off the critical path).
+    - `idle_latency`: first op start minus max(launch call start, the stream's previous op end): how
+      long the stream sat idle because of the launch path itself.
+
+    `ops` in op_id (start) order; with prev_end (accounting.with_prev_end) or without.
+    """
+    if "prev_end" not in ops.columns:
+        ops = with_prev_end(ops)
+    # The launch's first op (in start order): its phase, start and previous op end on its stream. The
+    # projection marks it (launch_first) where it numbered the launch calls; else the first op of each
+    # (pid, correlation). Only the launches' rows are copied.
+    if "launch_first" in ops.columns:
+        first = ops.get_column("launch_first")
+    else:
+        first = first_distinct(ops.select("pid", "correlation"), ["pid", "correlation"]) & \
+            ops.get_column("launch_start").is_not_null()
+    launched_at = pl.col("launch_start")
+    launches = ops.select("phase", "start", "prev_end", "launch_start", "launch_end").filter(first).select(
+        "phase",
+        api_ns=pl.col("launch_end") - launched_at,
+        latency=pl.col("start") - launched_at,
+        queued=pl.col("prev_end").fill_null(launched_at) > launched_at,
+        idle_latency=(pl.col("start") - pl.max_horizontal(launched_at, pl.col("prev_end").fill_null(launched_at)))
+        .clip(lower_bound=0),
+    ).lazy()
+    return _text(launches.group_by("phase").agg(
+        launches=pl.len().cast(pl.Int64),
+        api_ns=pl.col("api_ns").sum(),
+        queued=pl.col("queued").sum().cast(pl.Int64),
+        latency_p50=pl.col("latency").quantile(0.5, "nearest"),
+        latency_p90=pl.col("latency").quantile(0.9, "nearest"),
+        latency_max=pl.col("latency").max(),
+        idle_latency_p50=pl.col("idle_latency").quantile(0.5, "nearest"),
+        idle_latency_p90=pl.col("idle_latency").quantile(0.9, "nearest"),
+    ).pipe(collect)).sort("api_ns", descending=True)
+
+
+def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
+    """Per (device, stream): wall, busy (union), and the idle kinds."""
+    walls = collect(ops.lazy().group_by("device", "stream").agg(
+        first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64)))
+    c = charges.group_by("device", "stream", "category").agg(pl.col("ns").sum()).with_columns(
+        kind=pl.when(pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).then(pl.col("category").cast(pl.Utf8))
+        .otherwise(pl.lit("busy")))
+    kinds = c.group_by("device", "stream").agg(
+        *[(pl.col("ns") * (pl.col("kind") == k)).sum().alias(k) for k in ("busy", *IDLE_CATEGORIES)]
+    )
+    return walls.join(kinds, on=["device", "stream"], how="left").with_columns(
+        wall=pl.col("last") - pl.col("first")).sort("device", "stream")
+
+
+def device_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """Per device: wall (first to last op on any stream) and the union of all its ops."""
+    walls = collect(ops.lazy().group_by("device").agg(first=pl.col("start").min(), last=pl.col("end").max(),
+                                                      streams=pl.col("stream").n_unique().cast(pl.Int64)))
+    busy = union_length(ops, ["device"])
+    return walls.join(busy, on="device", how="left").with_columns(
+        wall=pl.col("last") - pl.col("first")).sort("device")
+
+
+def top_kernels(ops: pl.DataFrame, per_phase: int = 5) -> pl.DataFrame:
+    """The kernels with the most GPU time, per phase."""
+    k = _text(collect(ops.lazy().group_by("phase", "short_name", "category").agg(
+        count=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum())))
+    return k.sort("phase", "ns", descending=[False, True]).group_by("phase", maintain_order=True).head(per_phase)
+
+
+def unattributed_table(ops: pl.DataFrame) -> pl.DataFrame:
+    """Ops no range claims, by reason: ops and their GPU time."""
+    return _text(collect(ops.lazy().select("unattributed", "start", "end").filter(
+        pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
+        ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()))).sort("reason")

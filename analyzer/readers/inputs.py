@@ -1,0 +1,134 @@
+"""Which files the user's arguments stand for: a trace file, a run directory made by `specprof capture`, or a
+folder of traces; and the files of a run (its export, its sidecars, the run without nsys beside it).
+
+A run directory holds the nsys export (`*.sqlite`) or a PyTorch-profiler trace, the tracer's sidecars
+(`specprof-sidecar.*.jsonl`) and `manifest.json`. When it also holds `no-nsys/` (the same workload run
+without nsys, tracer on: `specprof reference --trace --out RUN/no-nsys`, or any run of yours copied there),
+that folder's sidecars are the baseline of the cross-check's inflation table, found automatically and named
+in the output; `--baseline-sidecar` overrides it. A reference-engine `ground_truth.json` in both adds GPU-time
+inflation, and a `server.log` the accept-length check. A trace file given directly gets sidecars only from
+`--sidecar`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from analyzer.errors import SpecprofError
+from analyzer.readers import ground_truth as gt
+from analyzer.readers import sidecar as sc
+from analyzer.readers.files import list_dir
+from analyzer.readers.kineto import is_kineto
+
+KINETO_SUFFIXES = (".json", ".json.gz")
+BASELINE_DIR = "no-nsys"
+MANIFEST = "manifest.json"
+SERVER_LOG = "server.log"  # the server's log in a run directory (scripts/sglang/serve.py writes it there)
+
+
+def expand(paths) -> list[str]:
+    """The traces the arguments name, in order.
+
+    A file stays as given. A directory that holds an nsys export (`*.sqlite`, a run directory made
+    by `specprof capture`) stays as given: `resolve` finds its export. A directory of several exports
+    (and no manifest) stands for each export. Any other directory stands for every PyTorch-profiler trace
+    in it (`*.json`, `*.json.gz` whose top level has `traceEvents`; other JSON files, such as a manifest,
+    are passed over); one such trace leaves the directory as given (a run directory).
+    """
+    out: list[str] = []
+    for path in paths:
+        path = str(path)
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        exports = [n for n in list_dir(path) if n.endswith(".sqlite")]
+        if len(exports) > 1 and not os.path.isfile(os.path.join(path, MANIFEST)):
+            out.extend(os.path.join(path, n) for n in exports)  # a folder of exports: each one
+            continue
+        if exports:
+            out.append(path)
+            continue
+        traces = kineto_traces(path)
+        if len(traces) == 1:
+            out.append(path)  # a run directory: the single-run path finds its trace and sidecar
+            continue
+        if not traces:
+            raise SpecprofError(
+                f"{path}: a directory with no nsys SQLite export (*.sqlite) and no PyTorch-profiler "
+                "trace (*.json, *.json.gz with traceEvents) in it; give an export, a trace, or a run "
+                "directory made by `specprof capture`", path)
+        out.extend(traces)
+    if not out:
+        raise SpecprofError("no trace given; give an nsys export, a PyTorch-profiler trace or a directory")
+    return out
+
+
+def kineto_traces(folder: str) -> list[str]:
+    """The PyTorch-profiler traces in `folder`, sorted by name."""
+    paths = (os.path.join(folder, n) for n in list_dir(folder) if n.endswith(KINETO_SUFFIXES))
+    return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
+
+
+def resolve(path: str) -> str:
+    """The trace file for `path`: the file itself, or the export (or single trace) inside a run directory."""
+    if not os.path.isdir(path):
+        return path
+    exports = [f for f in list_dir(path) if f.endswith(".sqlite")]
+    if len(exports) == 1:
+        return os.path.join(path, exports[0])
+    if not exports:
+        traces = kineto_traces(path)  # a run directory of a torch.profiler capture
+        if len(traces) == 1:
+            return traces[0]
+        raise SpecprofError(f"{path}: a directory with no nsys SQLite export (*.sqlite) in it; give "
+                            "an export, or a run directory made by `specprof capture`"
+                            + (" (its PyTorch-profiler traces are several ranks: give them to "
+                               "`specprof analyze`)" if traces else ""), path)
+    raise SpecprofError(f"{path}: a directory with several exports ({', '.join(exports)}); give one", path)
+
+
+def manifest(path: str) -> dict | None:
+    """What `specprof capture` recorded about the run (`manifest.json`, specprof.run/1) for a run
+    directory, or for an export inside one; None when there is none or it cannot be read."""
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    try:
+        with open(os.path.join(folder, MANIFEST), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class RunFiles:
+    path: str  # as given
+    trace: str | None
+    sidecars: list[str] = field(default_factory=list)
+    baseline: list[str] = field(default_factory=list)
+    baseline_auto: bool = False  # found in RUN/no-nsys, not given
+    ground_truth: str | None = None
+    baseline_ground_truth: str | None = None
+    server_log: str | None = None  # RUN/server.log: the server's own log beside its capture
+
+
+def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> RunFiles:
+    """The files of a run: a run directory, or a trace file plus the sidecars given."""
+    if not os.path.exists(path):
+        raise SpecprofError(f"{path}: no such file or directory", path)
+    is_dir = os.path.isdir(path)
+    files = RunFiles(path=path, trace=resolve(path) if trace else None)
+    files.sidecars = list(sidecars) or (sc.find(path) if is_dir else [])
+    if baseline_sidecars:
+        files.baseline = list(baseline_sidecars)
+    elif is_dir and os.path.isdir(os.path.join(path, BASELINE_DIR)):
+        files.baseline = sc.find(os.path.join(path, BASELINE_DIR))
+        files.baseline_auto = bool(files.baseline)
+    if is_dir:
+        files.ground_truth = gt.find(path)
+        log = os.path.join(path, SERVER_LOG)
+        files.server_log = log if os.path.isfile(log) else None
+        if files.baseline:
+            files.baseline_ground_truth = gt.find(os.path.dirname(os.path.abspath(files.baseline[0])))
+    return files

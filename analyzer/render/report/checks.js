@@ -1,0 +1,154 @@
+// Panels "Cross-check: nsys against the wall clock" and "Does speculation pay?": the analysis's cross-check and
+// economics, drawn as tables (a generic table for fields they do not know).
+function checksPanels(R) {
+  var D = R.D, esc = R.esc, el = R.el, add = R.add, num = R.num, ms = R.ms, plot = R.plot, baseLayout = R.baseLayout,
+    emptyNote = R.emptyNote;
+
+  function tableOf(rows, box) {
+    if (!rows || !rows.length || typeof rows[0] !== "object") return false;
+    var keys = []; rows.forEach(function (r) { Object.keys(r).forEach(function (k) { if (keys.indexOf(k) < 0 && typeof r[k] !== "object") keys.push(k); }); });
+    var t = el("table", "grid"), h = el("tr");
+    keys.forEach(function (k) { h.appendChild(el("th", null, k)); }); t.appendChild(h);
+    rows.forEach(function (r) {
+      var tr = el("tr");
+      keys.forEach(function (k) { var v = r[k]; tr.appendChild(el("td", typeof v === "number" ? "num" : null, typeof v === "number" ? num(v, Math.abs(v) >= 100 ? 1 : 3) : (v == null ? "-" : v))); });
+      t.appendChild(tr);
+    });
+    box.appendChild(t);
+    return true;
+  }
+  function genericPanel(obj, box) {
+    if (Array.isArray(obj)) { if (!tableOf(obj, box)) box.appendChild(el("code", "block", JSON.stringify(obj, null, 1))); return; }
+    var dl = el("dl", "facts"), any = false;
+    Object.keys(obj).forEach(function (k) {
+      var v = obj[k];
+      if (v == null || typeof v !== "object") { dl.appendChild(el("dt", null, k)); dl.appendChild(el("dd", null, v == null ? "-" : (typeof v === "number" ? num(v, 3) : v))); any = true; }
+    });
+    if (any) box.appendChild(dl);
+    Object.keys(obj).forEach(function (k) {
+      var v = obj[k];
+      if (v && typeof v === "object") { box.appendChild(el("h3", "muted", k)); genericPanel(v, box); }
+    });
+  }
+
+  function crosscheck() {
+    var box = document.getElementById("crosscheck"), x = D.crosscheck;
+    if (x == null) { emptyNote(box, "Not available for this input: analyse a run directory made by `specprof capture` (it holds the tracer's sidecar) to compare nsys with the wall clock."); return; }
+    renderCrosscheck(x, box);
+  }
+  function economics() {
+    var box = document.getElementById("economics"), x = D.economics;
+    if (x == null) { emptyNote(box, "Not available for this input: needs the tracer's sidecar (accept lengths) and a baseline decode step time."); return; }
+    renderEconomics(x, box);
+  }
+  // analyzer/derived/crosscheck.py CrossCheck: consistency (per phase, nsys vs sidecar per instance), inflation (with vs
+  // without nsys, ratio with its interval), accept (accept-length reconciliation), notes. Times in ns.
+  function renderCrosscheck(x, box) {
+    var cons = Array.isArray(x.consistency) ? x.consistency : [];
+    var infl = Array.isArray(x.inflation) ? x.inflation : [];
+    if (!cons.length && !infl.length) { genericPanel(x, box); return; }
+    if (cons.length) {
+      var bad = cons.filter(function (r) { return r.verdict && r.verdict !== "consistent"; });
+      var v = el("p", "verdict");
+      add(v, el("span", "badge " + (bad.length ? "bad" : "good"), bad.length ? bad.length + " phase(s) distorted" : "consistent"),
+        document.createTextNode(bad.length ? "  nsys and the wall clock disagree on " + bad.map(function (r) { return r.phase; }).join(", ") :
+          "  nsys's range durations match the tracer's wall clock for every phase, cycle by cycle"));
+      box.appendChild(v);
+      var names = cons.map(function (r) { return esc(r.phase); });
+      var div1 = el("div"); div1.id = "crosscheck-consistency"; box.appendChild(div1);
+      plot(div1, [
+        { type: "bar", name: "nsys (CPU range)", x: names, y: cons.map(function (r) { return r.nsys_ns / 1e6; }), marker: { color: "#4C78A8" },
+          hovertemplate: "%{x}: %{y:.4f} ms per instance<extra>nsys</extra>" },
+        { type: "bar", name: "wall clock (sidecar)", x: names, y: cons.map(function (r) { return r.sidecar_ns / 1e6; }), marker: { color: "#9ecae9" },
+          customdata: cons.map(function (r) { return [num(r.diff_pct, 2) + "%", esc(r.verdict || "")]; }),
+          hovertemplate: "%{x}: %{y:.4f} ms per instance<br>difference %{customdata[0]} · %{customdata[1]}<extra>wall clock</extra>" },
+      ], baseLayout({ barmode: "group", height: 250, margin: { l: 56, r: 10, t: 24, b: 40 },
+        yaxis: { title: { text: "ms per instance" }, type: "log", gridcolor: "#eef0f3" },
+        legend: { orientation: "h", y: 1.18, font: { size: 11 } } }));
+    }
+    if (infl.length) {
+      box.appendChild(el("h3", "muted", "Profiler inflation: the same phase with nsys ÷ without (the interval is the ratio's uncertainty)"));
+      var div2 = el("div"); div2.id = "crosscheck-inflation"; box.appendChild(div2);
+      var measures = []; infl.forEach(function (r) { if (measures.indexOf(r.measure) < 0) measures.push(r.measure); });
+      var colors = ["#E45756", "#4C78A8", "#54A24B", "#B279A2"];
+      var traces = measures.map(function (m, k) {
+        var rows = infl.filter(function (r) { return r.measure === m && r.ratio != null; });
+        return { type: "scatter", mode: "markers", name: esc(m === "gpu" ? "GPU time (CUDA events)" : (m === "cpu" ? "CPU wall clock" : m)),
+          y: rows.map(function (r) { return esc(r.phase); }), x: rows.map(function (r) { return r.ratio; }),
+          error_x: { type: "data", symmetric: false, array: rows.map(function (r) { return r.ratio_hi != null ? r.ratio_hi - r.ratio : 0; }),
+            arrayminus: rows.map(function (r) { return r.ratio_lo != null ? r.ratio - r.ratio_lo : 0; }), color: colors[k % 4], thickness: 1.2, width: 3 },
+          marker: { color: colors[k % 4], size: 9, symbol: k ? "diamond" : "circle" },
+          customdata: rows.map(function (r) { return [ms(r.with_ns / 1e6), ms(r.without_ns / 1e6), esc(r.verdict || "")]; }),
+          hovertemplate: "%{y}: ×%{x:.2f}<br>with nsys %{customdata[0]}, without %{customdata[1]}<br>%{customdata[2]}<extra>" + esc(m) + "</extra>" };
+      });
+      var nPh = {}; infl.forEach(function (r) { nPh[r.phase] = 1; });
+      plot(div2, traces, baseLayout({ height: 70 + 26 * Object.keys(nPh).length, margin: { l: 96, r: 10, t: 8, b: 36 },
+        xaxis: { title: { text: "with nsys ÷ without" }, gridcolor: "#eef0f3", zeroline: false },
+        yaxis: { automargin: true, autorange: "reversed" }, legend: { orientation: "h", y: -0.35, font: { size: 11 } },
+        shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { color: "#1d2433", width: 1, dash: "dot" } }] }));
+    }
+    if (x.accept && typeof x.accept === "object") {
+      box.appendChild(el("h3", "muted", "Accept length: sidecar against the server log"));
+      var a = x.accept, p = el("p");
+      add(p, el("span", "badge", a.verdict || "-"), document.createTextNode("  sidecar " + num(a.sidecar_pooled, 3) + " (pooled), server log " + num(a.log_mean, 3)));
+      box.appendChild(p);
+      var ul = el("ul", "notes"); (a.explanations || []).forEach(function (t) { ul.appendChild(el("li", null, t)); }); box.appendChild(ul);
+    }
+    if (x.notes && x.notes.length) { var n = el("ul", "notes"); x.notes.forEach(function (t) { n.appendChild(el("li", null, t)); }); box.appendChild(n); }
+  }
+
+  // analyzer/derived/economics.py Economics: estimates (one row per source: cycle_ns, accept_len, speedup,
+  // break_even_accept_len, verdict), baseline_ns, baseline_source, verdict, notes.
+  function renderEconomics(x, box) {
+    var rows = Array.isArray(x.estimates) ? x.estimates.filter(function (r) { return r.cycle_ns; }) : [];
+    if (!rows.length) { genericPanel(x, box); return; }
+    (x.verdict && x.verdict.length ? x.verdict : rows.map(function (r) { return r.verdict; })).forEach(function (t, k) {
+      var head = rows[0], wins = head.speedup == null ? null : head.speedup > 1;
+      var p = el("p", "verdict");
+      if (k === 0) p.appendChild(el("span", "badge " + (wins == null ? "" : (wins ? "good" : "bad")),
+        wins == null ? "no verdict" : (wins ? "speculation wins ×" + num(head.speedup, 2) : "speculation loses ×" + num(head.speedup, 2))));
+      p.appendChild(document.createTextNode("  " + t));
+      box.appendChild(p);
+    });
+    var base = x.baseline_ns ? x.baseline_ns / 1e6 : null;
+    var xs = rows.map(function (r) { return r.cycle_ns / 1e6; });
+    var ys = rows.map(function (r) { return r.accept_len; });
+    var xmax = Math.max.apply(null, xs) * 1.35, ymax = Math.max.apply(null, ys.filter(function (v) { return v != null; }).concat(base ? [xmax / base] : [1])) * 1.15;
+    var traces = [];
+    if (base) {
+      traces.push({ type: "scatter", mode: "lines", name: "break-even (cycle ÷ baseline step " + num(base, 3) + " ms)", x: [0, xmax], y: [0, xmax / base],
+        line: { color: "#1d2433", width: 1.5, dash: "dash" }, fill: "tozeroy", fillcolor: "rgba(228,87,86,0.07)", hoverinfo: "skip" });
+      traces.push({ type: "scatter", mode: "lines", x: [0, xmax, xmax, 0], y: [0, xmax / base, Math.max(ymax, xmax / base), Math.max(ymax, xmax / base)],
+        fill: "toself", fillcolor: "rgba(84,162,75,0.07)", line: { width: 0 }, hoverinfo: "skip", showlegend: false });
+    }
+    rows.forEach(function (r, k) {
+      traces.push({ type: "scatter", mode: "markers", name: esc(r.source), x: [r.cycle_ns / 1e6], y: [r.accept_len],
+        marker: { size: 12, color: r.profiled ? "#F58518" : "#4C78A8", symbol: r.profiled ? "diamond" : "circle" },
+        customdata: [[r.break_even_accept_len == null ? "-" : num(r.break_even_accept_len, 3), r.speedup == null ? "-" : "×" + num(r.speedup, 2)]],
+        hovertemplate: "cycle %{x:.3f} ms · accept length %{y:.3f}<br>break-even %{customdata[0]} · speedup %{customdata[1]}<extra>" + esc(r.source) + "</extra>" });
+    });
+    var div = el("div"); div.id = "economics-chart"; box.appendChild(div);
+    var ann = base ? [{ x: xmax * 0.12, y: ymax * 0.92, text: "speculation wins", showarrow: false, font: { color: "#16723a", size: 11 } },
+      { x: xmax * 0.85, y: ymax * 0.08, text: "speculation loses", showarrow: false, font: { color: "#b42318", size: 11 } }] :
+      [{ xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, font: { size: 11, color: "#667085" },
+        text: "no baseline decode step time: no break-even line (--baseline-ms or a baseline run)" }];
+    plot(div, traces, baseLayout({ height: 300, margin: { l: 54, r: 12, t: 10, b: 44 }, showlegend: true,
+      xaxis: { title: { text: "cycle time, ms" }, range: [0, xmax], gridcolor: "#eef0f3", zeroline: false },
+      yaxis: { title: { text: "accept length (tokens per cycle)" }, range: [0, ymax], gridcolor: "#eef0f3" },
+      legend: { orientation: "h", y: -0.22, font: { size: 11 } }, annotations: ann }));
+    var t = el("table", "grid"), h = el("tr");
+    ["source", "cycle ms", "accept len", "tokens/s", "speedup", "break-even"].forEach(function (c, i) { h.appendChild(el("th", i ? "num" : null, c)); });
+    t.appendChild(h);
+    rows.forEach(function (r) {
+      var tr = el("tr");
+      [r.source, num(r.cycle_ns / 1e6, 3), num(r.accept_len, 3), num(r.tokens_per_s, 0), r.speedup == null ? "-" : "×" + num(r.speedup, 2),
+       num(r.break_even_accept_len, 3)].forEach(function (c, i) { tr.appendChild(el("td", i ? "num" : null, c)); });
+      t.appendChild(tr);
+    });
+    box.appendChild(t);
+    var notes = (x.notes || []).concat(x.baseline_source ? ["baseline step: " + x.baseline_source] : []);
+    if (notes.length) { var ul = el("ul", "notes"); notes.forEach(function (n) { ul.appendChild(el("li", null, n)); }); box.appendChild(ul); }
+  }
+
+  return { crosscheck: crosscheck, economics: economics };
+}

@@ -1,0 +1,178 @@
+"""Damaged and unusual nsys exports: never a wrong number. A damaged table is refused, by both read paths,
+with one line that names it; a valid file the page reader reads differently from SQLite is read as SQLite
+reads it. The damage is made on copies of the real captures (the exact byte changed is said in each test);
+the UTF-16 export is synthetic (a real capture's tables copied into a UTF-16 database: no nsys export seen
+is UTF-16)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
+from analyzer.errors import SpecprofError
+from analyzer.readers import nsys_sqlite
+from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from conftest import FIXTURES
+from fuzz_exports import Capture
+from test_reader_pages import _assert_same, _both
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+def _copy(tmp_path, name="reference-k4") -> str:
+    dst = tmp_path / "run.sqlite"
+    shutil.copy(FIXTURES / name / "run.sqlite", dst)
+    return str(dst)
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """(value, length) of the SQLite varint at `at`."""
+    value = 0
+    for i in range(9):
+        b = data[at + i]
+        if i == 8:
+            return (value << 8) | b, 9
+        value = (value << 7) | (b & 0x7F)
+        if not b & 0x80:
+            return value, i + 1
+    raise AssertionError
+
+
+def _first_leaf_cells(path: str, table: str = KERNEL) -> tuple[bytearray, list[int]]:
+    """The file's bytes and the offsets (in the file) of the cells of the table's first leaf page."""
+    cap = Capture.__new__(Capture)  # only its page walk: the file as it is on disk
+    cap.data = open(path, "rb").read()
+    cap.page_size = int.from_bytes(cap.data[16:18], "big")
+    root = sqlite3.connect(path).execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    leaves = [n for n in cap._pages(root) if cap.data[(n - 1) * cap.page_size] == 0x0D]
+    first = min(leaves)  # an export writes its tables in rowid order: the lowest page holds the first rows
+    at = (first - 1) * cap.page_size
+    cells = int.from_bytes(cap.data[at + 3:at + 5], "big")
+    return bytearray(cap.data), [at + int.from_bytes(cap.data[at + 8 + 2 * i:at + 10 + 2 * i], "big")
+                                 for i in range(cells)]
+
+
+def _refused_both_ways(path: str, monkeypatch, words: str):
+    for direct in (True, False):
+        monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
+        with pytest.raises(SpecprofError, match=words):
+            read_nsys_sqlite(path)
+    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", True)
+
+
+def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path, monkeypatch):
+    # One serial type of the first kernel record changed from 6 (an 8-byte integer) to 4 (4 bytes): every
+    # column after it shifts by 4 bytes, and the header no longer adds up to the record's payload. The page
+    # reader used to read the shifted values (exit 0, a phantom rank); SQLite says "malformed".
+    path = _copy(tmp_path)
+    data, cells = _first_leaf_cells(path)
+    at = cells[0]
+    _, n1 = _varint(data, at)
+    _, n2 = _varint(data, at + n1)
+    header = at + n1 + n2
+    size, n = _varint(data, header)
+    types = [i for i in range(header + n, header + size) if data[i] == 6]
+    assert types, "no 8-byte integer in the first kernel record"
+    data[types[0]] = 4
+    open(path, "wb").write(data)
+    _refused_both_ways(path, monkeypatch, f"table {KERNEL} is damaged")
+    result = CliRunner().invoke(main, ["analyze", path, "--no-cache"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    (line,) = [x for x in result.output.splitlines() if x.strip()]
+    assert line.startswith(f"specprof: error: {path}: table {KERNEL} is damaged")
+
+
+def test_a_column_added_with_a_default_reads_the_default_on_both_paths(tmp_path, monkeypatch):
+    # A valid file: streamId dropped and added back with DEFAULT 7. The records written before hold no
+    # streamId; SQLite gives them the default, and so must the page reader (it gave NULL).
+    path = _copy(tmp_path)
+    con = sqlite3.connect(path)
+    con.execute(f"ALTER TABLE {KERNEL} DROP COLUMN streamId")
+    con.execute(f"ALTER TABLE {KERNEL} ADD COLUMN streamId INTEGER NOT NULL DEFAULT 7")
+    con.commit()
+    con.close()
+    direct, through_sqlite = _both(path, monkeypatch)
+    _assert_same(direct, through_sqlite)
+    assert direct.meta.extra["tables_read_by"][KERNEL] == "pages"
+    kernels = direct.ops.filter(pl.col("kind") == "kernel")
+    assert kernels.height > 1000 and kernels["stream"].unique().to_list() == [7]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["pages", "sqlite"])
+def test_rowids_out_of_order_are_refused_not_read_in_part(tmp_path, monkeypatch, direct):
+    # The rowid of the fifth kernel record (a one-byte varint) set to 127: the B-tree's keys are out of order.
+    # SQLite's rowid-range slices then stopped at it (rows lost, no note); the page reader must refuse too.
+    path = _copy(tmp_path)
+    data, cells = _first_leaf_cells(path)
+    payload, n1 = _varint(data, cells[4])
+    rowid, n2 = _varint(data, cells[4] + n1)
+    assert n2 == 1 and rowid < 100
+    data[cells[4] + n1] = 127
+    open(path, "wb").write(data)
+    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
+    ex = nsys_sqlite._Export(path)
+    try:
+        select = nsys_sqlite.Select(KERNEL, ("start", "end"))
+        with pytest.raises(SpecprofError, match=f"table {KERNEL} is damaged"):
+            ex.parallel(select, {"start": pl.Int64, "end": pl.Int64}, slice_rows=100)
+    finally:
+        ex.close()
+
+
+def test_a_damaged_file_gets_the_same_answer_every_time(tmp_path, monkeypatch):
+    # The same damaged copies (a header byte, a rowid, and random bytes over kernel, runtime and NVTX pages)
+    # read again and again, with 1, 2 and 8 threads over small slices: one outcome per path, every time.
+    import random
+
+    from fuzz_exports import read
+
+    cap = Capture(FIXTURES / "reference-k4" / "run.sqlite")
+    rng = random.Random(11)
+    for trial in range(8):
+        table, data, how = cap.mutant(rng)
+        path = tmp_path / f"m{trial}.sqlite"
+        path.write_bytes(data)
+        for direct in (True, False):
+            seen = set()
+            for threads in (1, 2, 8, 1, 8):
+                monkeypatch.setattr(nsys_sqlite, "READ_THREADS", threads)
+                kind, value, _ = read(str(path), table, direct)
+                assert kind != "raised", f"{how}: {value}"
+                seen.add((kind, value.hash_rows().sum() if kind == "rows" else value))
+            assert len(seen) == 1, f"{table} {how}: {seen}"
+
+
+def _utf16_copy(src: str, dst: str, encoding: str) -> None:
+    """Every table of `src` (schema and rows) in a new database whose text encoding is `encoding`."""
+    old = sqlite3.connect(src)
+    con = sqlite3.connect(dst)
+    con.execute(f"PRAGMA encoding = '{encoding}'")
+    for name, sql in old.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                                 "AND name NOT LIKE 'sqlite_%'").fetchall():
+        con.execute(sql)
+        rows = old.execute(f'SELECT * FROM "{name}"')
+        marks = ", ".join("?" * len(rows.description))
+        con.executemany(f'INSERT INTO "{name}" VALUES ({marks})', rows)
+    con.commit()
+    assert con.execute("PRAGMA encoding").fetchone()[0] == encoding
+    con.close()
+    old.close()
+
+
+@pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
+def test_a_utf16_export_gives_the_names_of_the_utf8_one(tmp_path, monkeypatch, encoding):
+    # Synthetic: reference-k4's tables in a UTF-16 database. Text used to come out as UTF-16 bytes decoded as
+    # UTF-8 (every call a phase of its own); now both paths give the UTF-8 export's trace exactly.
+    src = str(FIXTURES / "reference-k4" / "run.sqlite")
+    path = str(tmp_path / "utf16.sqlite")
+    _utf16_copy(src, path, encoding)
+    direct, through_sqlite = _both(path, monkeypatch)
+    _assert_same(direct, through_sqlite)
+    assert direct.meta.extra["tables_read_by"][KERNEL] == "pages"
+    _assert_same(direct, read_nsys_sqlite(src))
+    assert "verify" in direct.ranges["name"].to_list()

@@ -1,0 +1,124 @@
+"""Ground truth on any server: CUDA events recorded in-stream at phase boundaries, read without ever waiting.
+
+With `SPECPROF_GPU_EVENTS=1` (`specprof capture --gpu-events`), the recorder asks `record()` for an event right
+after a cycle's (or an in-cycle phase's) start stamp and right before its end stamp. `record()` records a timing
+event on the calling thread's current CUDA stream: a host call that enqueues a marker, no synchronisation. The
+GPU time of the phase instance is the time between its two events on that stream: every GPU operation enqueued
+there between the two calls, and every gap in which that stream waited (for the host, for another stream).
+
+Events are read later, at the close of later cycles: the oldest waiting cycle is read once `query()` says its
+last event has completed (non-blocking: never `synchronize()`, never `elapsed_time()` on an event that has not
+completed). Each read cycle becomes one sidecar record
+
+    {"type": "gpu_time", "cycle": 17, "phases": [["cycle", 3012345], ["draft", 812000], ...]}
+
+(integer nanoseconds, rounded from CUDA's float milliseconds, which resolve about 0.5 us). Events are pooled:
+one that has been read is recorded again. Nothing is recorded while the current stream is capturing a CUDA
+graph (the event would become part of the graph). At most `max_pending` cycles wait; beyond that the oldest is
+given up and counted (`footer.gpu_time_dropped`), and so is every cycle still waiting at close.
+
+torch is never imported here: it is taken from `sys.modules` (the engine imported it). Without torch or a GPU,
+`record()` returns None and nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from typing import Any, Callable
+
+ENV = "SPECPROF_GPU_EVENTS"
+RECORD = "gpu_time"
+
+# Frame slots (tracer/ranges.py): [phase, start_ns, end_ns, record_function, cycle, start event, end event].
+_PHASE, _EV_START, _EV_END = 0, 5, 6
+
+
+class GpuEvents:
+    def __init__(self, emit: Callable[[dict], None], max_pending: int = 64):
+        self._emit = emit
+        self._max_pending = max(1, max_pending)
+        self._pending: deque = deque()  # (cycle index, [(phase, start event, end event), ...])
+        self._pool: list = []
+        self._cuda: Any = None  # torch.cuda, once torch is imported by the engine
+        self.failed: str | None = None  # why events stopped, if they did
+        self.read = 0
+        self.dropped = 0
+
+    def _torch_cuda(self) -> Any:
+        cuda = self._cuda
+        if cuda is None:
+            torch = sys.modules.get("torch")
+            if torch is None:
+                return None
+            cuda = self._cuda = torch.cuda
+        return cuda
+
+    def record(self) -> Any:
+        """A timing event recorded on the current stream now, or None (no torch, no GPU, graph capture, an
+        error: events then stop for good, with the reason in `failed`)."""
+        if self.failed is not None:
+            return None
+        try:
+            cuda = self._torch_cuda()
+            if cuda is None or cuda.is_current_stream_capturing():
+                return None
+            event = self._pool.pop() if self._pool else cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def cycle_closed(self, index: int, cycle_frame: list, phases: list) -> None:
+        """Queues a closed cycle's event pairs (the cycle's own first), then reads what has completed."""
+        pairs = [
+            (frame[_PHASE], frame[_EV_START], frame[_EV_END])
+            for frame in (cycle_frame, *phases)
+            if frame[_EV_START] is not None and frame[_EV_END] is not None
+        ]
+        for frame in (cycle_frame, *phases):
+            frame[_EV_START] = frame[_EV_END] = None
+        if pairs:
+            self._pending.append((index, pairs))
+            if len(self._pending) > self._max_pending:
+                self._pending.popleft()  # its events are not reused: still pending on the GPU, maybe
+                self.dropped += 1
+        self.poll()
+
+    def poll(self) -> None:
+        """Reads every waiting cycle, oldest first, whose events have all completed; stops at the first that
+        has not. Never waits."""
+        pending = self._pending
+        try:
+            while pending:
+                index, pairs = pending[0]
+                if not all(end.query() for _, _, end in pairs):
+                    return
+                pending.popleft()
+                phases = [[phase, int(round(start.elapsed_time(end) * 1e6))] for phase, start, end in pairs]
+                self._emit({"type": RECORD, "cycle": index, "phases": phases})
+                self.read += 1
+                for _, start, end in pairs:
+                    self._pool.append(start)
+                    self._pool.append(end)
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.dropped += len(pending)
+            pending.clear()
+
+    def close(self) -> dict:
+        """Reads what has completed; what still waits is given up. The footer's counts."""
+        self.poll()
+        self.dropped += len(self._pending)
+        self._pending.clear()
+        summary = {"gpu_time_cycles": self.read, "gpu_time_dropped": self.dropped}
+        if self.failed is not None:
+            summary["gpu_time_failed"] = self.failed
+        return summary
+
+    def reset(self) -> None:
+        """In a forked child: the parent's events are not ours."""
+        self._pending = deque()
+        self._pool = []
+        self.read = self.dropped = 0
