@@ -72,7 +72,8 @@ def _analysis_options(command):
     """--categories, --group-range, --domain, --all-domains, --no-cache: how a trace is analysed."""
     for option in reversed((
         click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
-                     help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones."),
+                     help="A TOML file of [[rule]] category/pattern entries (optional parent, match = function), "
+                          "tried before the built-in ones (docs/attribution.md, section 3)."),
         click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
                      help="Range name that groups one cycle (not a phase). Repeatable."),
         click.option("--domain", "domains", multiple=True,

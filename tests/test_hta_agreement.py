@@ -21,6 +21,8 @@ from conftest import SHARED  # noqa: E402
 
 from analyzer.core import attribution  # noqa: E402
 from analyzer.core.accounting import union_length  # noqa: E402
+from analyzer.core.categories import kinds_of  # noqa: E402
+from analyzer.model.labels import COMMUNICATION  # noqa: E402
 from analyzer.readers.kineto import read_kineto  # noqa: E402
 
 KINETO = sorted((SHARED / "torch_kineto").glob("*.json.gz")) if SHARED else []
@@ -28,9 +30,9 @@ KINETO = sorted((SHARED / "torch_kineto").glob("*.json.gz")) if SHARED else []
 pytestmark = pytest.mark.filterwarnings("ignore")
 KERNEL_CATS = ["kernel", "gpu_memset", "gpu_memcpy", "Kernel", "Memset", "Memcpy"]
 HTA_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
-# Our categories as HTA's kernel types (docs/kineto.md): communication is COMMUNICATION, memcpy and
-# memset are MEMORY, every other category is COMPUTATION.
-OURS_AS_HTA = {"communication": "COMMUNICATION", "memcpy": "MEMORY", "memset": "MEMORY"}
+# Our categories as HTA's kernel types (docs/kineto.md): communication and its kinds (allreduce, ...) are
+# COMMUNICATION, memcpy and memset are MEMORY, every other category is COMPUTATION.
+OURS_AS_HTA = {**{k: "COMMUNICATION" for k in kinds_of(COMMUNICATION)}, "memcpy": "MEMORY", "memset": "MEMORY"}
 
 
 def _quiet():

@@ -177,7 +177,7 @@ def options_of(grouping=("cycle",), domains=(), rules=None, sidecars=(), baselin
     rules = rules if rules is not None else categories.default_rules()
     return {
         "grouping": list(grouping), "domains": sorted(domains),
-        "rules": [[r.category, r.pattern] for r in rules],
+        "rules": [r.key() for r in rules],
         "sidecars": sorted(file_sha256(p)[0] for p in sidecars),
         "baseline_sidecars": sorted(file_sha256(p)[0] for p in baseline_sidecars),
         "server_log": file_sha256(server_log)[0] if server_log else None,

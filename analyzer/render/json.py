@@ -1,4 +1,4 @@
-"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/1` (one analysis, with its per-rank,
+"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/2` (one analysis, with its per-rank,
 cross-check and economics keys), `specprof.ranks/1` (several traces side by side), `specprof.sweep/1`,
 `specprof.compare/1` and `specprof.runs/1` (the results store's run list). Times in float milliseconds (ns
 inside).
@@ -21,7 +21,7 @@ from analyzer.derived.ranks import Ranks
 from analyzer.derived.sweep import Sweep
 from analyzer.render.format import ms, ms_or_null, num, us_or_null
 
-SCHEMA = "specprof.analysis/1"
+SCHEMA = "specprof.analysis/2"
 TRACES_SCHEMA = "specprof.ranks/1"
 SWEEP_SCHEMA = "specprof.sweep/1"
 COMPARE_SCHEMA = "specprof.compare/1"
@@ -82,6 +82,8 @@ def _document(a: Analysis) -> dict:
             "gpus": meta.gpus,
         },
         "cycle_breakdown": cycle_breakdown(a.cycle_breakdown),
+        # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
+        "category_parents": dict(sorted(a.category_parents.items())),
         "phases": phases,
         "cycles": [],
         "unattributed": {
@@ -124,14 +126,19 @@ def cycle_breakdown(b) -> dict | None:
     }
 
 
+def _comm_split(r) -> dict:
+    return {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
+            "unmatched_ms": ms(r["unmatched"])}
+
+
 def rank_entries(m: Ranks) -> list[dict]:
     """The `ranks` list: one entry per (process, device), each with its own `phases`."""
     out = []
-    by_phase = {}
+    by_phase, by_kind = {}, {}
     for r in m.comm_phases.iter_rows(named=True):
-        by_phase.setdefault(r["rank"], {})[r["phase"]] = {
-            "ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
-            "unmatched_ms": ms(r["unmatched"])}
+        by_phase.setdefault(r["rank"], {})[r["phase"]] = _comm_split(r)
+    for r in m.comm_kinds.iter_rows(named=True):
+        by_kind.setdefault(r["rank"], {})[r["kind"]] = _comm_split(r)
     for r in m.ranks.iter_rows(named=True):
         mine = pl.col("rank") == r["rank"]
         out.append({
@@ -139,7 +146,8 @@ def rank_entries(m: Ranks) -> list[dict]:
             "rank_source": r["source"], "ops": r["ops"], "streams": r["streams"], "wall_ms": ms(r["wall"]),
             "busy_ms": ms(r["busy"]), "attributed_ms": ms(r["attributed"]),
             "communication": {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
-                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {})},
+                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {}),
+                              "by_kind": by_kind.get(r["rank"], {})},
             "phases": phase_list(m.phases.filter(mine).drop("rank"), m.categories.filter(mine).drop("rank")),
         })
     return out
@@ -154,7 +162,7 @@ def skew_entry(m: Ranks) -> dict | None:
         "phases": [{"name": r["phase"], "ranks": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
                     "mean_ms": ms(r["mean"]), "skew_ms": ms(r["skew"]), "skew_pct": num(r["skew_pct"], 3),
                     "min_rank": r["min_rank"], "max_rank": r["max_rank"]} for r in m.skew.iter_rows(named=True)],
-        "collectives": [{"name": r["name"], "ranks": r["ranks"], "instances": r["instances"],
+        "collectives": [{"name": r["name"], "kind": r["kind"], "ranks": r["ranks"], "instances": r["instances"],
                          "unmatched": r["unmatched"], "ms": ms(r["ns"]), "wait_ms": ms(r["wait"]),
                          "transfer_ms": ms(r["transfer"]), "overlap_pct": num(r["overlap_pct"], 3),
                          "shifts": r["shifts"]} for r in m.collectives.iter_rows(named=True)],
@@ -170,7 +178,7 @@ def skew_entry(m: Ranks) -> dict | None:
 
 
 def ranks(m: Ranks | None) -> dict:
-    """The additive keys of `specprof.analysis/1`: `ranks` and `rank_skew` (null when not computed)."""
+    """The additive keys of `specprof.analysis/2`: `ranks` and `rank_skew` (null when not computed)."""
     if m is None:
         return {"ranks": None, "rank_skew": None}
     return {"ranks": rank_entries(m), "rank_skew": skew_entry(m)}
@@ -383,8 +391,8 @@ def _cycle_lines(a: Analysis) -> str | None:
 
 
 def traces(digests, skew: pl.DataFrame) -> str:
-    """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/1}], "skew"}.
-    `digests`: each trace's rank, path and `doc` (its specprof.analysis/1 as a dict, `to_dict`), in order;
+    """{"schema": "specprof.ranks/1", "ranks": [{"rank", "path", "analysis": specprof.analysis/2}], "skew"}.
+    `digests`: each trace's rank, path and `doc` (its specprof.analysis/2 as a dict, `to_dict`), in order;
     `skew`: app/traces.py's skew across them."""
     doc = {"schema": TRACES_SCHEMA, "ranks": [{"rank": d.rank, "path": d.path, "analysis": d.doc} for d in digests],
            # additive: per phase across the traces (`min_trace`/`max_trace`: positions in `ranks`)

@@ -175,14 +175,20 @@ def ranks(m: Ranks | None, phase_limit: int = 20) -> str | None:
             table(["phase", "ranks", "min ms", "max ms", "skew ms", "skew", "min rank", "max rank"], rows, "lrrrrrrr")]
     if m.skew.height > sk.height:
         out.append(f"({m.skew.height - sk.height:,} more phases: --phases N shows more, --json shows all)")
+    if m.comm_kinds.height:
+        rows = [[str(r["rank"]), clean(r["kind"], 24), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]),
+                 pct(r["wait"], r["comm"]), f_ms(r["unmatched"])] for r in m.comm_kinds.iter_rows(named=True)]
+        out += ["", "Communication per rank and kind",
+                table(["rank", "kind", "comm ms", "wait ms", "transfer ms", "wait", "unmatched ms"], rows,
+                      "llrrrrr")]
     if m.collectives.height:
-        rows = [[clean(r["name"], 60), f"{r['instances']:,}", f"{r['unmatched']:,}", f_ms(r["ns"]), f_ms(r["wait"]),
-                 f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
+        rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}",
+                 f_ms(r["ns"]), f_ms(r["wait"]), f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
                  "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.0f}%"]
                 for r in m.collectives.iter_rows(named=True)]
         out += ["", "Collectives (k-th kernel of a name on each rank matched; ms summed over ranks)",
-                table(["kernel", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait", "overlap"],
-                      rows, "lrrrrrrr")]
+                table(["kernel", "kind", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait",
+                       "overlap"], rows, "llrrrrrrr")]
         rows = [[str(r["rank"]), f"{r['last']:,}", "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
                  f_us(r["margin_mean"]), f_us(r["margin_max"]), f_ms(r["caused"])]
                 for r in m.stragglers.iter_rows(named=True)]
