@@ -98,6 +98,18 @@ def _window_options(command):
     return command
 
 
+def _accept_list(value: str | None) -> list[float]:
+    if not value:
+        return []
+    try:
+        lengths = [float(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give accept lengths as numbers separated by commas, e.g. 2.1,2.6,2.9")
+    if not all(math.isfinite(x) and x >= 1 for x in lengths):
+        raise click.BadParameter(f"{value!r}: an accept length counts the bonus token: at least 1, and finite")
+    return lengths
+
+
 def _say(output) -> None:
     """Print a command's output (app/commands.py `Output`) and exit with its status."""
     if output.stdout is not None:
@@ -112,7 +124,8 @@ def _analysis_options(command):
     """--categories, --group-range, --domain, --all-domains, --no-cache: how a trace is analysed."""
     for option in reversed((
         click.option("--categories", "categories_file", type=click.Path(dir_okay=False),
-                     help="A TOML file of [[rule]] category/pattern entries, tried before the built-in ones."),
+                     help="A TOML file of [[rule]] category/pattern entries (optional parent, match = function), "
+                          "tried before the built-in ones (docs/attribution.md, section 3)."),
         click.option("--group-range", "grouping", multiple=True, default=("cycle",), show_default=True,
                      help="Range name that groups one cycle (not a phase). Repeatable."),
         click.option("--domain", "domains", multiple=True,
@@ -160,10 +173,16 @@ def main():
               help="The server's --decode-log-interval (iterations per `accept len` line) [default: from the "
                    "server's command line in the sidecar, else SGLang's default, 40].")
 @click.option("--baseline", "baseline_run",
-              help="A non-speculative run (run directory, sidecar or trace) whose step time is the baseline "
-                   "of the economics.")
+              help="A non-speculative run (run directory, sidecar, or any nsys or Kineto trace) whose step time "
+                   "is the baseline of the economics.")
+@click.option("--baseline-range", metavar="NAME",
+              help="In a --baseline trace without a sidecar, the range that marks one decode step [default: "
+                   "cycle, then decode].")
 @click.option("--baseline-ms", type=_Finite(),
               help="The plain-decode step time in ms, for the economics.")
+@click.option("--steps", type=click.IntRange(0), metavar="K",
+              help="Draft steps per cycle, when the traced command line does not say (a cycle accepts at most "
+                   "K + 1 tokens per request: the economics checks the break-even against it).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="Append the run(s) to this results database (SQLite, docs/store.md); the same run again is "
@@ -175,7 +194,7 @@ def main():
                    "docs/multirank.md).")
 def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, no_cache,
                     cycle_limit, phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
-                    baseline_ms, quiet, db_path, jobs, dask_address):
+                    baseline_range, baseline_ms, steps, quiet, db_path, jobs, dask_address):
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
@@ -190,7 +209,8 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
     _say(commands.analyze_traces(
         trace, _options(categories_file, grouping, domains, no_cache),
         RunInputs(sidecars=tuple(sidecars), baseline_sidecars=tuple(baseline_sidecars), server_log=server_log,
-                  log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms),
+                  log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms,
+                  baseline_range=baseline_range, steps=steps),
         Outputs(as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit, csv_dir=csv_dir,
                 parquet_dir=parquet_dir),
         html_file=html_file, db_path=db_path, jobs=jobs, dask=dask_address, argv=sys.argv[1:], quiet=quiet))
@@ -236,16 +256,27 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
 @click.option("--no-cache", is_flag=True,
               help="Read the exports themselves, not the cache of their parsed tables and of their analysis in "
                    "the user's cache folder (nor write one; `specprof cache info`).")
-def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache):
+@click.option("--accept", "accept", callback=lambda ctx, param, value: _accept_list(value), metavar="L1,L2,...",
+              help="Each run's mean accept length (bonus token included), in the order of the runs, when their "
+                   "sidecars have no accept counts.")
+@click.option("--server-log", "server_logs", multiple=True, type=click.Path(dir_okay=False),
+              help="Each run's SGLang server log, once per run in order: its `accept len` lines give the run's "
+                   "accept length.")
+@click.option("--extrapolate", is_flag=True,
+              help="Recommend among every predicted step count, not only the measured ones.")
+def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
-    Each RUN is a run directory made by `specprof capture`, or @ID: a run of the results database given with
-    --db that was stored from one (docs/store.md). A run directory holds the nsys export and the tracer's sidecar; a
-    `no-nsys/` folder with the same workload's sidecar without nsys is used when present). Prints the fits
-    with confidence intervals, the acceptance per draft position, predicted throughput per step count and a
-    recommended step count (docs/economics.md).
+    Each RUN is a run directory made by `specprof capture`, an nsys export or Kineto trace, or @ID: a run of the
+    results database given with --db (docs/store.md). A run directory holds the nsys export and the tracer's
+    sidecar (its accept counts); a `no-nsys/` folder with the same workload run without nsys is used when
+    present (its cycle period, its CUDA events). Without accept counts give --accept or --server-log, or get
+    the cost models alone. Prints the fits with confidence intervals (a per-unit cost whose interval includes
+    zero is "not resolvable"), the acceptance per draft position, predicted throughput per step count and the
+    best measured step count (docs/economics.md).
     """
-    _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache)))
+    _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
+                                 accept, list(server_logs), extrapolate))
 
 
 @main.command("compare")

@@ -34,15 +34,11 @@ def main() -> None:
 
     import torch
 
+    from reference_engine import warm_engine
     from tracer import plugin
-    from tracer.reference.engine import EngineConfig, build
 
-    cfg = EngineConfig.tiny(steps=args.steps) if args.tiny else EngineConfig(steps=args.steps)
+    cfg, _, sched, batch, sync = warm_engine(args.steps, args.tiny)
     cuda = cfg.device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    worker, sched, batch = build(cfg, ground_truth_cycles=0)
-    sched.run(batch, 20)
-    sync()
     sidecars = tempfile.mkdtemp(prefix="specprof-overhead-")
     from tracer.ranges import NoNvtx
 

@@ -574,15 +574,17 @@ def test_a_left_over_qdstrm_without_an_importer_is_kept_and_explained(tools, wor
     assert read_manifest(tmp_path / "run")["files"]["qdstrm"] == "run.qdstrm"
 
 
-def _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=False, stop_code=0):
-    """Run `specprof capture` as a process over a fake nsys that waits for a signal, then exits with stop_code;
-    send it `signals`."""
+def _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=False, stop_code=0, waits_in="profile",
+                        args=()):
+    """Run `specprof capture` as a process over a fake nsys whose `waits_in` step (profile or export) waits for
+    a signal (the profile step then exits with stop_code); send it `signals`."""
     ready, received, run_dir = tmp_path / "ready", tmp_path / "received", tmp_path / "run"
-    env = {**os.environ, "FAKE_NSYS_MODE": "sleep", "FAKE_NSYS_READY": str(ready), "FAKE_NSYS_SIGNALS": str(received),
+    mode = "FAKE_NSYS_MODE" if waits_in == "profile" else "FAKE_NSYS_EXPORT_MODE"
+    env = {**os.environ, mode: "sleep", "FAKE_NSYS_READY": str(ready), "FAKE_NSYS_SIGNALS": str(received),
            "FAKE_NSYS_STOP_RC": str(stop_code)}  # fmt: skip
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     specprof = subprocess.Popen(
-        [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", "--nsys",
+        [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", *args, "--nsys",
          str(tools.nsys), "-o", str(run_dir), "--", *workload],
         env=env, stderr=subprocess.PIPE, text=True, preexec_fn=ignore,
     )  # fmt: skip
@@ -590,7 +592,7 @@ def _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=False,
         deadline = time.monotonic() + 60
         while not ready.exists():
             assert specprof.poll() is None, specprof.communicate()[1]
-            assert time.monotonic() < deadline, "the fake nsys never started"
+            assert time.monotonic() < deadline, f"the fake nsys never started its {waits_in}"
             time.sleep(0.05)
         for signum in signals:
             specprof.send_signal(signum)
@@ -612,25 +614,10 @@ def test_sigterm_is_forwarded_to_nsys_and_the_report_still_exported(tools, workl
 
 
 def test_a_signal_during_the_export_goes_to_the_export_and_the_manifest_is_still_written(tools, workload, tmp_path):
-    ready, received, run_dir = tmp_path / "ready", tmp_path / "received", tmp_path / "run"
-    env = {**os.environ, "FAKE_NSYS_EXPORT_MODE": "sleep", "FAKE_NSYS_READY": str(ready),
-           "FAKE_NSYS_SIGNALS": str(received)}
-    specprof = subprocess.Popen(
-        [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", "--nvidia-stats",
-         "--nsys", str(tools.nsys), "-o", str(run_dir), "--", *workload], env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert specprof.poll() is None, specprof.communicate()[1]
-            assert time.monotonic() < deadline, "the fake export never started"
-            time.sleep(0.05)
-        specprof.send_signal(signal.SIGTERM)
-        _, stderr = specprof.communicate(timeout=60)
-    finally:
-        if specprof.poll() is None:
-            specprof.kill()
+    returncode, stderr, received, run_dir = _capture_and_signal(tools, workload, tmp_path, [signal.SIGTERM],
+                                                                waits_in="export", args=["--nvidia-stats"])
     assert received.read_text() == "export SIGTERM"  # passed on to the export, which stopped
-    assert specprof.returncode == 128 + signal.SIGTERM
+    assert returncode == 128 + signal.SIGTERM
     assert "SIGTERM during `export`" in stderr and "Traceback" not in stderr
     record = read_manifest(run_dir)
     assert record["signals_forwarded"] == ["SIGTERM"]

@@ -21,7 +21,7 @@ def test_tracer_domain_defines_the_phases_by_default():
     a = attribute(load_trace(str(TP2 / "run.sqlite")))
     assert set(a.phases["phase"]) == {"draft", "verify", "draft_extend", "prefill", "accept", "(cycle)",
                                       "(unattributed)"}
-    draft_comm = a.categories.filter((pl.col("phase") == "draft") & (pl.col("category") == "communication"))
+    draft_comm = a.categories.filter((pl.col("phase") == "draft") & (pl.col("category") == "allreduce"))
     assert draft_comm["ns"].sum() > 0
     assert any("NVTX domain specprof" in n and "NCCL" in n for n in a.notes)
 

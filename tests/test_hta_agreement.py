@@ -21,6 +21,8 @@ from conftest import FIXTURES, SHARED  # noqa: E402
 
 from analyzer.core import attribution  # noqa: E402
 from analyzer.core.accounting import union_length  # noqa: E402
+from analyzer.core.categories import kinds_of  # noqa: E402
+from analyzer.model.labels import COMMUNICATION  # noqa: E402
 from analyzer.readers.kineto import read_kineto  # noqa: E402
 
 # The project's own Kineto trace (a real SGLang-shaped run, fixtures/torch-k4), then the third-party ones.
@@ -30,9 +32,9 @@ KINETO = [FIXTURES / "torch-k4" / "trace.json.gz"] + (sorted((SHARED / "torch_ki
 pytestmark = pytest.mark.filterwarnings("ignore")
 KERNEL_CATS = ["kernel", "gpu_memset", "gpu_memcpy", "Kernel", "Memset", "Memcpy"]
 HTA_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
-# Our categories as HTA's kernel types (docs/kineto.md): communication is COMMUNICATION, memcpy and
-# memset are MEMORY, every other category is COMPUTATION.
-OURS_AS_HTA = {"communication": "COMMUNICATION", "memcpy": "MEMORY", "memset": "MEMORY"}
+# Our categories as HTA's kernel types (docs/kineto.md): communication and its kinds (allreduce, ...) are
+# COMMUNICATION, memcpy and memset are MEMORY, every other category is COMPUTATION.
+OURS_AS_HTA = {**{k: "COMMUNICATION" for k in kinds_of(COMMUNICATION)}, "memcpy": "MEMORY", "memset": "MEMORY"}
 
 
 def _quiet():

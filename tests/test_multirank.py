@@ -165,7 +165,7 @@ def test_json_has_a_ranks_list_with_phases_in_the_same_format():
     assert rank["rank"] == 0 and rank["device"] == 0 and rank["rank_source"] == "device order"
     assert rank["phases"] == doc["phases"]
     assert rank["communication"] == {"ms": 0.0, "wait_ms": 0.0, "transfer_ms": 0.0, "unmatched_ms": 0.0,
-                                     "by_phase": {}}
+                                     "by_phase": {}, "by_kind": {}}
 
 
 def test_json_and_terminal_on_two_ranks(captures):

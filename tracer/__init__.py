@@ -7,5 +7,3 @@ DOMAIN = "specprof"
 # The phase names the tracer emits, exactly (NVTX domain `specprof`).
 # `decode` is a plain (non-speculative) decode step, inside its own `cycle` range: the baseline of a speculative run.
 PHASES = ("cycle", "draft", "verify", "draft_extend", "prefill", "accept", "decode")
-# A grouping range: one speculative cycle. It is not a phase.
-GROUPING_RANGES = ("cycle",)

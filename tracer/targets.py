@@ -20,7 +20,7 @@ import importlib
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 # (module, class, method), e.g. ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2", "verify").
 Candidate = tuple[str, str, str]
@@ -169,7 +169,3 @@ def patch_method(
         return True, "wrapped"
     except Exception as exc:  # never let a strange class break the engine's start-up
         return False, f"failed: {type(exc).__name__}: {exc}"
-
-
-def modules_of(candidates: Sequence[Candidate]) -> set[str]:
-    return {module for module, _, _ in candidates}

@@ -1,8 +1,8 @@
 """The cache of an attribution: the last attribution of an nsys export's cached tables, kept with them
-(readers/trace_cache.py, in the user's cache folder) in `analysis-<hash>/`: the columns it adds to the ops, its other tables and notes,
-keyed by the options that shape it (grouping ranges, NVTX domains, category rules) and a hash of the code
-that makes it. The loader (app/analyze.py) uses it when everything matches; like the trace cache, it never
-makes an analysis fail."""
+(readers/trace_cache.py, in the user's cache folder) in `analysis-<hash>/`: the columns it adds to the ops, its
+other tables, notes and category parents, keyed by the options that shape it (grouping ranges, NVTX domains,
+category rules) and a hash of the code that makes it. The loader (app/analyze.py) uses it when everything
+matches; like the trace cache, it never makes an analysis fail."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle
 def key(grouping, rules, domains) -> dict:
     """What shapes an attribution besides the tables: its options and the code."""
     return {"grouping": list(grouping), "domains": list(domains),
-            "rules": [[r.category, r.pattern] for r in rules], "code": code_hash(_CODE)}
+            "rules": [r.key() for r in rules], "code": code_hash(_CODE)}
 
 
 def _analysis_folder(folder: str, opts: dict) -> str:
@@ -56,7 +56,7 @@ def load(path: str, opts: dict, trace: Trace) -> Attribution | None:
         kept = Trace(ops=trace.ops, api=trace.api, ranges=ranges.select(list(trace.ranges.columns)),
                      marks=trace.marks, meta=trace.meta)
         return Attribution(trace=kept, grouping=tuple(opts["grouping"]), ops=trace.ops.with_columns(added),
-                        notes=list(doc["notes"]), **tables)
+                        notes=list(doc["notes"]), category_parents=dict(doc["category_parents"]), **tables)
     except Exception:
         return None
 
@@ -78,7 +78,7 @@ def store(path: str, opts: dict, a: Attribution) -> None:
             df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
                              row_group_size=max(1, df.height))
         with open(os.path.join(tmp, "analysis.json"), "w", encoding="utf-8") as fh:
-            json.dump({"options": opts, "notes": a.notes}, fh)
+            json.dump({"options": opts, "notes": a.notes, "category_parents": a.category_parents}, fh)
         for old in os.listdir(folder):  # one analysis kept per export: the latest
             if old.startswith("analysis-"):
                 shutil.rmtree(os.path.join(folder, old), ignore_errors=True)

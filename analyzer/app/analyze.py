@@ -58,6 +58,8 @@ class RunInputs:
     log_interval: int | None = None
     baseline_run: str | None = None
     baseline_ms: float | None = None
+    baseline_range: str | None = None  # the range marking one decode step in a baseline trace without a sidecar
+    steps: int | None = None  # the draft steps K, when the traced command line does not say
 
 
 def attribution(path: str, options: Options = Options()) -> Attribution:
@@ -89,4 +91,5 @@ def analyze(path: str, options: Options = Options(), inputs: RunInputs = RunInpu
     a = attribution(path, options)
     files = locate(path, inputs.sidecars, inputs.baseline_sidecars)
     return enrich(a, files, server_log=inputs.server_log, baseline_run=inputs.baseline_run,
-                  baseline_ms=inputs.baseline_ms, log_interval=inputs.log_interval)
+                  baseline_ms=inputs.baseline_ms, log_interval=inputs.log_interval, steps=inputs.steps,
+                  baseline_range=inputs.baseline_range)

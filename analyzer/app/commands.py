@@ -17,6 +17,7 @@ from analyzer.errors import SpecprofError
 from analyzer.readers import sidecar as sc
 from analyzer.readers import trace_cache
 from analyzer.readers.inputs import expand, locate, manifest, resolve
+from analyzer.readers.sglang_log import mean_accept_len, read_server_log
 from analyzer.render import html, perfetto, tables, terminal
 from analyzer.render import json as json_render
 
@@ -116,23 +117,31 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
 
 
 def fit_sweep_runs(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db_path: str | None = None,
-                   as_json: bool = False, options: Options = Options()) -> Output:
-    """`specprof sweep`: the cost model over runs with different numbers of draft steps (run directories, or
-    `@ID` of the results database)."""
+                   as_json: bool = False, options: Options = Options(), accept: list[float] = (),
+                   server_logs: list[str] = (), extrapolate: bool = False) -> Output:
+    """`specprof sweep`: the cost model over runs with different numbers of draft steps (run directories, nsys or
+    Kineto traces, or `@ID` of the results database)."""
     db = store.connect(db_path, create=False) if db_path else None
-    result = load_sweep(runs, steps, max_steps, db, options)
+    result = load_sweep(runs, steps, max_steps, db, options, accept, server_logs, extrapolate)
     return Output(json_render.dumps(json_render.sweep(result)) if as_json else terminal.sweep(result))
 
 
 def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db=None,
-               options: Options = Options()) -> Sweep:
-    """Analyse each run (a run directory), or read it from the results store `db` (`@ID`), and fit the cost
-    model (derived/sweep.py)."""
+               options: Options = Options(), accept: list[float] = (), server_logs: list[str] = (),
+               extrapolate: bool = False) -> Sweep:
+    """Analyse each run (a run directory or a trace), or read it from the results store `db` (`@ID`), and fit the
+    cost model (derived/sweep.py). Accept lengths come from each run's sidecar, else from `accept` or
+    `server_logs` (one per run, in order); without any, the cost models alone."""
     if len(runs) < 2:
         raise SpecprofError("specprof sweep needs at least two runs (with different numbers of draft steps)")
-    if steps and len(steps) != len(runs):
-        raise SpecprofError(f"--steps was given {len(steps)} times for {len(runs)} runs: give it once per run, "
-                            "in the order of the runs")
+    for given, flag in ((steps, "--steps"), (accept, "--accept"), (server_logs, "--server-log")):
+        if given and len(given) != len(runs):
+            raise SpecprofError(f"{flag} was given {len(given)} times for {len(runs)} runs: give it once per run, "
+                                "in the order of the runs")
+    if accept and server_logs:
+        raise SpecprofError("--accept and --server-log both give each run's accept length: give one of them")
+    if server_logs:
+        accept = [mean_accept_len(read_server_log(log), log) for log in server_logs]
 
     def inputs():  # one run at a time: a run's problem is said before the next run is analysed
         for path in runs:
@@ -142,13 +151,11 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
                 yield path, store.stored_sweep_run(db, path)
                 continue
             files = locate(path)
-            if not files.sidecars:
-                raise SpecprofError(f"{path}: no sidecar (specprof-sidecar.*.jsonl): the sweep needs the accept "
-                                    "counts; give a run directory made by `specprof capture`", path)
             a = analyze(path, options)
-            yield path, sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
+            sidecars = sc.read_sidecars(files.sidecars) if files.sidecars else None
+            yield path, sweep_run(files, a, sidecars, a.crosscheck)
 
-    return fit_sweep(inputs(), list(steps), max_steps)
+    return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate)
 
 
 def cache_info() -> Output:

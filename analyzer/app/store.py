@@ -35,7 +35,7 @@ from analyzer.errors import SpecprofError
 from analyzer.readers import sidecar as sc
 from analyzer.readers.inputs import RunFiles, manifest
 
-SCHEMA = "specprof.store/1"
+SCHEMA = "specprof.store/2"  # 2: the sweep_events table
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db
 
 _INT, _FLOAT, _TEXT = int, float, str
@@ -120,6 +120,9 @@ TABLES: dict[str, tuple[dict, str | None, list, list]] = {
                       None, RUN_FK, [(["run_id"], False)]),
     "sweep_periods": ({"run_id": _INT, "cycle_index": _INT, "period_ns": _INT},
                       None, RUN_FK, [(["run_id"], False)]),
+    # the draft and verify GPU time per cycle of the run without nsys, from CUDA events (what the sweep fits on)
+    "sweep_events": ({"run_id": _INT, "seq": _INT, "draft_ns": _INT, "verify_ns": _INT},
+                     None, RUN_FK, [(["run_id"], False)]),
 }
 
 # Views for people (Datasette shows them like tables): milliseconds, one row per run and phase.
@@ -174,7 +177,7 @@ def options_of(grouping=("cycle",), domains=(), rules=None, sidecars=(), baselin
     rules = rules if rules is not None else categories.default_rules()
     return ({"window": window} if window else {}) | {
         "grouping": list(grouping), "domains": sorted(domains),
-        "rules": [[r.category, r.pattern] for r in rules],
+        "rules": [r.key() for r in rules],
         "sidecars": sorted(file_sha256(p)[0] for p in sidecars),
         "baseline_sidecars": sorted(file_sha256(p)[0] for p in baseline_sidecars),
         "server_log": file_sha256(server_log)[0] if server_log else None,
@@ -300,6 +303,9 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         tables["sweep_accepts"] = sweep.accepts.select("request", "correct", cycle_index="cycle")
         if sweep.periods is not None:
             tables["sweep_periods"] = sweep.periods.select(cycle_index="index", period_ns="period")
+        if sweep.events is not None:
+            tables["sweep_events"] = sweep.events.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"),
+                                                         "draft_ns", "verify_ns")
     streams = a.streams.select("device", "stream", "ops", wall_ns="wall", busy_ns="busy", cpu_wait_ns="cpu_wait",
                                launch_ns="launch", idle_ns="idle")
     stream_rank = a.ops.group_by("device", "stream", "pid").agg(n=pl.len()).sort("n", descending=True).unique(
@@ -575,7 +581,9 @@ def stored_sweep_run(db, arg: str) -> SweepRun:
         raise SpecprofError(f"{arg}: stored without the tracer's sidecar: the sweep needs the accept counts; "
                             "store the run directory made by `specprof capture`")
     return SweepRun(path=f"{arg} ({run['path']})", steps=run["steps"], tokens=run["tokens"], cycles=t["cycles"],
-                    accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"])
+                    accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"],
+                    events=t["events"],
+                    accept_source="sidecar" if run["accept_len"] is not None else None)
 
 
 def sweep_tables(db, run_id: int) -> dict:
@@ -585,17 +593,23 @@ def sweep_tables(db, run_id: int) -> dict:
     q = db.conn.execute
     cyc = q("SELECT c.id, COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.attributed_ns END), 0), "
             "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.attributed_ns END), 0), "
-            "COALESCE(SUM(p.attributed_ns), 0) FROM cycles c JOIN cycle_phases p ON p.cycle_id = c.id "
+            "COALESCE(SUM(p.attributed_ns), 0), "
+            "COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.gpu_busy_ns END), 0), "
+            "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.gpu_busy_ns END), 0) "
+            "FROM cycles c JOIN cycle_phases p ON p.cycle_id = c.id "
             "WHERE c.run_id = ? GROUP BY c.id ORDER BY c.id", [run_id]).fetchall()
     acc = q("SELECT cycle_index, request, correct FROM sweep_accepts WHERE run_id = ?", [run_id]).fetchall()
     per = q("SELECT cycle_index, period_ns FROM sweep_periods WHERE run_id = ?", [run_id]).fetchall()
+    ev = q("SELECT draft_ns, verify_ns FROM sweep_events WHERE run_id = ? ORDER BY seq", [run_id]).fetchall()
     return {
         "run": run,
         "cycles": pl.DataFrame([r[1:] for r in cyc], schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64,
-                                                              "total_ns": pl.Int64}, orient="row"),
+                                                              "total_ns": pl.Int64, "draft_busy_ns": pl.Int64,
+                                                              "verify_busy_ns": pl.Int64}, orient="row"),
         "accepts": pl.DataFrame(acc, schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64},
                                 orient="row"),
         "periods": pl.DataFrame(per, schema={"index": pl.Int64, "period": pl.Int64}, orient="row") if per else None,
+        "events": pl.DataFrame(ev, schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64}, orient="row") if ev else None,
     }
 
 

@@ -23,6 +23,7 @@ import polars as pl
 from analyzer import progress
 from analyzer.app import parallel, store
 from analyzer.app.analyze import Options, analyze
+from analyzer.core.categories import kinds_of
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.ranks import skew as rank_skew
 from analyzer.errors import SpecprofError
@@ -74,7 +75,8 @@ def summary_row(a: Analysis) -> dict:
     the phase with the most attributed time (ns)."""
     s = a.streams
     named = a.phases.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED]))
-    comm = a.categories.filter(pl.col("category").cast(pl.Utf8) == COMMUNICATION)["ns"].sum()
+    kinds = kinds_of(COMMUNICATION, a.category_parents)
+    comm = a.categories.filter(pl.col("category").cast(pl.Utf8).is_in(kinds))["ns"].sum()
     return {"ops": a.ops.height, "devices": a.devices.height, "streams": s.height,
             "wall": int(s["wall"].sum()), "busy": int(s["busy"].fill_null(0).sum()),
             **{k: int(s[k].fill_null(0).sum()) for k in IDLE_CATEGORIES},

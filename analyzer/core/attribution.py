@@ -41,6 +41,8 @@ class Attribution:
     kernels: pl.DataFrame
     unattributed: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    # Category -> its parent (`allreduce` -> `communication`), from the rules that made `categories`.
+    category_parents: dict[str, str] = field(default_factory=categories.default_parents)
     # The cpu_wait pieces (accounting.SEGMENT_SCHEMA); with `ops` (which carry prev_end) they give the
     # segments. `segments` builds the whole tiling once and keeps it.
     waits: pl.DataFrame | None = field(default=None, repr=False)
@@ -91,8 +93,11 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
                      "workload under `specprof capture` to get phase ranges")
     with progress.step("projecting ranges onto GPU ops"):
         p = projection.project(trace, grouping)
+    rules = rules if rules is not None else categories.default_rules()
     with progress.step("categorising kernels"):
-        ops = categories.categorize(p["ops"], rules if rules is not None else categories.default_rules())
+        ops = categories.categorize(p["ops"], rules)
+    if (note := categories.graph_note(ops)) is not None:
+        notes.append(note)
     ranges, timeline = p["ranges"], p["timeline"]
     del p  # (the projected ops without categories, and the timeline, are not held past their use)
     with progress.step("accounting every nanosecond"):
@@ -131,6 +136,7 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         ranges=ranges,
         charges=charged,
         notes=notes,
+        category_parents=categories.parents(rules),
         waits=waits,
         **tables,
     )

@@ -6,6 +6,9 @@ the bonus token included). A plain decode step of duration B produces one token 
     tokens/s per request = L / C          speedup = (L / C) / (1 / B) = L x B / C
     break-even accept length = C / B      (speculation pays when L > C / B)
 
+With K draft steps a cycle accepts at most K + 1 tokens per request (every draft and the bonus): when the
+break-even is above K + 1, speculation cannot pay at any acceptance.
+
 Times are integer nanoseconds here; only renderers turn them into milliseconds.
 
 `Economics` (what `Analysis.economics` holds; the HTML report reads it):
@@ -14,10 +17,15 @@ Times are integer nanoseconds here; only renderers turn them into milliseconds.
   "trace cycle ranges under nsys"), `profiled` (bool: measured under nsys), `cycles` (periods averaged),
   `cycle_ns` (mean cycle period), `accept_len` (null when unknown), `batch` (mean requests per cycle, null
   when unknown), `tokens_per_s` (all requests together), `tokens_per_s_per_request`, `baseline_ns`,
-  `baseline_tokens_per_s`, `speedup`, `break_even_accept_len`, `verdict` (one sentence).
+  `baseline_tokens_per_s`, `speedup`, `break_even_accept_len`, `draft_steps` (K, null when unknown),
+  `max_accept_len` (K + 1), `can_pay` (break-even <= K + 1; null when either is unknown), `verdict` (one
+  sentence).
 - `baseline_ns`, `baseline_source`: the plain-decode step time and where it came from (null when not given).
 - `verdict`: plain sentences about the headline row, and the profiled row when its verdict differs.
 - `notes`: what was missing or assumed.
+- `profiled_only`: every estimate was measured under the profiler; `waits`: then, per phase of the decode
+  cycle, the share of its time the GPU waited for the host (derived/breakdown.py): what the profiler's CUDA
+  tracing stretches most.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ ESTIMATE_SCHEMA = {
     "source": pl.Utf8, "profiled": pl.Boolean, "cycles": pl.Int64, "cycle_ns": pl.Int64,
     "accept_len": pl.Float64, "batch": pl.Float64, "tokens_per_s": pl.Float64,
     "tokens_per_s_per_request": pl.Float64, "baseline_ns": pl.Int64, "baseline_tokens_per_s": pl.Float64,
-    "speedup": pl.Float64, "break_even_accept_len": pl.Float64, "verdict": pl.Utf8,
+    "speedup": pl.Float64, "break_even_accept_len": pl.Float64, "draft_steps": pl.Int64,
+    "max_accept_len": pl.Int64, "can_pay": pl.Boolean, "verdict": pl.Utf8,
 }
 
 
@@ -45,6 +54,8 @@ class Economics:
     baseline_source: str | None
     verdict: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    profiled_only: bool = False
+    waits: pl.DataFrame | None = None  # phase, share_of_cycle, wait_share: the GPU waiting on the host
 
     @property
     def headline(self) -> dict | None:
@@ -100,12 +111,13 @@ def accept_stats(cycles: pl.DataFrame) -> tuple[float | None, float | None, int]
 
 
 def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, accept_len: float | None,
-             batch: float | None, baseline_ns: int | None) -> dict:
+             batch: float | None, baseline_ns: int | None, draft_steps: int | None = None) -> dict:
     """One row of `Economics.estimates` (see the module docstring)."""
     row = {"source": source, "profiled": profiled, "cycles": cycles, "cycle_ns": cycle_ns,
            "accept_len": accept_len, "batch": batch, "tokens_per_s": None, "tokens_per_s_per_request": None,
            "baseline_ns": baseline_ns, "baseline_tokens_per_s": None, "speedup": None,
-           "break_even_accept_len": None, "verdict": None}
+           "break_even_accept_len": None, "draft_steps": draft_steps,
+           "max_accept_len": None if draft_steps is None else draft_steps + 1, "can_pay": None, "verdict": None}
     if cycle_ns:
         if accept_len is not None:
             row["tokens_per_s_per_request"] = accept_len / (cycle_ns / 1e9)
@@ -113,6 +125,8 @@ def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, acc
                 row["tokens_per_s"] = row["tokens_per_s_per_request"] * batch
         if baseline_ns:
             row["break_even_accept_len"] = cycle_ns / baseline_ns
+            if draft_steps is not None:
+                row["can_pay"] = row["break_even_accept_len"] <= draft_steps + 1
             if batch is not None:
                 row["baseline_tokens_per_s"] = batch / (baseline_ns / 1e9)
             if accept_len is not None:
@@ -133,6 +147,13 @@ def verdict_sentence(row: dict) -> str:
         return (f"cycle {c / 1e6:.3f} ms, accept length {L:.3f}: {L / (c / 1e6):.3f} tokens/ms per request; "
                 "no baseline step time (--baseline-ms or --baseline RUN), so no speedup")
     be = c / b
+    if row.get("can_pay") is False:
+        k = row["draft_steps"]
+        s = f" (now {L:.2f}x the plain-decode throughput)" if L is not None else ""
+        return (f"speculation cannot pay at any acceptance: the cycle ({c / 1e6:.3f} ms) is {be:.2f} plain-decode "
+                f"steps ({b / 1e6:.3f} ms), more than the {k + 1} tokens per request a cycle of K={k} draft steps can "
+                f"yield at most (every draft and the bonus accepted){s}; to pay, the cycle must shrink below "
+                f"{(k + 1) * b / 1e6:.3f} ms")
     if L is None:
         return (f"accept length unknown (no accept counts in the sidecar, or no sidecar): speculation pays "
                 f"only if it exceeds {be:.3f} (cycle {c / 1e6:.3f} ms / baseline step {b / 1e6:.3f} ms)")
@@ -152,10 +173,14 @@ def verdict_sentence(row: dict) -> str:
 
 
 def economics(estimates: list[dict], baseline_ns: int | None, baseline_source: str | None,
-              notes: list[str] | None = None) -> Economics:
-    """Assemble `Economics` from estimate rows (headline first)."""
+              notes: list[str] | None = None, waits: pl.DataFrame | None = None, profiler: str = "nsys",
+              twin_hint: str | None = None) -> Economics:
+    """Assemble `Economics` from estimate rows (headline first). `waits` (phase, share_of_cycle, wait_share:
+    the decode cycle's breakdown) says, when every estimate was measured under the profiler, how much of the
+    cycle is the GPU waiting on the host, which the profiler stretches; `twin_hint` how to measure without it."""
     table = pl.DataFrame(estimates, schema=ESTIMATE_SCHEMA, orient="row") if estimates else \
         pl.DataFrame(schema=ESTIMATE_SCHEMA)
+    profiled_only = bool(table.height) and bool(table["profiled"].all())
     verdict = []
     if table.height:
         head = table.row(0, named=True)
@@ -169,8 +194,22 @@ def economics(estimates: list[dict], baseline_ns: int | None, baseline_source: s
             elif other["speedup"] is not None and head["speedup"] is not None:
                 verdict.append(f"with the cycle measured by the {other['source']}: speedup {other['speedup']:.2f}x "
                                f"(cycle {other['cycle_ns'] / 1e6:.3f} ms)")
+    if profiled_only:
+        line = (f"measured under {profiler} only: its CUDA tracing slows every launch, so the cycle above is "
+                "longer than the server's own")
+        if waits is not None and waits.height:
+            total = float(waits.select((pl.col("share_of_cycle") * pl.col("wait_share")).sum()).item())
+            worst = waits.filter(pl.col("share_of_cycle") >= 0.05).sort("wait_share", descending=True)
+            parts = ", ".join(f"{r['phase']} {100 * r['wait_share']:.0f}% of its time"
+                              for r in worst.head(3).iter_rows(named=True))
+            line += (f"; in this capture the GPU waited for the host {100 * total:.0f}% of the decode cycle ("
+                     f"{parts}): that launch-bound part is what {profiler} stretches, a graph-replayed part "
+                     "barely moves (docs/crosscheck.md)")
+        if twin_hint:
+            line += f"; measure the cycle without the profiler: {twin_hint}"
+        verdict.append(line)
     return Economics(estimates=table, baseline_ns=baseline_ns, baseline_source=baseline_source,
-                     verdict=verdict, notes=list(notes or []))
+                     verdict=verdict, notes=list(notes or []), profiled_only=profiled_only, waits=waits)
 
 
 def _wins(row: dict):

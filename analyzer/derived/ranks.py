@@ -18,11 +18,13 @@ Everything here is a pure function of the analysis tables (integer ns); renderer
 - `categories`: rank, phase, category, ns
 - `skew`: per phase, attributed ns across ranks (a rank without the phase counts 0): ranks (that had it),
   min, max, mean, skew (max - min), skew_pct (100 (max - min) / max), min_rank, max_rank
-- `comm`: one row per communication op: rank, op_id, name, phase, instance (its k-th position in the matched
+- `comm`: one row per communication op: rank, op_id, name, kind (its category: allreduce, all_to_all, ...),
+  phase, instance (its k-th position in the matched
   sequence, null when unmatched), start, end, last_start (the latest start of the instance over the ranks),
   wait, transfer, last (this rank arrived last)
 - `comm_phases`: rank, phase, comm, wait, transfer, unmatched
-- `collectives`: per kernel name: ranks, instances (matched), unmatched (ops), ns (all ranks), wait, transfer,
+- `comm_kinds`: rank, kind, comm, wait, transfer, unmatched (a rank's split per collective kind)
+- `collectives`: per kernel name: kind, ranks, instances (matched), unmatched (ops), ns (all ranks), wait, transfer,
   overlap_pct (instances whose kernels all overlap in time: the matching's sanity check), shifts (how many
   instances a rank's sequence had to be shifted to line up, per rank, as text)
 - `stragglers`: per rank: last (instances it arrived last in), share (of matched instances), margin_mean,
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analyzer.core import projection, summary
+from analyzer.core import categories, projection, summary
 from analyzer.core.accounting import union_length
 from analyzer.core.attribution import Attribution
 from analyzer.model.labels import COMMUNICATION
@@ -52,7 +54,7 @@ RANK_SCHEMA = {
     "unmatched": pl.Int64,
 }
 COMM_SCHEMA = {
-    "rank": pl.Int64, "op_id": pl.Int64, "name": pl.Utf8, "phase": pl.Utf8, "instance": pl.Int64,
+    "rank": pl.Int64, "op_id": pl.Int64, "name": pl.Utf8, "kind": pl.Utf8, "phase": pl.Utf8, "instance": pl.Int64,
     "start": pl.Int64, "end": pl.Int64, "last_start": pl.Int64, "wait": pl.Int64, "transfer": pl.Int64,
     "last": pl.Boolean,
 }
@@ -61,7 +63,7 @@ SKEW_SCHEMA = {
     "skew": pl.Int64, "skew_pct": pl.Float64, "min_rank": pl.Int64, "max_rank": pl.Int64,
 }
 COLLECTIVE_SCHEMA = {
-    "name": pl.Utf8, "ranks": pl.Int64, "instances": pl.Int64, "unmatched": pl.Int64, "ns": pl.Int64,
+    "name": pl.Utf8, "kind": pl.Utf8, "ranks": pl.Int64, "instances": pl.Int64, "unmatched": pl.Int64, "ns": pl.Int64,
     "wait": pl.Int64, "transfer": pl.Int64, "overlap_pct": pl.Float64, "shifts": pl.Utf8,
 }
 STRAGGLER_SCHEMA = {
@@ -78,6 +80,7 @@ class Ranks:
     skew: pl.DataFrame
     comm: pl.DataFrame
     comm_phases: pl.DataFrame
+    comm_kinds: pl.DataFrame
     collectives: pl.DataFrame
     stragglers: pl.DataFrame
     notes: list[str] = field(default_factory=list)
@@ -183,23 +186,25 @@ def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
     cat_schema = {"rank": pl.Int64, "phase": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64}
     cats = (pl.concat([c.select(list(cat_schema)).cast(cat_schema) for c in cat_rows])
             if cat_rows else pl.DataFrame(schema=cat_schema))
-    comm, coll, more = split_communication(a.ops, ranks)
+    kinds = categories.kinds_of(COMMUNICATION, a.category_parents)
+    comm, coll, more = split_communication(a.ops, ranks, kinds)
     notes += more
-    per_rank = comm.group_by("rank").agg(
+    split = dict(
         comm=(pl.col("end") - pl.col("start")).sum(), wait=pl.col("wait").sum(), transfer=pl.col("transfer").sum(),
         unmatched=(pl.col("end") - pl.col("start")).filter(pl.col("instance").is_null()).sum())
+    per_rank = comm.group_by("rank").agg(**split)
     rank_table = pl.DataFrame(rank_rows, schema={k: RANK_SCHEMA[k] for k in RANK_SCHEMA
                                                  if k not in ("comm", "wait", "transfer", "unmatched")})
     rank_table = rank_table.join(per_rank, on="rank", how="left").with_columns(
         [pl.col(c).fill_null(0).cast(pl.Int64) for c in ("comm", "wait", "transfer", "unmatched")]
     ).select(list(RANK_SCHEMA))
-    comm_phases = comm.group_by("rank", "phase").agg(
-        comm=(pl.col("end") - pl.col("start")).sum(), wait=pl.col("wait").sum(), transfer=pl.col("transfer").sum(),
-        unmatched=(pl.col("end") - pl.col("start")).filter(pl.col("instance").is_null()).sum(),
-    ).with_columns(pl.col("unmatched").fill_null(0)).sort("rank", "comm", descending=[False, True])
+    comm_phases = comm.group_by("rank", "phase").agg(**split).with_columns(
+        pl.col("unmatched").fill_null(0)).sort("rank", "comm", descending=[False, True])
+    comm_kinds = comm.group_by("rank", "kind").agg(**split).with_columns(
+        pl.col("unmatched").fill_null(0)).sort("rank", "comm", "kind", descending=[False, True, False])
     return Ranks(ranks=rank_table, phases=phases, categories=cats, skew=skew(phases, ranks["rank"].to_list()),
-                     comm=comm, comm_phases=comm_phases, collectives=coll,
-                     stragglers=stragglers(comm, ranks["rank"].to_list()), notes=notes)
+                 comm=comm, comm_phases=comm_phases, comm_kinds=comm_kinds, collectives=coll,
+                 stragglers=stragglers(comm, ranks["rank"].to_list()), notes=notes)
 
 
 def skew(phases: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
@@ -236,9 +241,13 @@ def _best_shift(ref_s, ref_e, s, e, limit: int) -> tuple[int, int]:
     return best, max(best_n, 0)
 
 
-def split_communication(ops: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+def split_communication(ops: pl.DataFrame, ranks: pl.DataFrame,
+                        kinds: list[str] | None = None) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Match the k-th instance of each communication kernel across ranks and split each rank's kernel time
     into wait (it ran before the last rank's kernel of that instance started) and transfer (the rest).
+
+    Communication kernels: the ops whose category is in `kinds` (`communication` and its kinds; the
+    default rules' when None); an op's kind is its category.
 
     Matching: per kernel name, each rank's kernels in start order; the k-th of one rank goes with the k-th of
     every other, after shifting a rank's sequence by the offset (within +-MAX_SHIFT) that makes the most
@@ -247,10 +256,11 @@ def split_communication(ops: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.Data
     unmatched (their time is neither wait nor transfer). All ranks share the trace's clock."""
     notes: list[str] = []
     key = ranks.select("rank", "pid", "device")
-    c = (ops.filter(pl.col("category").cast(pl.Utf8) == COMMUNICATION)
+    kinds = categories.kinds_of(COMMUNICATION) if kinds is None else kinds
+    c = (ops.filter(pl.col("category").cast(pl.Utf8).is_in(kinds))
          .join(key, on=["pid", "device"], how="inner")
-         .select("rank", "op_id", name=pl.col("name").cast(pl.Utf8), phase=pl.col("phase").cast(pl.Utf8),
-                 start="start", end="end")
+         .select("rank", "op_id", name=pl.col("name").cast(pl.Utf8), kind=pl.col("category").cast(pl.Utf8),
+                 phase=pl.col("phase").cast(pl.Utf8), start="start", end="end")
          .sort("rank", "name", "start", "op_id"))
     if c.is_empty():
         return pl.DataFrame(schema=COMM_SCHEMA), pl.DataFrame(schema=COLLECTIVE_SCHEMA), notes
@@ -302,7 +312,8 @@ def split_communication(ops: pl.DataFrame, ranks: pl.DataFrame) -> tuple[pl.Data
                 last_start=pl.when(pl.col("_m")).then(pl.col("last_start"))).drop("_m"))
         total = sum(len(seq[r][0]) for r in order)
         coll_rows.append({
-            "name": name, "ranks": len(order), "instances": n, "unmatched": total - n * len(order),
+            "name": name, "kind": g["kind"][0], "ranks": len(order), "instances": n,
+            "unmatched": total - n * len(order),
             "ns": int(sum(int((seq[r][1] - seq[r][0]).sum()) for r in order)), "wait": 0, "transfer": 0,
             "overlap_pct": (100.0 * overlap / n) if n else None,
             "shifts": ", ".join(f"rank {r}: {shifts[r]:+d}" for r in order[1:] if shifts[r]) or None,

@@ -20,6 +20,7 @@ from analyzer.core.attribution import Attribution
 from analyzer.derived import crosscheck as cc
 from analyzer.derived import economics as econ
 from analyzer.derived.analysis import Analysis
+from analyzer.derived.breakdown import CycleBreakdown, cycle_breakdown
 from analyzer.derived.ranks import per_rank, sidecar_ranks
 from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
@@ -43,14 +44,15 @@ def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
     return None, None
 
 
-def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
+def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, list[str], float | None]:
     """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes, mean requests
     per step or None when unknown).
 
     A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
-    sidecars; then its trace's `cycle` ranges). A step is one traced decode cycle (SGLang without speculation:
+    sidecars; then its trace's ranges). A step is one traced decode cycle (SGLang without speculation:
     `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start,
-    over the sidecar's capture window when it has one."""
+    over the sidecar's capture window when it has one. In a trace without a sidecar (any nsys or Kineto
+    capture), a step is one range named `step_range` (default `cycle`, then `decode`)."""
     notes: list[str] = []
     if path.endswith(".jsonl") and os.path.isfile(path):
         paths, where = [path], "sidecar"
@@ -60,13 +62,21 @@ def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
         paths, where = sc.find(path), "sidecar under nsys"
     else:
         trace = load_trace(path)
-        cyc = trace.ranges.filter(pl.col("name") == cc.CYCLE).sort("pid", "start").with_columns(
-            index=pl.int_range(pl.len()).over("pid"))
+        names = [step_range] if step_range else [cc.CYCLE, "decode"]
+        for name in names:
+            steps = trace.ranges.filter(pl.col("name") == name)
+            if steps.height >= 2:
+                break
+        cyc = steps.sort("pid", "tid", "start").with_columns(
+            pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
         mean, n, _ = econ.mean_period(cyc)
         if mean is None:
-            raise SpecprofError(f"{path}: no two consecutive `cycle` ranges: no step time to take as baseline",
+            tried = " or ".join(f"`{name}`" for name in names)
+            raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
+                                "baseline; name the range that marks one decode step with --baseline-range NAME",
                                 path)
-        return mean, f"{path}: trace cycle ranges under nsys, {n} steps", notes, None
+        under = cc.profiler_name(trace)
+        return mean, f"{path}: trace `{name}` ranges under {under}, {n} steps", notes, None
     sides = sc.read_sidecars(paths)
     window = cc.window_cycles(sides, None, None)
     mean, n, _ = econ.mean_period(sides.cycles, key="file", keep=window)
@@ -88,9 +98,12 @@ def baseline_step(path: str) -> tuple[int, str, list[str], float | None]:
 
 def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
-                  notes: list[str]) -> econ.Economics | None:
+                  notes: list[str], steps: int | None = None, breakdown: CycleBreakdown | None = None,
+                  run: str | None = None) -> econ.Economics | None:
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
-    the trace's cycles with the accept length unknown. None when there is nothing to estimate."""
+    the trace's cycles with the accept length unknown. None when there is nothing to estimate. `steps`: the
+    draft steps K (the most a cycle can accept is K + 1); `breakdown`: the decode cycle's, for how much of it the
+    GPU waited on the host; `run`: the run's path, for the hint of how to measure it without the profiler."""
     rows = []
     under = cc.profiler_name(a.trace)
     if sidecars is not None:
@@ -100,24 +113,39 @@ def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sid
             base = cc.window_cycles(baseline, first, last)
             period, n, _ = econ.mean_period(baseline.cycles, "file", keep=base)
             accept, batch, _ = econ.accept_stats(base)
-            rows.append(econ.estimate(f"sidecar without {under}", False, n, period, accept, batch, baseline_ns))
+            rows.append(econ.estimate(f"sidecar without {under}", False, n, period, accept, batch, baseline_ns,
+                                      steps))
         period, n, _ = econ.mean_period(sidecars.cycles, "file", keep=window)
         accept, batch, _ = econ.accept_stats(window)
-        rows.append(econ.estimate(f"sidecar under {under}", True, n, period, accept, batch, baseline_ns))
+        rows.append(econ.estimate(f"sidecar under {under}", True, n, period, accept, batch, baseline_ns, steps))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         period, n, _ = econ.mean_period(a.cycles)
-        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, n, period, None, None, baseline_ns))
+        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, n, period, None, None, baseline_ns,
+                                  steps))
         notes.append("no sidecar: the accept length is unknown (the sidecar carries the accept counts)")
     if not rows:
         return None
-    return econ.economics(rows, baseline_ns, baseline_source, notes)
+    if steps is None:
+        notes.append("the number of draft steps is unknown (not on the traced command line; give --steps K): "
+                     "whether the break-even is within reach (at most K + 1 tokens per cycle) is not checked")
+    waits = None
+    if breakdown is not None:
+        waits = breakdown.phases.filter(pl.col("busy_share").is_not_null()).select(
+            "phase", share_of_cycle="share", wait_share=1 - pl.col("busy_share"))
+    twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
+            f"analyze {run} again" if run and os.path.isdir(run) else
+            "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
+    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin)
 
 
 def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
-           baseline_ms: float | None = None, log_interval: int | None = None) -> Analysis:
+           baseline_ms: float | None = None, log_interval: int | None = None, steps: int | None = None,
+           baseline_range: str | None = None) -> Analysis:
     """The Analysis of the attribution `a`: with the per-rank results, and the cross-check and the economics where
     the data for them is present. `log_interval` None: the server's own --decode-log-interval, read from its
-    command line in the sidecar's header, else SGLang's default."""
+    command line in the sidecar's header, else SGLang's default. `steps`: the draft steps K, when the traced
+    command line does not say; `baseline_range`: the range that marks one decode step in a baseline trace
+    without a sidecar."""
     sidecars = _sidecars(files.sidecars)
     baseline = _sidecars(files.baseline)
     found_log = server_log is None and files.server_log is not None and sidecars is not None \
@@ -149,16 +177,20 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
             raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
         baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
     elif baseline_run is not None:
-        baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run)
+        baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run, baseline_range)
         econ_notes.extend(more)
-    economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes)
+    if steps is None:
+        steps = steps_of(files, sidecars)[0]
+    breakdown = cycle_breakdown(a)
+    economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes, steps,
+                              breakdown, files.path)
     head = economics.headline if economics is not None else None
     if head is not None and head["batch"] is not None and baseline_batch is not None \
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
     ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
-    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks)
+    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown)
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------
@@ -211,11 +243,16 @@ class SweepRun:
     path: str
     steps: int | None  # draft steps from the traced command line (None when it does not say)
     tokens: int | None
-    cycles: pl.DataFrame  # draft_ns, verify_ns, total_ns: attributed GPU time per cycle under nsys
+    # draft_ns, verify_ns, total_ns: attributed GPU time per cycle under nsys; draft_busy_ns, verify_busy_ns:
+    # the phases' GPU-busy time per cycle
+    cycles: pl.DataFrame
     accepts: pl.DataFrame  # cycle, request, correct: the accept counts of the cycles the capture holds
     accept_len: float | None
     batch: float | None
     periods: pl.DataFrame | None = None  # index, period: cycle periods without nsys (idle ones left out)
+    # draft_ns, verify_ns per cycle of the run without nsys: GPU time between the tracer's CUDA events
+    events: pl.DataFrame | None = None
+    accept_source: str | None = None  # where accept_len came from
 
     @property
     def period_ns(self) -> int | None:
@@ -224,35 +261,55 @@ class SweepRun:
         return int(round(self.periods["period"].mean()))
 
 
-def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars, check: cc.CrossCheck | None = None) -> SweepRun:
-    """The sweep's inputs from an analysed run and its sidecars (`check`: the run's cross-check, when made)."""
+def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
+              check: cc.CrossCheck | None = None) -> SweepRun:
+    """The sweep's inputs from an analysed run and its sidecars (`check`: the run's cross-check, when made). A
+    run without a sidecar gives its phase times alone: no accept counts, no cycles of a run without nsys."""
     baseline = _sidecars(files.baseline)
-    check = check if check is not None else cc.crosscheck(a.trace, sidecars)
     k, tokens = steps_of(files, sidecars)
-    first, last = _aligned(check)
-    window = cc.window_cycles(sidecars, first, last)
-    seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
-    accept, batch, _ = econ.accept_stats(window)
     # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's)
     wide = a.cycle_phases.group_by("cycle", maintain_order=True).agg(
         draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
-        total_ns=pl.col("attributed").sum())
-    periods = None
+        total_ns=pl.col("attributed").sum(),
+        draft_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft").sum(),
+        verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum())
+    cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns")
+    if sidecars is None:
+        return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
+                        accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
+                        accept_len=None, batch=None)
+    check = check if check is not None else cc.crosscheck(a.trace, sidecars)
+    first, last = _aligned(check)
+    window = cc.window_cycles(sidecars, first, last)
+    seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+    accept, batch, _ = econ.accept_stats(window)
+    periods = events = None
     if baseline is not None:
         keep = cc.window_cycles(baseline, window["index"].min(), window["index"].max()).select("file", "index")
         periods = econ.cycle_periods(baseline.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
             .filter(~pl.col("idle")).select("index", "period")
-    return SweepRun(path=files.path, steps=k, tokens=tokens,
-                    cycles=wide.select("draft_ns", "verify_ns", "total_ns"),
+        ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
+        if not ev.height and files.baseline_ground_truth:
+            # the reference engine's own CUDA events of its run without nsys (its measured cycles)
+            ev = gt.read_ground_truth(files.baseline_ground_truth).with_columns(file=pl.lit(0, pl.Int64))
+        if ev.height:
+            events = ev.group_by("file", "index", maintain_order=True).agg(
+                draft_ns=pl.col("ns").filter(pl.col("phase") == "draft").sum(),
+                verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum()).filter(
+                pl.col("verify_ns") > 0).select("draft_ns", "verify_ns")
+    return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
                     accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
-                    periods=periods)
+                    periods=periods, events=events, accept_source="sidecar" if accept is not None else None)
 
 
-def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None) -> Sweep:
+def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,
+              accept: list[float] = (), extrapolate: bool = False) -> Sweep:
     """Fit the cost model (derived/sweep.py) over the runs' inputs: `runs` gives (the run as the user named it,
-    its inputs), in order; `steps`: the draft steps of each run when the command line does not say."""
-    run_rows, cycle_rows, count_rows, period_rows = [], [], [], []
+    its inputs), in order; `steps`: the draft steps of each run when the command line does not say; `accept`:
+    each run's mean accept length, when its sidecar has no counts (given by the user, or from a server log);
+    `extrapolate`: recommend among unmeasured step counts too."""
+    run_rows, cycle_rows, count_rows, period_rows, event_rows = [], [], [], [], []
     for run, (path, sr) in enumerate(runs):
         k, tokens = (steps[run], steps[run] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
@@ -265,21 +322,31 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
         wide = sr.cycles
         if wide.is_empty():
             raise SpecprofError(f"{path}: no `cycle` ranges in the trace: nothing to fit", path)
-        cycle_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns", "total_ns"))
+        cycle_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns", "total_ns",
+                                      "draft_busy_ns", "verify_busy_ns"))
+        if sr.events is not None and sr.events.height:
+            event_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns"))
+        accept_len, accept_source = sr.accept_len, sr.accept_source
+        if accept:
+            accept_len, accept_source = accept[run], "given"
+            if accept_len > k + 1:
+                raise SpecprofError(f"{path}: accept length {accept_len} given for K={k}: a cycle accepts at most "
+                                    f"K + 1 = {k + 1} tokens per request", path)
         count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
                                       pl.lit(k, dtype=pl.Int64).alias("steps"), "correct"))
         if sr.periods is not None:
             period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
         means = wide.mean()
         run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens, "cycles": wide.height,
-                         "accept_len": sr.accept_len, "batch": sr.batch, "draft_ns": int(means["draft_ns"][0]),
+                         "accept_len": accept_len, "accept_source": accept_source, "batch": sr.batch,
+                         "draft_ns": int(means["draft_ns"][0]),
                          "verify_ns": int(means["verify_ns"][0]), "rest_ns": int(means["total_ns"][0]
                                                                                   - means["draft_ns"][0]
                                                                                   - means["verify_ns"][0]),
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
     table = pl.DataFrame(run_rows, schema={
         "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
-        "accept_len": pl.Float64, "batch": pl.Float64, "draft_ns": pl.Int64, "verify_ns": pl.Int64,
-        "rest_ns": pl.Int64, "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
+        "accept_len": pl.Float64, "accept_source": pl.Utf8, "batch": pl.Float64, "draft_ns": pl.Int64,
+        "verify_ns": pl.Int64, "rest_ns": pl.Int64, "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
     return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
-                 max_steps)
+                 max_steps, pl.concat(event_rows) if event_rows else None, extrapolate)

@@ -5,18 +5,26 @@ From runs at K = K1, K2, ... draft steps (verify of K+1 tokens for a chain draft
     verify time = fixed + per_token x tokens        draft time = fixed + per_step x steps
     rest        = fixed + per_step x steps           (everything else in the cycle: draft re-extend, accept, gaps)
 
-fitted by ordinary least squares on per-cycle observations (numpy only). Two 95% intervals are given:
-`ci95` from the per-cycle scatter (t with n - 2 degrees of freedom), and `ci95_runs` from a fit of the run
-means (t with runs - 2 degrees of freedom; null with fewer than three runs). Cycles of one run share that run's
-conditions (clocks, placement), so the first interval understates the run-to-run uncertainty whenever the
-run means stray from the line; `lack_of_fit_ns` says by how much they do.
+fitted by ordinary least squares on per-cycle observations (numpy only). Verify and draft are fitted on the
+GPU time between the tracer's CUDA events in the runs without nsys when every run has them (the phases as
+the server runs them), else on their GPU-busy time under nsys (the kernels themselves: the profiler's
+stretching of the launch gaps left out, which made the fits on attributed time under nsys wander). Two 95%
+intervals are given: `ci95` from the per-cycle scatter (t with n - 2 degrees of freedom), and `ci95_runs` from
+a fit of the run means (t with runs - 2 degrees of freedom; null with fewer than three runs). Cycles of one run
+share that run's conditions (clocks, placement), so the first interval understates the run-to-run
+uncertainty whenever the run means stray from the line; `lack_of_fit_ns` says by how much they do. A
+per-unit cost whose honest interval (the runs' when there is one) includes zero is `resolvable` false: "not
+resolvable from these runs", never a finding.
 
 Throughput for other K comes from the measured acceptance per draft position: p_i = P(draft i accepted |
 drafts 1..i-1 accepted), pooled over the runs that drafted position i; then
 E[accept length](K) = 1 + sum_{i<=K} prod_{j<=i} p_j (the 1 is the bonus token). Positions no run drafted are
-assumed to accept at the pooled rate of the measured ones (said in the output). The cycle time for K comes
-from the cycle fit: the cycle period measured without nsys when every run has a baseline sidecar, else the
-per-cycle attributed GPU time under nsys. The recommendation is the K with the most tokens/s.
+assumed to accept at the pooled rate of the measured ones (said in the output). Without accept counts (no
+sidecar), accept lengths given per run (`--accept`, a server log) give the throughput at the measured K only;
+without either, the cost models stand alone. The cycle time for K comes from the cycle fit: the cycle period
+measured without nsys when every run has a baseline sidecar, else the per-cycle attributed GPU time under nsys.
+The recommendation is the K with the most tokens/s among the measured ones (among every predicted K with
+`extrapolate`).
 
 `Sweep` holds integer ns; only renderers turn them into ms.
 """
@@ -147,22 +155,26 @@ def expected_accept_len(rates: list[float], steps: int) -> float:
 @dataclass
 class Sweep:
     """The cost model (see the module docstring). Tables:
-    - runs: path, steps, tokens (verify tokens), cycles, accept_len (measured), batch, draft_ns, verify_ns,
-      rest_ns, cycle_ns (means per cycle under nsys), period_unprofiled_ns (mean period without nsys, or null)
+    - runs: path, steps, tokens (verify tokens), cycles, accept_len (measured: the sidecar's counts, or given),
+      accept_source, batch, draft_ns, verify_ns (means per cycle on the fits' basis), rest_ns, cycle_ns
+      (attributed under the profiler), period_unprofiled_ns (mean period without nsys, or null)
     - fits: FIT_SCHEMA rows named verify (x = tokens), draft, rest, cycle, cycle_unprofiled (x = steps)
-    - acceptance: position, reached, accepted, rate
-    - predictions: steps, tokens, accept_len, cycle_ns, tokens_per_s, tokens_per_s_per_request, measured
-      (a run had this K), extrapolated (K outside the measured range)
+    - acceptance: position, reached, accepted, rate (empty without accept counts)
+    - predictions: steps, tokens, accept_len (predicted from the acceptance per position, or the measured one),
+      measured_accept_len, cycle_ns, tokens_per_s, tokens_per_s_per_request, measured (a run had this K),
+      extrapolated (K outside the measured range); empty without any accept length
     """
 
     runs: pl.DataFrame
     fits: pl.DataFrame
     acceptance: pl.DataFrame
     predictions: pl.DataFrame
-    recommended_steps: int
+    recommended_steps: int | None  # None: no accept length, the cost models alone
     basis: str  # which cycle fit the predictions use: "cycle_unprofiled" or "cycle"
-    fixed_share: float  # verify's fixed part over verify time at the recommended K
-    pooled_rate: float
+    phase_basis: str  # what verify and draft were fitted on: "events_unprofiled" or "gpu_busy"
+    fixed_share: float  # verify's fixed part over verify time at the recommended (or largest measured) K
+    pooled_rate: float | None
+    extrapolate: bool = False
     reasoning: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -170,24 +182,51 @@ class Sweep:
         return self.fits.filter(pl.col("name") == name).row(0, named=True)
 
 
+PHASE_BASES = {
+    "events_unprofiled": "GPU time between CUDA events at the phase boundaries of the run without nsys",
+    "gpu_busy": "GPU-busy time per cycle under nsys (the phase's ops running; the profiler's stretching of "
+                "launch gaps left out)",
+}
+
+
+def resolvable(row: dict) -> bool:
+    """Whether a fit's per-unit cost is told apart from zero: its honest 95% interval (from the run means with
+    three runs or more, else from the cycles) lies above zero."""
+    lo = row["per_unit_runs_lo_ns"] if row["per_unit_runs_lo_ns"] is not None else row["per_unit_lo_ns"]
+    return lo is not None and lo > 0
+
+
 def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | None,
-          max_steps: int | None = None) -> Sweep:
+          max_steps: int | None = None, events: pl.DataFrame | None = None, extrapolate: bool = False) -> Sweep:
     """The cost model from per-run and per-cycle tables.
 
-    runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null)
-    cycles: run, draft_ns, verify_ns, total_ns (per-cycle attributed GPU time under nsys; total = the cycle)
-    counts: run, steps, correct (one row per request-round with accept counts)
+    runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null), accept_len (measured or
+      given, or null), accept_source
+    cycles: run, draft_ns, verify_ns, total_ns (per-cycle attributed GPU time under nsys; total = the cycle),
+      draft_busy_ns, verify_busy_ns (GPU-busy time of the phase per cycle)
+    counts: run, steps, correct (one row per request-round with accept counts; may be empty)
     periods: run, period_ns (cycle periods without nsys) or None
+    events: run, draft_ns, verify_ns (per cycle of the run without nsys, from the tracer's CUDA events) or None
+    extrapolate: recommend among every predicted K, not only the measured ones
     """
     notes: list[str] = []
     if runs["steps"].n_unique() < 2:
         raise SpecprofError("specprof sweep needs runs with at least two different numbers of draft steps")
     cyc = cycles.join(runs.select("run", "steps", "tokens"), on="run").with_columns(
         rest_ns=pl.col("total_ns") - pl.col("draft_ns") - pl.col("verify_ns"))
+    if events is not None and events.height and events["run"].n_unique() == runs.height:
+        phase_basis = "events_unprofiled"
+        ph = events.join(runs.select("run", "steps", "tokens"), on="run")
+    else:
+        phase_basis = "gpu_busy"
+        ph = cyc.select("run", "steps", "tokens", draft_ns="draft_busy_ns", verify_ns="verify_busy_ns")
+        if events is not None and events.height:
+            notes.append("only some runs have CUDA events without nsys: verify and draft are fitted on GPU-busy "
+                         "time under nsys for all")
     src = "attributed GPU time per cycle under nsys"
     fits = [
-        fit_row("verify", "tokens", src, cyc["tokens"], cyc["verify_ns"], cyc["run"]),
-        fit_row("draft", "steps", src, cyc["steps"], cyc["draft_ns"], cyc["run"]),
+        fit_row("verify", "tokens", PHASE_BASES[phase_basis], ph["tokens"], ph["verify_ns"], ph["run"]),
+        fit_row("draft", "steps", PHASE_BASES[phase_basis], ph["steps"], ph["draft_ns"], ph["run"]),
         fit_row("rest", "steps", src, cyc["steps"], cyc["rest_ns"], cyc["run"]),
         fit_row("cycle", "steps", src, cyc["steps"], cyc["total_ns"], cyc["run"]),
     ]
@@ -200,36 +239,49 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     elif periods is not None and periods.height:
         notes.append("only some runs have a baseline sidecar (without nsys): predictions use the cycle time "
                      "measured under nsys for all")
-    fit_table = pl.DataFrame(fits, schema=FIT_SCHEMA, orient="row")
+    fit_table = pl.DataFrame(fits, schema=FIT_SCHEMA, orient="row").with_columns(
+        resolvable=pl.Series([resolvable(r) for r in fits], dtype=pl.Boolean))
+    means = ph.group_by("run").agg(pl.col("draft_ns").mean().round().cast(pl.Int64),
+                                   pl.col("verify_ns").mean().round().cast(pl.Int64))
+    runs = runs.drop("draft_ns", "verify_ns", strict=False).join(means, on="run", how="left")
 
     acc = acceptance(counts)
     kmax_measured = int(runs["steps"].max())
     kmin_measured = int(runs["steps"].min())
     top = max_steps or min(16, kmax_measured + 2)
-    rates, pooled = position_rates(acc, top)
-    if acc.height == 0 or acc["reached"].sum() == 0:
-        raise SpecprofError("no accept counts in the runs' sidecars: the sweep needs the measured acceptance "
-                            "per draft position")
     cycle_fit = fit_table.filter(pl.col("name") == basis).row(0, named=True)
     batch = runs["batch"].drop_nulls().mean()
-    measured_steps = set(runs["steps"].to_list())
+    measured = {r["steps"]: r["accept_len"] for r in runs.iter_rows(named=True)}
+    rates, pooled = position_rates(acc, top) if acc.height and acc["reached"].sum() > 0 else ([], None)
     rows = []
-    for k in range(1, top + 1):
-        L = expected_accept_len(rates, k)
+    if rates:
+        candidates = range(1, top + 1)
+    elif all(v is not None for v in measured.values()):
+        candidates = sorted(measured)
+        notes.append("no accept counts per draft position (no sidecar): predictions only at the measured step "
+                     "counts, from their given accept lengths")
+    else:
+        candidates = []
+    for k in candidates:
+        L = expected_accept_len(rates, k) if rates else measured[k]
         c = cycle_fit["fixed_ns"] + cycle_fit["per_unit_ns"] * k
         per_req = L / (c / 1e9) if c > 0 else None
-        tokens = _verify_tokens(runs, k)
-        rows.append((k, tokens, L, int(round(c)), per_req * batch if per_req and batch else None, per_req,
-                     k in measured_steps, not kmin_measured <= k <= kmax_measured))
+        rows.append((k, _verify_tokens(runs, k), L, measured.get(k), int(round(c)),
+                     per_req * batch if per_req and batch else None, per_req, k in measured,
+                     not kmin_measured <= k <= kmax_measured))
     pred = pl.DataFrame(rows, schema={"steps": pl.Int64, "tokens": pl.Int64, "accept_len": pl.Float64,
-                                      "cycle_ns": pl.Int64, "tokens_per_s": pl.Float64,
-                                      "tokens_per_s_per_request": pl.Float64, "measured": pl.Boolean,
-                                      "extrapolated": pl.Boolean}, orient="row")
-    best = pred.sort("tokens_per_s_per_request", descending=True, nulls_last=True).row(0, named=True)
+                                      "measured_accept_len": pl.Float64, "cycle_ns": pl.Int64,
+                                      "tokens_per_s": pl.Float64, "tokens_per_s_per_request": pl.Float64,
+                                      "measured": pl.Boolean, "extrapolated": pl.Boolean}, orient="row")
+    choose = pred if extrapolate else pred.filter(pl.col("measured"))
+    best = choose.sort("tokens_per_s_per_request", descending=True, nulls_last=True).row(0, named=True) \
+        if choose.height else None
     verify = fit_table.filter(pl.col("name") == "verify").row(0, named=True)
-    v_at = verify["fixed_ns"] + verify["per_unit_ns"] * best["tokens"]
+    at_tokens = best["tokens"] if best else _verify_tokens(runs, kmax_measured)
+    v_at = verify["fixed_ns"] + verify["per_unit_ns"] * at_tokens
     fixed_share = verify["fixed_ns"] / v_at if v_at > 0 else float("nan")
-    reasoning = _reasoning(fit_table, basis, pred, best, rates, pooled, kmax_measured, fixed_share, runs)
+    reasoning = _reasoning(fit_table, basis, phase_basis, pred, best, rates, pooled, kmax_measured, fixed_share,
+                           at_tokens, extrapolate)
     for r in fit_table.iter_rows(named=True):
         half = (r["per_unit_hi_ns"] - r["per_unit_lo_ns"]) / 2
         spread = float(runs["steps"].max() - runs["steps"].min())
@@ -237,13 +289,14 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
             notes.append(f"{r['name']}: the run means stray from the line by up to {r['lack_of_fit_ns'] / 1e6:.3f} "
                          "ms, more than the per-cycle interval allows: the cost per unit is not constant over "
                          "these runs, and the 'runs' interval is the honest one")
-    if kmax_measured < top:
+    if rates and kmax_measured < top:
         notes.append(f"positions {kmax_measured + 1}..{top} were never drafted: their acceptance is assumed to be "
                      f"the pooled rate of the measured positions ({pooled:.3f}); real acceptance usually falls "
                      "with depth, so predictions beyond K=" f"{kmax_measured} are optimistic")
     return Sweep(runs=runs, fits=fit_table, acceptance=acc, predictions=pred,
-                 recommended_steps=int(best["steps"]), basis=basis, fixed_share=fixed_share,
-                 pooled_rate=pooled, reasoning=reasoning, notes=notes)
+                 recommended_steps=int(best["steps"]) if best else None, basis=basis, phase_basis=phase_basis,
+                 fixed_share=fixed_share, pooled_rate=pooled, extrapolate=extrapolate, reasoning=reasoning,
+                 notes=notes)
 
 
 def _verify_tokens(runs: pl.DataFrame, k: int) -> int:
@@ -252,29 +305,60 @@ def _verify_tokens(runs: pl.DataFrame, k: int) -> int:
     return k + (int(extra[0]) if extra.len() == 1 else 1)
 
 
-def _reasoning(fits, basis, pred, best, rates, pooled, kmax, fixed_share, runs) -> list[str]:
+def _interval(row: dict, unit: float, digits: int) -> str:
+    lo, hi = row["per_unit_runs_lo_ns"], row["per_unit_runs_hi_ns"]
+    which = "runs"
+    if lo is None:
+        lo, hi, which = row["per_unit_lo_ns"], row["per_unit_hi_ns"], "cycles"
+    return f"95% CI {lo / unit:.{digits}f}..{hi / unit:.{digits}f} from the {which}"
+
+
+def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_share, at_tokens,
+               extrapolate) -> list[str]:
     f = {r["name"]: r for r in fits.iter_rows(named=True)}
     v, d, c = f["verify"], f["draft"], f[basis]
     ms = 1e6
-    k = best["steps"]
-    lines = [
-        f"verify = {v['fixed_ns'] / ms:.3f} ms + {v['per_unit_ns'] / ms:.4f} ms per token "
-        f"(95% CI {v['per_unit_lo_ns'] / ms:.4f}..{v['per_unit_hi_ns'] / ms:.4f}): at K={k} "
-        f"({best['tokens']} tokens) {fixed_share:.1%} of verify does not depend on the number of tokens, so "
-        + ("verifying more tokens is nearly free" if fixed_share > 0.9 else "every verified token costs"),
-        f"draft = {d['fixed_ns'] / ms:.3f} ms + {d['per_unit_ns'] / ms:.3f} ms per step "
-        f"(95% CI {d['per_unit_lo_ns'] / ms:.3f}..{d['per_unit_hi_ns'] / ms:.3f}); measured under nsys",
-        f"cycle = {c['fixed_ns'] / ms:.3f} ms + {c['per_unit_ns'] / ms:.3f} ms per step ("
-        + ("period measured without nsys" if basis == "cycle_unprofiled" else
-           "attributed GPU time under nsys: inflated where nsys slows a launch-bound phase, see the cross-check")
-        + ")",
-        "acceptance per position: " + ", ".join(f"p{i + 1}={p:.3f}" for i, p in enumerate(rates[:kmax]))
-        + f" (pooled {pooled:.3f})",
-    ]
+    lines = []
+    if v["resolvable"]:
+        lines.append(
+            f"verify = {v['fixed_ns'] / ms:.3f} ms + {v['per_unit_ns'] / ms:.4f} ms per token ({_interval(v, ms, 4)}; "
+            f"{PHASE_BASES[phase_basis]}): at {at_tokens} tokens {fixed_share:.1%} of verify does not depend on the "
+            "number of tokens, so " + ("verifying more tokens is nearly free" if fixed_share > 0.9
+                                       else "every verified token costs"))
+    else:
+        lines.append(
+            f"verify's cost per token is not resolvable from these runs: {v['per_unit_ns'] / ms:+.4f} ms per token, "
+            f"{_interval(v, ms, 4)}, which does not lie above zero ({PHASE_BASES[phase_basis]}); verify = "
+            f"{v['fixed_ns'] / ms:.3f} ms at these sizes, and more runs, or runs further apart, would tell the "
+            "per-token cost")
+    draft = (f"draft = {d['fixed_ns'] / ms:.3f} ms + {d['per_unit_ns'] / ms:.3f} ms per step ({_interval(d, ms, 3)}; "
+             f"{PHASE_BASES[phase_basis]})")
+    if not d["resolvable"]:
+        draft += ": the cost per step is not resolvable from these runs (its interval does not lie above zero)"
+    lines.append(draft)
+    lines.append(f"cycle = {c['fixed_ns'] / ms:.3f} ms + {c['per_unit_ns'] / ms:.3f} ms per step ("
+                 + ("period measured without nsys" if basis == "cycle_unprofiled" else
+                    "attributed GPU time under nsys: inflated where nsys slows a launch-bound phase, see the "
+                    "cross-check") + ")")
+    if rates:
+        lines.append("acceptance per position: " + ", ".join(f"p{i + 1}={p:.3f}" for i, p in enumerate(rates[:kmax]))
+                     + f" (pooled {pooled:.3f})")
+    if best is None:
+        lines.append("no accept length (no sidecar counts, no --accept, no --server-log): the cost models alone, "
+                     "no throughput and no recommended step count")
+        return lines
     rows = {r["steps"]: r for r in pred.iter_rows(named=True)}
+    k = best["steps"]
     here = rows[k]
-    lines.append(f"tokens/s peaks at K={k}: accept length {here['accept_len']:.3f} per "
+    among = "every predicted K (--extrapolate)" if extrapolate else "the measured step counts"
+    lines.append(f"tokens/s peaks at K={k} among {among}: accept length {here['accept_len']:.3f} per "
                  f"{here['cycle_ns'] / ms:.3f} ms cycle = {here['tokens_per_s_per_request']:.1f} tokens/s per request")
+    if not extrapolate:
+        top = pred.sort("tokens_per_s_per_request", descending=True, nulls_last=True).row(0, named=True)
+        if top["steps"] != k:
+            lines.append(f"the model predicts more at K={top['steps']} ({top['tokens_per_s_per_request']:.1f} tokens/s "
+                         f"per request), which no run measured: measure it (or pass --extrapolate to recommend from "
+                         "the model)")
     for other in (k - 1, k + 1):
         if other in rows:
             o = rows[other]
@@ -284,10 +368,11 @@ def _reasoning(fits, basis, pred, best, rates, pooled, kmax, fixed_share, runs) 
                 f"{(o['cycle_ns'] - here['cycle_ns']) / ms:+.3f} ms ({(o['cycle_ns'] / here['cycle_ns'] - 1) * 100:+.1f}%)"
                 f" -> {(o['tokens_per_s_per_request'] / here['tokens_per_s_per_request'] - 1) * 100:+.1f}% tokens/s")
     # Does the choice survive the per-step cost's uncertainty?
+    pool = pred if extrapolate else pred.filter(pl.col("measured"))
     choices = set()
     for slope in (c["per_unit_lo_ns"], c["per_unit_hi_ns"]):
         best_k, best_v = None, -1.0
-        for r in pred.iter_rows(named=True):
+        for r in pool.iter_rows(named=True):
             cyc = c["fixed_ns"] + (c["per_unit_ns"] if slope is None else slope) * r["steps"]
             val = r["accept_len"] / cyc if cyc > 0 else -1
             if val > best_v:

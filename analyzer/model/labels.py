@@ -1,6 +1,7 @@
 """The labels the analysis itself gives, which no trace names: the pseudo-phases of ops that no phase range
-claims, the idle categories of the accounting, and the built-in category that the per-rank analysis splits
-into wait and transfer. Every layer above reads them from here (docs/attribution.md)."""
+claims, the idle categories of the accounting, and the built-in category of collectives (the parent of their
+kinds), which the per-rank analysis splits into wait and transfer. Every layer above reads them from here
+(docs/attribution.md)."""
 
 # Phase names for ops that no phase range claims.
 IN_CYCLE = "(cycle)"  # launched inside a grouping range (cycle) but outside any phase range
@@ -12,5 +13,6 @@ LAUNCH = "launch"  # idle after the next op's launch call began
 IDLE = "idle"  # idle before an op whose launch is not in the capture
 IDLE_CATEGORIES = (CPU_WAIT, LAUNCH, IDLE)
 
-# The built-in category of collective kernels (categories.toml).
+# The built-in category of collective kernels, and the parent of their kinds (`allreduce`, `all_to_all`, ...:
+# core/categories.toml).
 COMMUNICATION = "communication"

@@ -65,3 +65,12 @@ def read_server_log(path: str) -> pl.DataFrame:
         raise SpecprofError(f"{path}: no `accept len:` line in this log: SGLang prints one every "
                             "--decode-log-interval decode iterations when speculative decoding is on", path)
     return table
+
+
+def mean_accept_len(log: pl.DataFrame, path: str | None = None) -> float:
+    """The log's mean accept length, its lines weighted by `#running-req` (the request-rounds each line covers,
+    up to the interval); the plain mean where a line lacks it."""
+    weights = log["running"]
+    if weights.null_count() == 0 and int(weights.sum()) > 0:
+        return float((log["accept_len"] * weights).sum() / weights.sum())
+    return float(log["accept_len"].mean())

@@ -34,9 +34,10 @@ from importlib import resources
 
 import polars as pl
 
+from analyzer.core.categories import kinds_of
 from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
-from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)
@@ -55,9 +56,14 @@ OTHER_PHASE_COLORS = ["#72B7B2", "#EECA3B", "#FF9DA6", "#79706E", "#D67195", "#4
                       "#B6992D", "#8CD17D", "#A0CBE8", "#FFBE7D", "#F1CE63", "#86BCB6", "#D4A6C8"]
 CATEGORY_COLORS = {
     "gemm": "#3B528B", "attention": "#21918C", "moe": "#5EC962", "norm": "#E3C620",
-    "elementwise": "#8FBC3F", "communication": "#D62728", "memcpy": "#8C564B", "memset": "#C49C94",
+    "elementwise": "#8FBC3F", "memcpy": "#8C564B", "memset": "#C49C94", "cuda_graph": "#6A51A3",
     "other": "#7F7F7F", "cpu_wait": "#CFCFCF", "launch": "#FDBF6F", "idle": "#EEEEEE",
+    # communication by kind: reds, drawn side by side after the compute
+    "allreduce": "#D62728", "all_to_all": "#E6550D", "allgather": "#FB6A4A", "reduce_scatter": "#A50F15",
+    "p2p": "#FC9272", "communication": "#67000D",
 }
+# A kind of communication of the user's own rules: these reds, in turn.
+OTHER_COMMUNICATION_COLORS = ["#CB181D", "#EF3B2C", "#99000D", "#F4A582"]
 OTHER_CATEGORY_COLORS = ["#440154", "#9467BD", "#17BECF", "#BCBD22", "#2CA02C", "#FF7F0E"]
 
 
@@ -215,15 +221,19 @@ def _phase_list(a: Analysis) -> list[dict]:
 def _category_list(a: Analysis) -> list[dict]:
     tot = a.categories.group_by("category").agg(ns=pl.col("ns").sum()).sort("ns", descending=True)
     names = tot["category"].to_list()
-    busy = [c for c in names if c not in IDLE_CATEGORIES and c != "communication"]
-    order = busy + [c for c in ("communication",) if c in names] + [c for c in IDLE_CATEGORIES if c in names]
+    kinds = set(kinds_of(COMMUNICATION, a.category_parents))
+    comm = [c for c in names if c in kinds]
+    busy = [c for c in names if c not in IDLE_CATEGORIES and c not in comm]
+    order = busy + comm + [c for c in IDLE_CATEGORIES if c in names]
     ns_of = dict(tot.iter_rows())
     spare = iter(OTHER_CATEGORY_COLORS * (1 + len(order)))
+    spare_comm = iter(OTHER_COMMUNICATION_COLORS * (1 + len(order)))
     # per phase, ms by category
     by_phase: dict[str, dict[str, float]] = {}
     for ph, cat, ns in a.categories.select("phase", "category", "ns").iter_rows():
         by_phase.setdefault(cat, {})[_cut(ph)] = _ms(ns)
-    return [{"name": _cut(c), "color": CATEGORY_COLORS.get(c) or next(spare), "idle": c in IDLE_CATEGORIES,
+    return [{"name": _cut(c), "color": CATEGORY_COLORS.get(c) or next(spare_comm if c in comm else spare),
+             "idle": c in IDLE_CATEGORIES,
              "total_ms": _ms(ns_of.get(c, 0)), "by_phase": by_phase.get(c, {})} for c in order]
 
 

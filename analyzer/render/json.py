@@ -1,4 +1,4 @@
-"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/1` (one analysis, with its per-rank,
+"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/2` (one analysis, with its per-rank,
 cross-check and economics keys), `specprof.ranks/1` (several traces side by side), `specprof.sweep/1`,
 `specprof.compare/1` and `specprof.runs/1` (the results store's run list). Times in float milliseconds (ns
 inside).
@@ -21,7 +21,7 @@ from analyzer.derived.ranks import Ranks
 from analyzer.derived.sweep import Sweep
 from analyzer.render.format import ms, ms_or_null, num, us_or_null
 
-SCHEMA = "specprof.analysis/1"
+SCHEMA = "specprof.analysis/2"
 TRACES_SCHEMA = "specprof.ranks/1"
 SIDE_BY_SIDE_SCHEMA = "specprof.runs-side-by-side/1"
 SWEEP_SCHEMA = "specprof.sweep/1"
@@ -83,6 +83,9 @@ def _document(a: Analysis) -> dict:
             "gpus": meta.gpus,
             "window": meta.extra.get("window"),
         },
+        "cycle_breakdown": cycle_breakdown(a.cycle_breakdown),
+        # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
+        "category_parents": dict(sorted(a.category_parents.items())),
         "phases": phases,
         "cycles": [],
         "unattributed": {
@@ -112,14 +115,32 @@ def _document(a: Analysis) -> dict:
     }
 
 
+def cycle_breakdown(b) -> dict | None:
+    """`cycle_breakdown`: where one decode cycle goes (derived/breakdown.py); null with fewer than two cycles."""
+    if b is None:
+        return None
+    return {
+        "device": b.device, "stream": b.stream, "cycles": b.cycles, "devices": b.devices,
+        "cycle_ms": {"mean": ms(b.mean_ns), "median": ms(b.median_ns), "p90": ms(b.p90_ns)},
+        "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
+                    "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6)}
+                   for r in b.phases.iter_rows(named=True)],
+    }
+
+
+def _comm_split(r) -> dict:
+    return {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
+            "unmatched_ms": ms(r["unmatched"])}
+
+
 def rank_entries(m: Ranks) -> list[dict]:
     """The `ranks` list: one entry per (process, device), each with its own `phases`."""
     out = []
-    by_phase = {}
+    by_phase, by_kind = {}, {}
     for r in m.comm_phases.iter_rows(named=True):
-        by_phase.setdefault(r["rank"], {})[r["phase"]] = {
-            "ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
-            "unmatched_ms": ms(r["unmatched"])}
+        by_phase.setdefault(r["rank"], {})[r["phase"]] = _comm_split(r)
+    for r in m.comm_kinds.iter_rows(named=True):
+        by_kind.setdefault(r["rank"], {})[r["kind"]] = _comm_split(r)
     for r in m.ranks.iter_rows(named=True):
         mine = pl.col("rank") == r["rank"]
         out.append({
@@ -127,7 +148,8 @@ def rank_entries(m: Ranks) -> list[dict]:
             "rank_source": r["source"], "ops": r["ops"], "streams": r["streams"], "wall_ms": ms(r["wall"]),
             "busy_ms": ms(r["busy"]), "attributed_ms": ms(r["attributed"]),
             "communication": {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
-                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {})},
+                              "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {}),
+                              "by_kind": by_kind.get(r["rank"], {})},
             "phases": phase_list(m.phases.filter(mine).drop("rank"), m.categories.filter(mine).drop("rank")),
         })
     return out
@@ -142,7 +164,7 @@ def skew_entry(m: Ranks) -> dict | None:
         "phases": [{"name": r["phase"], "ranks": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
                     "mean_ms": ms(r["mean"]), "skew_ms": ms(r["skew"]), "skew_pct": num(r["skew_pct"], 3),
                     "min_rank": r["min_rank"], "max_rank": r["max_rank"]} for r in m.skew.iter_rows(named=True)],
-        "collectives": [{"name": r["name"], "ranks": r["ranks"], "instances": r["instances"],
+        "collectives": [{"name": r["name"], "kind": r["kind"], "ranks": r["ranks"], "instances": r["instances"],
                          "unmatched": r["unmatched"], "ms": ms(r["ns"]), "wait_ms": ms(r["wait"]),
                          "transfer_ms": ms(r["transfer"]), "overlap_pct": num(r["overlap_pct"], 3),
                          "shifts": r["shifts"]} for r in m.collectives.iter_rows(named=True)],
@@ -158,7 +180,7 @@ def skew_entry(m: Ranks) -> dict | None:
 
 
 def ranks(m: Ranks | None) -> dict:
-    """The additive keys of `specprof.analysis/1`: `ranks` and `rank_skew` (null when not computed)."""
+    """The additive keys of `specprof.analysis/2`: `ranks` and `rank_skew` (null when not computed)."""
     if m is None:
         return {"ranks": None, "rank_skew": None}
     return {"ranks": rank_entries(m), "rank_skew": skew_entry(m)}
@@ -233,9 +255,14 @@ def economics(e: Economics) -> dict:
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
              "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_tokens_per_s": num(r["baseline_tokens_per_s"], 1),
              "speedup": num(r["speedup"], 4), "break_even_accept_len": num(r["break_even_accept_len"], 4),
+             "draft_steps": r["draft_steps"], "max_accept_len": r["max_accept_len"], "can_pay": r["can_pay"],
              "verdict": r["verdict"]}
             for r in e.estimates.iter_rows(named=True)
         ],
+        "profiled_only": e.profiled_only,
+        "gpu_waits_on_host": None if e.waits is None else [
+            {"phase": r["phase"], "share_of_cycle": num(r["share_of_cycle"], 6), "wait_share": num(r["wait_share"], 6)}
+            for r in e.waits.iter_rows(named=True)],
         "verdict": e.verdict,
         "notes": e.notes,
     }
@@ -250,7 +277,7 @@ def _fit(row: dict, unit: str) -> dict:
                       f"per_{unit}_ms": [ms_or_null(row["per_unit_runs_lo_ns"]),
                                          ms_or_null(row["per_unit_runs_hi_ns"])]},
         "lack_of_fit_ms": ms_or_null(row["lack_of_fit_ns"]), "cycles": row["n"], "runs": row["runs"],
-        "source": row["source"],
+        "source": row["source"], "resolvable": row["resolvable"],
     }
 
 
@@ -262,7 +289,7 @@ def sweep(s: Sweep) -> dict:
         "schema": SWEEP_SCHEMA,
         "runs": [
             {"path": r["path"], "steps": r["steps"], "tokens": r["tokens"], "cycles": r["cycles"],
-             "accept_len": num(r["accept_len"], 4), "batch": num(r["batch"], 3),
+             "accept_len": num(r["accept_len"], 4), "accept_source": r["accept_source"], "batch": num(r["batch"], 3),
              "draft_ms": ms_or_null(r["draft_ns"]),
              "verify_ms": ms_or_null(r["verify_ns"]), "rest_ms": ms_or_null(r["rest_ns"]),
              "cycle_ms": ms_or_null(r["cycle_ns"]),
@@ -275,12 +302,14 @@ def sweep(s: Sweep) -> dict:
         "cycle": _fit(fits["cycle"], "step"),
         "cycle_unprofiled": _fit(fits["cycle_unprofiled"], "step") if "cycle_unprofiled" in fits else None,
         "basis": s.basis,
+        "phase_basis": s.phase_basis,
+        "extrapolate": s.extrapolate,
         "acceptance": {"positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
                                       "rate": num(r["rate"], 4)} for r in s.acceptance.iter_rows(named=True)],
                        "pooled_rate": num(s.pooled_rate, 4)},
         "predictions": [
             {"steps": r["steps"], "tokens": r["tokens"], "accept_len": num(r["accept_len"], 4),
-             "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
+             "measured_accept_len": num(r["measured_accept_len"], 4), "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2), "measured": r["measured"],
              "extrapolated": r["extrapolated"]}
             for r in s.predictions.iter_rows(named=True)
@@ -365,7 +394,7 @@ def _cycle_lines(a: Analysis) -> str | None:
 
 def traces(digests, skew: pl.DataFrame | None, why: str = "") -> str:
     """Ranks of one run (`skew` not None): {"schema": "specprof.ranks/1", "ranks_of_one_run": true, "why",
-    "ranks": [{"rank", "path", "analysis": specprof.analysis/1}], "skew"}; several runs: {"schema":
+    "ranks": [{"rank", "path", "analysis": specprof.analysis/2}], "skew"}; several runs: {"schema":
     "specprof.runs-side-by-side/1", "ranks_of_one_run": false, "why", "runs": [{"index", "rank", "path",
     "analysis"}]}. `digests`: each trace's rank, path and `doc` (`to_dict`), in order; `skew`: app/traces.py's
     skew across them; `why`: why they are (or are not) ranks of one run."""

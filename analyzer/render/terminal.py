@@ -175,14 +175,20 @@ def ranks(m: Ranks | None, phase_limit: int = 20) -> str | None:
             table(["phase", "ranks", "min ms", "max ms", "skew ms", "skew", "min rank", "max rank"], rows, "lrrrrrrr")]
     if m.skew.height > sk.height:
         out.append(f"({m.skew.height - sk.height:,} more phases: --phases N shows more, --json shows all)")
+    if m.comm_kinds.height:
+        rows = [[str(r["rank"]), clean(r["kind"], 24), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]),
+                 pct(r["wait"], r["comm"]), f_ms(r["unmatched"])] for r in m.comm_kinds.iter_rows(named=True)]
+        out += ["", "Communication per rank and kind",
+                table(["rank", "kind", "comm ms", "wait ms", "transfer ms", "wait", "unmatched ms"], rows,
+                      "llrrrrr")]
     if m.collectives.height:
-        rows = [[clean(r["name"], 60), f"{r['instances']:,}", f"{r['unmatched']:,}", f_ms(r["ns"]), f_ms(r["wait"]),
-                 f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
+        rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}",
+                 f_ms(r["ns"]), f_ms(r["wait"]), f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
                  "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.0f}%"]
                 for r in m.collectives.iter_rows(named=True)]
         out += ["", "Collectives (k-th kernel of a name on each rank matched; ms summed over ranks)",
-                table(["kernel", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait", "overlap"],
-                      rows, "lrrrrrrr")]
+                table(["kernel", "kind", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait",
+                       "overlap"], rows, "llrrrrrrr")]
         rows = [[str(r["rank"]), f"{r['last']:,}", "-" if r["share"] is None else f"{100 * r['share']:.0f}%",
                  f_us(r["margin_mean"]), f_us(r["margin_max"]), f_ms(r["caused"])]
                 for r in m.stragglers.iter_rows(named=True)]
@@ -274,13 +280,15 @@ def crosscheck(c: CrossCheck) -> str:
 
 def economics(e: Economics) -> str:
     rows = [[clean(r["source"]), f"{r['cycles']:,}", f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
-             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]), f_num(r["break_even_accept_len"])]
+             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]), f_num(r["break_even_accept_len"]),
+             "-" if r["draft_steps"] is None else str(r["draft_steps"]),
+             "-" if r["can_pay"] is None else ("yes" if r["can_pay"] else "no")]
             for r in e.estimates.iter_rows(named=True)]
     base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
         "no baseline step time (give --baseline-ms MS or --baseline RUN)"
     text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
             + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms", "speedup",
-                     "break-even accept len"], rows, "lrrrrrrr"))
+                     "break-even accept len", "K", "can pay"], rows, "lrrrrrrrrl"))
     if e.verdict:
         text += "\n" + bullets(e.verdict)
     if e.notes:
@@ -288,8 +296,29 @@ def economics(e: Economics) -> str:
     return text
 
 
+def cycle_breakdown(a: Analysis) -> str | None:
+    b = a.cycle_breakdown
+    if b is None:
+        return None
+    rows = [[clean(r["phase"], 32), f_ms(r["ns_per_cycle"]), f"{100 * (r['share'] or 0):.1f}%",
+             f_ms(r["busy_ns_per_cycle"]), "-" if r["busy_share"] is None else f"{100 * r['busy_share']:.1f}%"]
+            for r in b.phases.iter_rows(named=True)]
+    rows.append(["cycle", f_ms(b.mean_ns), "100.0%", f_ms(int(b.phases["busy_ns_per_cycle"].sum())),
+                 pct(int(b.phases["busy_ns_per_cycle"].sum()), b.mean_ns)])
+    others = f"; {b.devices - 1} other device(s) in the per-rank section" if b.devices > 1 else ""
+    return (f"Where a decode cycle goes ({b.cycles:,} cycles on device {b.device} stream {b.stream}, the stream its "
+            f"phases run on{others}):\n  cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, "
+            f"{f_ms(b.p90_ns)} p90; each phase's time per cycle and its share add up to the cycle; GPU busy: the "
+            "part of it the GPU ran the phase's ops\n"
+            + table(["phase", "ms/cycle", "share", "GPU busy ms", "GPU busy"], rows, "lrrrr"))
+
+
 def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
-    parts = [header(a), phases(a, phase_limit), categories(a, phase_limit), cycles(a, cycle_limit),
+    parts = [header(a)]
+    breakdown = cycle_breakdown(a)
+    if breakdown:
+        parts.append(breakdown)
+    parts += [phases(a, phase_limit), categories(a, phase_limit), cycles(a, cycle_limit),
              launch(a, phase_limit), streams(a), unattributed(a), kernels(a, phase_limit)]
     per_rank = ranks(a.ranks, phase_limit)
     if per_rank:
@@ -338,13 +367,14 @@ def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame | None, phase_limi
 
 
 def sweep(s: Sweep) -> str:
+    basis = {"events_unprofiled": "CUDA events without nsys", "gpu_busy": "GPU-busy ms under nsys"}[s.phase_basis]
     runs = [[clean(r["path"], 40), str(r["steps"]), str(r["tokens"]), f"{r['cycles']:,}", f_num(r["accept_len"]),
-             f_ms_or_dash(r["draft_ns"]), f_ms_or_dash(r["verify_ns"]), f_ms_or_dash(r["rest_ns"]), f_ms_or_dash(r["cycle_ns"]),
-             f_ms_or_dash(r["period_unprofiled_ns"])]
+             r["accept_source"] or "-", f_ms_or_dash(r["draft_ns"]), f_ms_or_dash(r["verify_ns"]),
+             f_ms_or_dash(r["rest_ns"]), f_ms_or_dash(r["cycle_ns"]), f_ms_or_dash(r["period_unprofiled_ns"])]
             for r in s.runs.iter_rows(named=True)]
-    parts = ["Runs (means per cycle; draft, verify, rest and cycle: attributed GPU ms under nsys)\n" + table(
-        ["run", "K", "tokens", "cycles", "accept len", "draft", "verify", "rest", "cycle", "period w/o nsys"],
-        runs, "lrrrrrrrrr")]
+    parts = [f"Runs (means per cycle; draft and verify: {basis}; rest and cycle: attributed GPU ms under nsys)\n"
+             + table(["run", "K", "tokens", "cycles", "accept len", "from", "draft", "verify", "rest", "cycle",
+                      "period w/o nsys"], runs, "lrrrrlrrrrr")]
     fits = []
     for r in s.fits.iter_rows(named=True):
         per = "token" if r["x"] == "tokens" else "step"
@@ -353,24 +383,32 @@ def sweep(s: Sweep) -> str:
         fits.append([r["name"], f_ms_or_dash(r["fixed_ns"], 4), f"{f_ms_or_dash(r['fixed_lo_ns'], 4)}..{f_ms_or_dash(r['fixed_hi_ns'], 4)}",
                      f"{r['per_unit_ns'] / 1e6:.4f} /{per}",
                      f"{r['per_unit_lo_ns'] / 1e6:.4f}..{r['per_unit_hi_ns'] / 1e6:.4f}", runs_ci,
-                     f_ms_or_dash(r["lack_of_fit_ns"], 4)])
+                     f_ms_or_dash(r["lack_of_fit_ns"], 4), "yes" if r["resolvable"] else "NOT resolvable"])
     parts.append("Fits: time = fixed + per_unit x (verify tokens | draft steps), least squares over cycles\n"
                  "  95% CI from the per-cycle scatter; 'runs' CI from the run means (run-to-run uncertainty); "
-                 "lack of fit: the largest run mean's distance from the line\n"
-                 + table(["fit", "fixed ms", "95% CI", "per unit ms", "95% CI", "runs 95% CI", "lack of fit ms"],
-                         fits, "lrrrrrr"))
-    acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}", f_num(r["rate"])]
-           for r in s.acceptance.iter_rows(named=True)]
-    parts.append(f"Acceptance per draft position (pooled over the runs that drafted it; pooled {s.pooled_rate:.3f})\n"
-                 + table(["position", "reached", "accepted", "rate"], acc))
-    pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
-             f_num(r["accept_len"]), f_ms_or_dash(r["cycle_ns"]), f_num(r["tokens_per_s"], 0), f_num(r["tokens_per_s_per_request"], 1),
-             "measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated")]
-            for r in s.predictions.iter_rows(named=True)]
-    basis = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
-    parts.append(f"Predicted throughput (cycle from the fit of the {basis})\n" + table(
-        ["K", "tokens", "accept len", "cycle ms", "tokens/s", "per request", "K is"], pred, "rrrrrrl"))
-    parts.append(f"Recommendation: K = {s.recommended_steps}\n" + bullets(s.reasoning))
+                 "lack of fit: the largest run mean's distance from the line;\n  per unit: resolvable when its "
+                 "honest interval (the runs' when there is one) lies above zero\n"
+                 + table(["fit", "fixed ms", "95% CI", "per unit ms", "95% CI", "runs 95% CI", "lack of fit ms",
+                          "per unit"], fits, "lrrrrrrl"))
+    if s.acceptance.height:
+        acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}", f_num(r["rate"])]
+               for r in s.acceptance.iter_rows(named=True)]
+        parts.append(f"Acceptance per draft position (pooled over the runs that drafted it; pooled "
+                     f"{s.pooled_rate:.3f})\n" + table(["position", "reached", "accepted", "rate"], acc))
+    if s.predictions.height:
+        pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
+                 f_num(r["accept_len"]), f_num(r["measured_accept_len"]), f_ms_or_dash(r["cycle_ns"]),
+                 f_num(r["tokens_per_s"], 0), f_num(r["tokens_per_s_per_request"], 1),
+                 "measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated")]
+                for r in s.predictions.iter_rows(named=True)]
+        cycle = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
+        parts.append(f"Predicted throughput (cycle from the fit of the {cycle}; accept length predicted from the "
+                     "acceptance per position, beside the measured one)\n" + table(
+                         ["K", "tokens", "accept len", "measured", "cycle ms", "tokens/s", "per request", "K is"],
+                         pred, "rrrrrrrl"))
+    head = f"Recommendation: K = {s.recommended_steps}" if s.recommended_steps is not None else \
+        "No recommendation: the cost models alone"
+    parts.append(head + "\n" + bullets(s.reasoning))
     if s.notes:
         parts.append("Notes\n" + bullets(s.notes))
     return "\n\n".join(parts) + "\n"

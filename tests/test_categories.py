@@ -1,0 +1,525 @@
+"""Kernel name -> category (analyzer/core/categories.toml): every communication family on real kernel names.
+
+Each name is one that a library launches, with its source beside it: a public trace (the name exactly as
+recorded), or the library's source file that declares the kernel (repository, path, commit). A name from
+source is written as nsys demangles it (template values as `(int)8` and `(bool)1`, the anonymous namespace
+as `<unnamed>`, as this project's captures show; a long template or parameter list that no rule reads is
+abbreviated), and is also checked as the short name nsys stores beside it, unless the family needs its
+namespace to be told apart (DeepEP's and Mooncake's kernels are called `dispatch` and `combine`: their short
+names say nothing, and stay uncategorised).
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
+from analyzer.core import categories
+from analyzer.core.attribution import attribute
+from analyzer.core.categories import categorize, default_rules, function_name, kinds_of
+from analyzer.derived.analysis import Analysis
+from analyzer.errors import SpecprofError
+from analyzer.model.labels import COMMUNICATION
+from analyzer.readers.load import load_trace
+from conftest import FIXTURES, SHARED
+
+RULES = default_rules()
+KINDS = {"allreduce", "all_to_all", "allgather", "reduce_scatter", "p2p"}
+
+# Sources (repository @ commit: path)
+NCCL = "NVIDIA/nccl @ 5067397c2676 (2.30): src/device/generate.py, ncclDevKernel_<coll>_<redop>_<type>_<algo>_<proto>"
+NCCL_GENERIC = "NVIDIA/nccl @ 5067397c2676: src/device/common.cu, ncclDevKernel_Generic"
+NCCL_218 = "NVIDIA/nccl v2.18.3-1 @ ea383122: src/include/collectives.h, NCCL_KERN_NAME = ncclKernel_<func>_<algo>_..."
+NCCL_27 = ("NVIDIA/nccl v2.7.8-1 @ 033d7995: src/include/collectives.h, NCCL_KERN_NAME = "
+           "<coll><Algo><Proto>Kernel_<op>_<type>")
+NCCL_SYM = ("NVIDIA/nccl v2.27.3-1 @ 72d24320: src/device/symmetric/generate.py, "
+            "ncclSymDevKernel_<coll>_<algo>[_<red>_<type>]")
+NCCL_SYMK = ("NVIDIA/nccl v2.28.3-1 @ f1308997: src/device/symmetric/generate.py, "
+             "ncclSymkDevKernel_<coll>_<algo>[_<red>_<type>]")
+TP2 = "fixtures/reference-k4-tp2/run.sqlite (this project's TP = 2 capture)"
+NSYSAI = "GindaChen/nsys-ai @ ab196ea2: tests/fixtures/mfu_2gpu_before.sqlite (shared/traces/nsys_sqlite)"
+HTA_NCCL = "facebookresearch/HolisticTraceAnalysis @ f4d0062c: tests/data/nccl_parser_config/nccl_data.json.gz"
+HTA_QUEUE = ("facebookresearch/HolisticTraceAnalysis @ f4d0062c: "
+             "tests/data/negative_queue_length_values_check/rank0.json.gz")
+HTA_DIFF = "facebookresearch/HolisticTraceAnalysis @ f4d0062c: tests/data/trace_diff/control/control.json.gz"
+SGL_CAR = "sgl-project/sglang @ 0bb5d5e9: sgl-kernel/csrc/allreduce/custom_all_reduce.cuh (namespace vllm)"
+SGL_TRT = "sgl-project/sglang @ 2ab5a586: sgl-kernel/csrc/allreduce/trt_reduce_internal.cu (namespace trt_llm)"
+SGL_MSCCLPP = "sgl-project/sglang @ 013dc74e: sgl-kernel/csrc/allreduce/mscclpp_allreduce.cuh"
+SGL_JIT_PULL = "sgl-project/sglang @ 0ba3cdd4: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce_pull.cuh"
+SGL_JIT_PUSH = "sgl-project/sglang @ 233f402c: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce_push.cuh"
+SGL_JIT_V2 = "sgl-project/sglang @ 320af530: python/sglang/jit_kernel/csrc/distributed/custom_all_reduce.cuh"
+SGL_JIT_V3 = "sgl-project/sglang @ 03fd6d59: python/sglang/kernels/jit/csrc/distributed/custom_all_reduce.cuh"
+SGL_NVLINK = ("sgl-project/sglang: python/sglang/kernels/jit/csrc/distributed/nvlink_comm.cuh (both versions: "
+              "with and without kHasResidual)")
+SGL_MOE_AR = "sgl-project/sglang @ 171d5a9c: python/sglang/kernels/jit/csrc/distributed/all_reduce_fusion.cuh"
+SGL_WHEEL = "sglang 0.5.23 (the PyPI wheel): sglang/kernels/jit/csrc/distributed/"
+SGL_TRITON_AG = "sgl-project/sglang: python/sglang/srt/distributed/device_communicators/triton_symm_mem_ag.py"
+FI = "flashinfer-ai/flashinfer @ fb28d724: include/flashinfer/comm/"
+FI_A2A = ("flashinfer-ai/flashinfer @ fb28d724: "
+          "csrc/nv_internal/tensorrt_llm/kernels/communicationKernels/moeAlltoAllKernels.cu")
+TRTLLM = "NVIDIA/TensorRT-LLM @ 04c74656: cpp/tensorrt_llm/kernels/communicationKernels/allReduceFusionKernels.cu"
+TORCH = "pytorch/pytorch @ 03a4032b: torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu"
+TORCH_WHEEL = ("torch 2.14.1+cu130 (the PyPI wheel): torch/lib/libtorch_cuda.so, a kernel's symbol demangled by "
+               "c++filt as Kineto demangles it (its parameter list not recovered)")
+MSCCLPP = ("microsoft/mscclpp @ 1f5f065d: src/ext/collectives/allreduce/allreduce_packet.cu, "
+           "src/core/include/execution_kernel.hpp")
+DEEPEP = "deepseek-ai/DeepEP v1.2.1 @ 9af0e0d0: csrc/kernels/{intranode,internode,internode_ll,layout}.cu"
+DEEPEP_V2 = "deepseek-ai/DeepEP @ dd758caf (EPv2): csrc/kernels/legacy/*.cu, deep_ep/include/deep_ep/impls/*.cuh"
+MOONCAKE = "kvcache-ai/Mooncake @ c5829aad: mooncake-ep/src/mooncake_ep_kernel.cu"
+MOONCAKE_NEW = "kvcache-ai/Mooncake @ 3b5a5941: mooncake-ep/src/mooncake_ep_kernel.cu, mooncake-ep/include/elastic/"
+
+NCCL_ARGS = "(ncclDevKernelArgsStorage<(unsigned long)4096>)"
+
+# (full name, short name or None, category, source)
+CASES = [
+    # NCCL 2.19+
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL" + NCCL_ARGS, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+     "allreduce", TP2),
+    ("ncclDevKernel_SendRecv" + NCCL_ARGS, "ncclDevKernel_SendRecv", "p2p", NSYSAI),
+    ("ncclDevKernel_AllGather_RING_LL" + NCCL_ARGS, "ncclDevKernel_AllGather_RING_LL", "allgather", NCCL),
+    ("ncclDevKernel_AllGatherV_RING_LL" + NCCL_ARGS, "ncclDevKernel_AllGatherV_RING_LL", "allgather", NCCL),
+    ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL" + NCCL_ARGS, "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL",
+     "reduce_scatter", NCCL),
+    ("ncclDevKernel_AllReduce_Sum_f32_TREE_LL" + NCCL_ARGS, "ncclDevKernel_AllReduce_Sum_f32_TREE_LL", "allreduce",
+     NCCL),
+    ("ncclDevKernel_Broadcast_RING_LL" + NCCL_ARGS, "ncclDevKernel_Broadcast_RING_LL", COMMUNICATION, NCCL),
+    ("ncclDevKernel_Reduce_Sum_f32_RING_LL" + NCCL_ARGS, "ncclDevKernel_Reduce_Sum_f32_RING_LL", COMMUNICATION, NCCL),
+    ("ncclDevKernel_Generic" + NCCL_ARGS, "ncclDevKernel_Generic", COMMUNICATION, NCCL_GENERIC),
+    # NCCL up to 2.18 (public Kineto traces) and 2.7
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", None, "allreduce", HTA_NCCL),
+    ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None, COMMUNICATION,
+     HTA_NCCL),
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None, "p2p", HTA_QUEUE),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", None, "allreduce", HTA_DIFF),
+    ("ncclKernel_ReduceScatter_RING_LL_Sum_half(ncclDevComm *, unsigned long, ncclWork *)",
+     "ncclKernel_ReduceScatter_RING_LL_Sum_half", "reduce_scatter", NCCL_218),
+    ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm *, unsigned long, ncclWork *)",
+     "ncclKernel_AllGather_RING_LL_Sum_int8_t", "allgather", NCCL_218),
+    ("ncclAllReduceRingLLKernel_sum_f32(ncclColl)", "ncclAllReduceRingLLKernel_sum_f32", "allreduce", NCCL_27),
+    ("ncclReduceScatterRingLLKernel_sum_f16(ncclColl)", "ncclReduceScatterRingLLKernel_sum_f16", "reduce_scatter",
+     NCCL_27),
+    ("ncclSendRecvKernel_copy_i8(ncclColl)", "ncclSendRecvKernel_copy_i8", "p2p", NCCL_27),
+    # NCCL symmetric-memory kernels
+    ("ncclSymDevKernel_AllReduce_AGxLL_R_sum_bf16(ncclSymDevArgs)", "ncclSymDevKernel_AllReduce_AGxLL_R_sum_bf16",
+     "allreduce", NCCL_SYM),
+    ("ncclSymDevKernel_AllGather_LLMC(ncclSymDevArgs)", "ncclSymDevKernel_AllGather_LLMC", "allgather", NCCL_SYM),
+    ("ncclSymkDevKernel_AllReduce_RSxLD_AGxST_sum_bf16(ncclSymkDevWorkArgs4K)",
+     "ncclSymkDevKernel_AllReduce_RSxLD_AGxST_sum_bf16", "allreduce", NCCL_SYMK),
+    ("ncclSymkDevKernel_ReduceScatter_LDMC_sum_f32(ncclSymkDevWorkArgs4K)",
+     "ncclSymkDevKernel_ReduceScatter_LDMC_sum_f32", "reduce_scatter", NCCL_SYMK),
+    ("ncclSymkDevKernel_AllGather_ST(ncclSymkDevWorkArgs4K)", "ncclSymkDevKernel_AllGather_ST", "allgather",
+     NCCL_SYMK),
+    # SGLang's custom all-reduce: sgl-kernel (vLLM's one- and two-stage, TRT-LLM's one- and two-shot)
+    ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, (int)8>(vllm::RankData *, vllm::RankSignals, "
+     "vllm::Signal *, T1 *, int, int)", "cross_device_reduce_1stage", "allreduce", SGL_CAR),
+    ("void vllm::cross_device_reduce_2stage<__nv_bfloat16, (int)4>(vllm::RankData *, vllm::RankSignals, "
+     "vllm::Signal *, T1 *, int, int)", "cross_device_reduce_2stage", "allreduce", SGL_CAR),
+    ("void sglang::cross_device_reduce_2stage<half, (int)8>(sglang::RankData *, sglang::RankSignals, "
+     "sglang::Signal *, T1 *, int, int)", "cross_device_reduce_2stage", "allreduce",
+     "the symbols of the sglang-kernel 0.4.10 wheel (shared/notes/sglang.md, section 4)"),
+    ("void trt_llm::oneShotAllReduceKernel<__nv_bfloat16, (int)8, (bool)1>(trt_llm::AllReduceParams)",
+     "oneShotAllReduceKernel", "allreduce", SGL_TRT),
+    ("void trt_llm::twoShotAllReduceKernel<half, (int)4, (bool)1>(trt_llm::AllReduceParams)",
+     "twoShotAllReduceKernel", "allreduce", SGL_TRT),
+    # SGLang's JIT all-reduce, each version's names
+    ("void <unnamed>::all_reduce_one_shot_kernel<__nv_bfloat16, (unsigned int)8, (bool)1>(const "
+     "host::distributed::AllReduceData *, <unnamed>::AllReduceParams, device::distributed::PullController)",
+     "all_reduce_one_shot_kernel", "allreduce", SGL_JIT_PULL),
+    ("void <unnamed>::all_reduce_two_shot_kernel<__nv_bfloat16, (unsigned int)8, (bool)1>(const "
+     "host::distributed::AllReduceData *, <unnamed>::AllReduceParams, device::distributed::PullController)",
+     "all_reduce_two_shot_kernel", "allreduce", SGL_JIT_PULL),
+    ("void <unnamed>::all_reduce_one_shot_push_kernel<__nv_bfloat16, (unsigned int)8, (bool)1>"
+     "(<unnamed>::AllReducePushData, device::distributed::PushController)",
+     "all_reduce_one_shot_push_kernel", "allreduce", SGL_JIT_PUSH),
+    ("void <unnamed>::all_reduce_kernel<<unnamed>::AllReducePullImpl<__nv_bfloat16, (unsigned int)8, "
+     "(<unnamed>::PullMode)0, (bool)1>, (int)2>(<unnamed>::AllReduceParams)", "all_reduce_kernel", "allreduce",
+     SGL_JIT_V2),
+    ("void sglang::all_reduce_1shot_push_kernel<sglang::LoadStoreImpl<device::AlignedVector<__nv_bfloat162, "
+     "(unsigned long)4>, (unsigned int)8, (bool)0>, __nv_bfloat16, (unsigned int)8, (bool)1>"
+     "(sglang::AllReducePushParams<(unsigned int)8>)", "all_reduce_1shot_push_kernel", "allreduce", SGL_JIT_V3),
+    ("void sglang::all_reduce_2shot_pull_kernel<sglang::MultiCastImpl<device::AlignedVector<__nv_bfloat162, "
+     "(unsigned long)4>, (unsigned int)8, (bool)0>, __nv_bfloat16, (unsigned int)8, (bool)1>"
+     "(sglang::AllReducePullParams<(unsigned int)8>)", "all_reduce_2shot_pull_kernel", "allreduce", SGL_JIT_V3),
+    ("void sglang::all_reduce_2shot_push_kernel<__nv_bfloat16, (unsigned int)4, (bool)1, (bool)0>"
+     "(sglang::AllReduce2ShotPushParams<(unsigned int)4>)", "all_reduce_2shot_push_kernel", "allreduce", SGL_JIT_V3),
+    ("void sglang::moe_finalize_all_reduce_kernel<(unsigned int)8, (unsigned int)7168, (unsigned int)8, "
+     "(unsigned int)4, (bool)1, (bool)1, (bool)1, float, (bool)0, (bool)0, (bool)0, (bool)0>"
+     "(sglang::MoeFinalizeAllReduceParams<T1, T8>)", "moe_finalize_all_reduce_kernel", "allreduce", SGL_MOE_AR),
+    ("void sglang::beam_ar::kernel<(unsigned int)8, (unsigned int)4096, (unsigned int)2, (unsigned int)8, (bool)1>"
+     "(sglang::beam_ar::Params<T1>)", None, "allreduce", SGL_WHEEL + "beam_all_reduce.cuh"),
+    ("sglang::ipc_a2a::spin_wait_kernel(volatile int *, const int *, int *, int *, unsigned long long)",
+     None, "all_to_all", SGL_WHEEL + "ipc_a2a.cuh"),
+    # SGLang's nvlink collectives: the primitive is a template argument (RS = 1, AG = 2, AR = 3)
+    ("void sglang::nvlink_push_kernel<__nv_bfloat16, (sglang::Primitive)3, (unsigned int)8, (bool)1>"
+     "(sglang::NVLinkCommPushParams<T3>)", None, "allreduce", SGL_NVLINK),
+    ("void sglang::nvlink_push_kernel<__nv_bfloat16, (bool)1, (sglang::Primitive)1, (unsigned int)8, (bool)1>"
+     "(sglang::NVLinkCommPushParams<T4>)", None, "reduce_scatter", SGL_NVLINK),
+    ("void sglang::nvlink_pull_kernel<__nv_bfloat16, (sglang::Primitive)2, (bool)1>(sglang::NVLinkCommPullParams)",
+     None, "allgather", SGL_NVLINK),
+    ("void sglang::nvlink_barrier_kernel<(bool)1>(device::distributed::Semaphore *, "
+     "device::distributed::Semaphore *, unsigned int)", None, COMMUNICATION, SGL_NVLINK),
+    # SGLang's Triton all-gather over torch symmetric memory (a Triton kernel's name is the function's)
+    ("_all_gather_kernel_inner", None, "allgather", SGL_TRITON_AG),
+    # sgl-kernel's mscclpp all-reduce, and mscclpp's own kernels
+    ("void sglang::allreduce_1shotLL_1node<__nv_bfloat16>(mscclpp::MemoryChannelDeviceHandle *, T1 *, T1 *, "
+     "void *, int, int, unsigned long)", "allreduce_1shotLL_1node", "allreduce", SGL_MSCCLPP),
+    ("void sglang::allreduce_1shotLL_2node<half>(mscclpp::MemoryChannelDeviceHandle *, "
+     "mscclpp::PortChannelDeviceHandle *, T1 *, T1 *, T1 *, T1 *, int, int, int, unsigned long)",
+     "allreduce_1shotLL_2node", "allreduce", SGL_MSCCLPP),
+    ("void mscclpp::collective::allreducePacket<(mscclpp::ReduceOp)0, __nv_bfloat16, __nv_bfloat16>(T2 *, T2 *, "
+     "T2 *, mscclpp::DeviceHandle<mscclpp::MemoryChannel> *, unsigned long, unsigned long, int, int, int, "
+     "unsigned long, unsigned int, unsigned int *, unsigned int, unsigned int)", "allreducePacket", "allreduce",
+     MSCCLPP),
+    ("void mscclpp::executionKernel<__nv_bfloat16, mscclpp::LL16Packet, (bool)0>(int, T1 *, T1 *, T1 *, "
+     "unsigned long, mscclpp::DeviceExecutionPlan *, unsigned int, unsigned long, unsigned int)", None,
+     COMMUNICATION, MSCCLPP),
+    # FlashInfer's TensorRT-LLM all-reduce and all-reduce fusion (lamport)
+    ("void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_oneshot_lamport<"
+     "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionPattern)1, __nv_bfloat16, (int)8, (bool)1, (bool)1>"
+     "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams<T2>)",
+     "allreduce_fusion_kernel_oneshot_lamport", "allreduce", FI + "trtllm_allreduce_fusion.cuh"),
+    ("void flashinfer::trtllm_allreduce_fusion::allreduce_fusion_kernel_twoshot_sync<"
+     "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionPattern)0, half, (int)4, (bool)0>"
+     "(flashinfer::trtllm_allreduce_fusion::AllReduceFusionParams<T2>, std::array<int, (unsigned long)4>)",
+     "allreduce_fusion_kernel_twoshot_sync", "allreduce", FI + "trtllm_allreduce_fusion.cuh"),
+    ("void flashinfer::trtllm_moe_allreduce_fusion::moereduce_allreduce_fusion_kernel_oneshot_lamport<"
+     "__nv_bfloat16, (int)8, (bool)1, (bool)1, (bool)1, (bool)0>"
+     "(flashinfer::trtllm_moe_allreduce_fusion::MoeReductionAllReduceFusionParams<T1>)",
+     "moereduce_allreduce_fusion_kernel_oneshot_lamport", "allreduce", FI + "trtllm_moe_allreduce_fusion.cuh"),
+    ("void flashinfer::trtllm_allreduce::oneShotAllReduceKernel<__nv_bfloat16, (int)8, (bool)1, (bool)0>"
+     "(flashinfer::trtllm_allreduce::AllReduceParams<T1>)", "oneShotAllReduceKernel", "allreduce",
+     FI + "trtllm_allreduce.cuh"),
+    ("void flashinfer::trtllm_allreduce::reduce_fusion::lamport_style_one_shot_all_reduce_norm_kernel<"
+     "__nv_bfloat16, (int)8, (bool)0, (bool)1>(flashinfer::trtllm_allreduce::AllReduceParams<T1>)",
+     "lamport_style_one_shot_all_reduce_norm_kernel", "allreduce", FI + "trtllm_allreduce.cuh"),
+    ("void flashinfer::trtllm_mnnvl_allreduce::oneshotAllreduceFusionKernel<(unsigned char)4, __nv_bfloat16, "
+     "(bool)1, (flashinfer::trtllm_mnnvl_allreduce::QuantType)0, float4>"
+     "(flashinfer::trtllm_mnnvl_allreduce::AllReduceKernelParams<T2>)", "oneshotAllreduceFusionKernel",
+     "allreduce", FI + "trtllm_mnnvl_allreduce.cuh"),
+    ("void flashinfer::trtllm_mnnvl_allreduce::twoshotAllreduceKernel<(unsigned char)4, __nv_bfloat16, (bool)1, "
+     "float4>(flashinfer::trtllm_mnnvl_allreduce::AllReduceKernelParams<T2>)", "twoshotAllreduceKernel",
+     "allreduce", FI + "trtllm_mnnvl_allreduce.cuh"),
+    ("void vllm::cross_device_reduce_1stage<float, (int)2>(vllm::RankData *, vllm::RankSignals, vllm::Signal *, "
+     "T1 *, int, int)", None, "allreduce", FI + "vllm_custom_all_reduce.cuh"),
+    ("void flashinfer::comm::pcie_ipc::push_oneshot_param_kernel<__nv_bfloat16, (int)2, (bool)1, (bool)1>"
+     "(flashinfer::comm::pcie_ipc::PushOneshotParamData<T1>)", None, "allreduce", FI + "pcie_ipc_all_reduce.cuh"),
+    ("void flashinfer::mixed_comm::allgather_kernel<(int)4, (int)8, (int)1, (bool)0, (bool)1, "
+     "(flashinfer::mixed_comm::MixedCommMode)0, __nv_bfloat16>(...)", "allgather_kernel", "allgather",
+     FI + "mixed_comm.cuh"),
+    ("void flashinfer::mixed_comm::reducescatter_kernel<(int)4, (int)8, (int)1, (bool)0, (bool)1, "
+     "(flashinfer::mixed_comm::MixedCommMode)0, __nv_bfloat16>(...)", "reducescatter_kernel", "reduce_scatter",
+     FI + "mixed_comm.cuh"),
+    # TensorRT-LLM's own all-reduce fusion, and its MoE all-to-all (vendored by FlashInfer)
+    ("void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport<"
+     "(tensorrt_llm::kernels::ar_fusion::AllReduceFusionPattern)1, __nv_bfloat16, (int)8, (bool)1, (bool)1>"
+     "(tensorrt_llm::kernels::ar_fusion::AllReduceFusionParams)", "allreduce_fusion_kernel_oneshot_lamport",
+     "allreduce", TRTLLM),
+    ("void tensorrt_llm::kernels::moe_alltoall::moeA2ADispatchKernel<(int)8, (bool)0, (bool)0, (bool)0>(const int *, "
+     "tensorrt_llm::kernels::moe_alltoall::DispatchKernelPointers, int, int, int, int, int, int, int)",
+     "moeA2ADispatchKernel", "all_to_all", FI_A2A),
+    ("void tensorrt_llm::kernels::moe_alltoall::moeA2ACombineKernel<__nv_bfloat16, (int)8>"
+     "(tensorrt_llm::kernels::moe_alltoall::CombineKernelPointers, int, int, int, int, int, int)",
+     "moeA2ACombineKernel", "all_to_all", FI_A2A),
+    ("flashinfer::trtllm_alltoall::moeAllToAllKernel(flashinfer::trtllm_alltoall::MoeEpWorldInfo, "
+     "flashinfer::trtllm_alltoall::MoeCommWorkspace, flashinfer::trtllm_alltoall::SendRecvDataInfo, "
+     "flashinfer::trtllm_alltoall::SendRecvDispls, flashinfer::trtllm_alltoall::SendRecvDispls)",
+     "moeAllToAllKernel", "all_to_all", FI + "trtllm_alltoall.cuh"),
+    # torch symmetric memory (one-shot, two-shot, multimem); reduce_scatter_out runs the two-shot kernel
+    ("void <unnamed>::multimem_all_reduce_kernel<c10::BFloat16, (int)16>(T1 *, unsigned long, unsigned int **, "
+     "unsigned long, unsigned long)", "multimem_all_reduce_kernel", "allreduce", TORCH),
+    ("void <unnamed>::multimem_one_shot_all_reduce_kernel<float, (int)16>(T1 *, T1 *, unsigned long, "
+     "unsigned int **, unsigned long, unsigned long)", "multimem_one_shot_all_reduce_kernel", "allreduce", TORCH),
+    ("void <unnamed>::multimem_all_gather_kernel<(int)16>(char *, char *, unsigned long, unsigned int **, "
+     "unsigned long, unsigned long)", "multimem_all_gather_kernel", "allgather", TORCH),
+    ("void <unnamed>::one_shot_all_reduce_kernel<c10::BFloat16, (int)16, (int)8>(T1 **, T1 *, T1 *, unsigned long, "
+     "unsigned long, unsigned int **, unsigned long, unsigned long)", "one_shot_all_reduce_kernel", "allreduce",
+     TORCH),
+    ("void <unnamed>::two_shot_all_reduce_kernel<c10::BFloat16, (int)16, (int)8, (bool)0, (bool)0>(T1 **, T1 *, "
+     "unsigned long, unsigned long, unsigned int **, unsigned long, unsigned long, unsigned long)",
+     "two_shot_all_reduce_kernel", "allreduce", TORCH),
+    ("void <unnamed>::two_shot_all_reduce_kernel<c10::BFloat16, (int)16, (int)8, (bool)1, (bool)1>(T1 **, T1 *, "
+     "unsigned long, unsigned long, unsigned int **, unsigned long, unsigned long, unsigned long)",
+     None, "reduce_scatter", TORCH),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<float, 16, 4, true, false>(float**, float*, "
+     "unsigned long, unsigned long, unsigned int**, unsigned long, unsigned long, unsigned long)",
+     None, "reduce_scatter", TORCH + " (as c++filt, which Kineto uses, writes it)"),
+    ("void <unnamed>::two_shot_all_reduce_kernel_inplace<c10::BFloat16, (int)16, (int)8>(T1 **, unsigned long, "
+     "unsigned long, unsigned int **, unsigned long, unsigned long)", "two_shot_all_reduce_kernel_inplace",
+     "allreduce", TORCH),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8, false, false>()", None,
+     "allreduce", TORCH_WHEEL),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8, true, false>()", None,
+     "reduce_scatter", TORCH_WHEEL),
+    ("void (anonymous namespace)::two_shot_all_reduce_kernel<c10::BFloat16, 16, 8, true, true>()", None,
+     "reduce_scatter", TORCH_WHEEL),
+    ("void (anonymous namespace)::multimem_all_gather_kernel<16>()", None, "allgather", TORCH_WHEEL),
+    ("void (anonymous namespace)::one_shot_all_reduce_kernel<c10::BFloat16, 16, 8>()", None, "allreduce",
+     TORCH_WHEEL),
+    # a reduce to one root rank: a collective of no kind of its own
+    ("void (anonymous namespace)::multimem_one_shot_reduce_kernel<c10::BFloat16, 16>()",
+     "multimem_one_shot_reduce_kernel", COMMUNICATION, TORCH_WHEEL),
+    # DeepEP: intranode (NVLink), internode (RDMA), low-latency; EPv2 moved them under deep_ep::legacy
+    ("void deep_ep::intranode::dispatch<(int)8, (int)768, (int)8192>(int4 *, float *, int *, long *, float *, "
+     "int *, int *, const int4 *, const float *, const long *, const float *, const bool *, const int *, int, int, "
+     "int, int, int, int, int, int, void **, int, int, int)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::intranode::combine<__nv_bfloat16, (int)8, (int)768, (int)4096>(T1 *, float *, const T1 *, "
+     "const float *, const T1 *, const T1 *, const int *, const int *, const int *, int, int, int, void **, int, "
+     "int, int)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::intranode::notify_dispatch<(int)8>(const int *, int *, int, const int *, int *, int, int, "
+     "const bool *, int *, int *, int, int, void **, int **, int)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::intranode::cached_notify_combine<(int)8>(void **, int *, int, int, int, int **, int)", None,
+     "all_to_all", DEEPEP),
+    ("void deep_ep::internode::dispatch<(bool)0, (int)2, (bool)0, (int)24, (int)16, (int)6, (int)512>(int4 *, "
+     "float *, long *, float *, deep_ep::internode::SourceMeta *, const int4 *, const float *, const long *, "
+     "const float *, int *, int *, int *, int *, const bool *, int, int, int, int, int, int, void *, int, int, "
+     "void **, int, int, int)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::internode::cached_notify(int, int, int, int, int *, int, int, int, const int *, int *, int, "
+     "void *, int *, void **, int **, int, int, bool)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::internode_ll::dispatch<(bool)1, (bool)0, (int)7168>(void *, void *, int *, long *, int *, "
+     "int *, long *, void *, int *, void *, const void *, const long *, int *, int *, int *, int, int, int, int, "
+     "int, int, int, int, bool, bool)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::internode_ll::combine<(bool)0, (int)7168, (int)8>(void *, void *, int *, void *, const void *, "
+     "const long *, const float *, const int *, const long *, int *, int *, int, int, int, int, int, int, int, "
+     "int, int, int, bool, void *, bool)", None, "all_to_all", DEEPEP),
+    ("void deep_ep::internode_ll::clean_low_latency_buffer<(int)256>(int *, int, int *, int)", None, "all_to_all",
+     DEEPEP),
+    ("void deep_ep::legacy::intranode::dispatch<(int)8, (int)768, (int)8192>(int4 *, float *, int *, long *, "
+     "float *, int *, int *, const int4 *, const float *, const long *, const float *, const bool *, const int *, "
+     "int, int, int, int, int, int, int, int, void **, int, int, int)", None, "all_to_all", DEEPEP_V2),
+    ("void deep_ep::elastic::dispatch_impl<(bool)1, (int)24, (int)4, (int)16, (int)1, (int)8, (int)256, (int)8, "
+     "(int)1, (int)1, (long)100000000000>(void *, deep_ep::elastic::sf_pack_t *, long *, float *, long *, int *, "
+     "int *, int *, int *, int *, int)", None, "all_to_all", DEEPEP_V2),
+    ("void deep_ep::elastic::hybrid_combine_impl<(bool)0, (int)24>(void *)", None, "all_to_all", DEEPEP_V2),
+    ("void deep_ep::elastic::pp_send_impl<(int)8>(void *)", None, "p2p", DEEPEP_V2),
+    ("void deep_ep::elastic::barrier_impl<(bool)1, (int)24, (int)256, (int)1, (int)8, (long)100000000000, "
+     "(bool)0>(ncclDevComm, ncclWindow *, void *, int, int)", None, COMMUNICATION, DEEPEP_V2),
+    # Mooncake EP
+    ("void mooncake::dispatch<(bool)1, (int)3, (int)10, (int)7168>(void *, float *, int *, long *, int *, int *, "
+     "void *, int *, int *, void *, void *, void *, void *, void *, void *, void *)", None, "all_to_all", MOONCAKE),
+    ("void mooncake::combine<(int)3, (int)10, (int)7168, (int)8>(void *, int *, void *)", None, "all_to_all",
+     MOONCAKE),
+    ("mooncake::mark_and_wait_phase_ack_kernel(void *, const int *, void *const *, int *, int, int, int, long)",
+     None, "all_to_all", MOONCAKE_NEW),
+    ("void mooncake::elastic::hybrid_dispatch_impl<(bool)1, (int)24>(void *)", None, "all_to_all", MOONCAKE_NEW),
+]
+
+# Kernels of these families that are not collectives, or whose name says nothing, and must not be taken
+# for communication: (name, category, source); category None: any category but communication's (the
+# compute rules decide).
+NOT_COMMUNICATION = [
+    # a norm in the namespace trtllm_allreduce, whose parameter is an AllReduceParams
+    ("void flashinfer::trtllm_allreduce::reduce_fusion::rms_norm_kernel<__nv_bfloat16, (bool)0, (bool)1, (bool)1, "
+     "(bool)0>(flashinfer::trtllm_allreduce::AllReduceParams<T1>)", None, FI + "trtllm_allreduce.cuh"),
+    ("void flashinfer::trtllm_mnnvl_allreduce::rmsNormLamport<__nv_bfloat16, "
+     "(flashinfer::trtllm_mnnvl_allreduce::QuantType)0, (bool)0, (int)1, float4>"
+     "(flashinfer::trtllm_mnnvl_allreduce::AllReduceKernelParams<T1>)", None, FI + "trtllm_mnnvl_allreduce.cuh"),
+    ("void flashinfer::trtllm_allreduce::lamport_initialize_kernel<__nv_bfloat16>(T1 *, unsigned long)", None,
+     FI + "trtllm_allreduce.cuh"),
+    # SGLang's custom all-reduce copies with this kernel too, but so could anything: ambiguous
+    ("void <unnamed>::memcpy_kernel<(unsigned int)16>(void *, const void *, unsigned int)", "other", SGL_JIT_V2),
+    # DeepEP's dispatch layout counts tokens on the local GPU
+    ("void deep_ep::layout::get_dispatch_layout<(int)256, (int)32, (int)8>(const long *, int *, int *, int *, "
+     "bool *, int, int, int, int)", "moe", DEEPEP),
+    # a short name alone cannot tell DeepEP's or Mooncake's dispatch from any other
+    ("dispatch", "other", DEEPEP),
+    ("combine", "other", DEEPEP),
+    # MoE kernels whose names mention a collective only in an argument type
+    ("void tensorrt_llm::kernels::moe_alltoall::moeA2ASanitizeExpertIdsKernel(int *, const int *, int, int, int)",
+     "moe", FI_A2A),
+]
+
+
+def category_of(*names: str) -> list[str]:
+    ops = pl.DataFrame({"name": list(names), "kind": ["kernel"] * len(names)}).with_columns(
+        pl.col("name").cast(pl.Categorical), pl.col("kind").cast(pl.Categorical))
+    return categorize(ops, RULES)["category"].cast(pl.Utf8).to_list()
+
+
+@pytest.mark.parametrize("name,short,category,source", CASES, ids=[c[0][:60] for c in CASES])
+def test_every_family_on_its_real_kernel_names(name, short, category, source):
+    assert category_of(name) == [category], source
+    if short is not None:
+        assert category_of(short) == [category], source
+
+
+@pytest.mark.parametrize("name,category,source", NOT_COMMUNICATION, ids=[c[0][:60] for c in NOT_COMMUNICATION])
+def test_kernels_that_are_not_collectives_stay_out(name, category, source):
+    got = category_of(name)[0]
+    assert got not in kinds_of(COMMUNICATION) and (category is None or got == category), source
+
+
+def test_the_kinds_are_children_of_communication():
+    assert categories.default_parents() == {k: COMMUNICATION for k in KINDS}
+    assert set(kinds_of(COMMUNICATION)) == KINDS | {COMMUNICATION} and kinds_of(COMMUNICATION)[0] == COMMUNICATION
+    assert {c for _, _, c, _ in CASES} == KINDS | {COMMUNICATION}  # every kind is tested on real names
+
+
+def test_on_every_real_capture_only_nccl_kernels_are_communication():
+    # The shared third-party traces and this project's captures (the reference engine's and SGLang's): thousands
+    # of compute kernels (cuBLAS, CUTLASS, cuDNN, ATen, Triton...), none of which may be taken for a collective;
+    # their collectives are NCCL's.
+    from analyzer.readers.kineto import read_kineto
+
+    kinds = set(kinds_of(COMMUNICATION))
+    paths = [FIXTURES / d / "run.sqlite" for d in ("reference-k4", "reference-k4-tp2", "reference-k4-graph",
+                                                   "sglang-k4", "sglang-k2", "sglang-k4-nooverlap", "sglang-plain")]
+    traces = [load_trace(str(p)) for p in paths]
+    if SHARED:
+        traces += [load_trace(str(p)) for p in sorted((SHARED / "nsys_sqlite").glob("*.sqlite"))]
+        traces += [read_kineto(str(p)) for p in sorted((SHARED / "torch_kineto").glob("*.json.gz"))]
+    names = pl.concat([t.ops.filter(pl.col("kind") == "kernel").select(pl.col("name").cast(pl.Utf8))
+                       for t in traces]).unique()["name"].to_list()
+    assert len(names) > 100
+    got = dict(zip(names, category_of(*names)))
+    comm = {n for n, c in got.items() if c in kinds}
+    assert comm == {n for n in names if n.startswith("nccl")} and comm
+
+
+def test_function_names():
+    f = pl.DataFrame({"n": [
+        "void deep_ep::intranode::dispatch<(int)8, (int)768>(int4 *, float *)",
+        "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<(unsigned long)4096>)",
+        "void <unnamed>::all_reduce_kernel<<unnamed>::AllReducePullImpl<float>, (int)1>(<unnamed>::AllReduceParams)",
+        "void (anonymous namespace)::two_shot_all_reduce_kernel<float, 16>(float**)",
+        "triton_poi_fused_add_0", "", None,
+    ]}).select(function_name(pl.col("n").fill_null("")))["n"].to_list()
+    assert f == ["deep_ep::intranode::dispatch", "ncclDevKernel_SendRecv", "<unnamed>::all_reduce_kernel",
+                 "(anonymous namespace)::two_shot_all_reduce_kernel", "triton_poi_fused_add_0", "", ""]
+
+
+def test_names_are_data_whatever_they_hold():
+    # Synthetic (kernel names are untrusted input): unbalanced brackets, regex syntax, control characters
+    # and a very long name are matched as text and get a category like any other.
+    odd = ["void <<<((( all_reduce", ")(*&^%$#@!", "all_reduce\x00\n\t<", "(.*)+$" * 50, "x" * 100_000,
+           "void (anonymous namespace)::ncclDevKernel_AllReduce<"]
+    assert category_of(*odd) == ["other", "other", "allreduce", "other", "other", "allreduce"]
+
+
+def test_a_rules_file_with_parents(tmp_path):
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[[rule]]\ncategory = "expert_all_to_all"\nparent = "communication"\nmatch = "function"\n'
+                    "pattern = '^my_ep::'\n")
+    rules = categories.load_rules(str(mine))
+    assert categories.parents(rules)["expert_all_to_all"] == COMMUNICATION
+    assert "expert_all_to_all" in kinds_of(COMMUNICATION, categories.parents(rules))
+    ops = pl.DataFrame({"name": ["void my_ep::go<(int)1>(int)"], "kind": ["kernel"]}).cast(pl.Categorical)
+    assert categorize(ops, rules)["category"].cast(pl.Utf8).to_list() == ["expert_all_to_all"]
+    for body, says in [
+        ('category = "allreduce"\nparent = "network"\npattern = "x"', "two parents"),
+        ('category = "allreduce"\nmatch = "symbol"\npattern = "x"', "`match` must be"),
+        ('category = "allreduce"\nparent = "allreduce"\npattern = "x"', "another category"),
+        ('category = "sub"\nparent = "allreduce"\npattern = "x"', "one level"),
+    ]:
+        bad = tmp_path / "bad.toml"
+        bad.write_text("[[rule]]\n" + body + "\n")
+        with pytest.raises(SpecprofError, match=says):
+            categories.load_rules(str(bad))
+
+
+def test_the_graph_level_capture_says_what_its_graphs_are():
+    # fixtures/reference-k4-graph was captured with --cuda-graph-trace=graph: each graph launch is one op.
+    a = attribute(load_trace(str(FIXTURES / "reference-k4-graph")))
+    graphs = a.ops.filter(pl.col("kind") == "graph")
+    assert graphs.height == 60 and set(graphs["category"].cast(pl.Utf8)) == {"cuda_graph"}
+    verify = a.categories.filter(pl.col("phase") == "verify")
+    share = verify.filter(pl.col("category") == "cuda_graph")["ns"].sum() / verify["ns"].sum()
+    assert round(100 * share, 1) == 93.1 and "other" not in set(verify["category"])
+    note = next(n for n in a.notes if "CUDA-graph launches" in n)
+    assert "60 ops" in note and "--cuda-graph-trace=node" in note and "cuda_graph" in note
+    # the node-level captures have no graph ops, and no such note
+    assert not any("CUDA-graph launches" in n for n in attribute(load_trace(str(FIXTURES / "reference-k4"))).notes)
+
+
+def test_the_tensor_parallel_capture_shows_allreduce_per_phase_and_rank():
+    out = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k4-tp2"), "--no-cache", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["schema"] == "specprof.analysis/2"
+    assert doc["category_parents"] == {k: COMMUNICATION for k in sorted(KINDS)}
+    phases = {p["name"]: p["categories"] for p in doc["phases"]}
+    assert {ph: c["allreduce"] for ph, c in phases.items() if "allreduce" in c} == {
+        "draft": 395.822511, "verify": 96.778083, "prefill": 39.94339, "draft_extend": 4.361821}
+    assert not any(COMMUNICATION in c for c in phases.values())  # every collective here has its kind
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    per_phase = {r: {p["name"]: p["categories"]["allreduce"] for p in ranks[r]["phases"]
+                     if "allreduce" in p["categories"]} for r in ranks}
+    assert per_phase == {0: {"draft": 389.543661, "verify": 81.05612, "prefill": 39.401693, "draft_extend": 2.06534},
+                         1: {"draft": 6.27885, "verify": 15.721963, "prefill": 0.541697, "draft_extend": 2.296481}}
+    for r, (ms, wait, transfer) in {0: (512.066814, 489.037742, 23.029072), 1: (24.838991, 1.9008, 22.938191)}.items():
+        comm = ranks[r]["communication"]
+        assert comm["by_kind"] == {"allreduce": {"ms": ms, "wait_ms": wait, "transfer_ms": transfer,
+                                                 "unmatched_ms": 0.0}}
+        assert (comm["ms"], comm["wait_ms"], comm["transfer_ms"]) == (ms, wait, transfer)
+    assert [c["kind"] for c in doc["rank_skew"]["collectives"]] == ["allreduce"]
+    text = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k4-tp2"), "--no-cache"]).output
+    assert "Communication per rank and kind" in text
+    assert "allreduce 34.9%" in text  # the draft's top busy category
+
+
+def _shipped_nccl() -> str | None:
+    """libnccl.so.2 of the nvidia-nccl wheel that torch depends on, where this environment has it."""
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        lib = pathlib.Path(root) / "nccl" / "lib" / "libnccl.so.2"
+        if lib.is_file():
+            return str(lib)
+    return None
+
+
+def test_every_kernel_of_the_shipped_nccl():
+    # The kernels the NCCL library of this environment holds (the nvidia-nccl wheel torch installs: 2.30 here),
+    # read from their mangled symbols `_Z<length><name>`: each is the kind its <Coll> field names
+    # (src/device/generate.py and src/device/symmetric/generate.py), with and without the parameter list.
+    import re
+
+    lib = _shipped_nccl()
+    if lib is None:
+        pytest.skip("no nvidia-nccl wheel in this environment")
+    with open(lib, "rb") as fh:
+        data = fh.read()
+    names = set()
+    for m in re.finditer(rb"_Z(\d+)(nccl(?:Symk|Sym)?DevKernel_)", data):
+        n = int(m.group(1))
+        names.add(data[m.start(2):m.start(2) + n].decode())
+    colls = {n.split("_")[1] for n in names}
+    assert {"AllReduce", "AllGather", "AllGatherV", "ReduceScatter", "SendRecv", "Broadcast", "Reduce",
+            "Generic"} <= colls and any(n.startswith("ncclSymkDevKernel_") for n in names)
+    kind = {"AllReduce": "allreduce", "ReduceScatter": "reduce_scatter", "AllGather": "allgather",
+            "AllGatherV": "allgather", "SendRecv": "p2p", "Broadcast": COMMUNICATION, "Reduce": COMMUNICATION,
+            "Generic": COMMUNICATION}
+    names = sorted(names)
+    expected = [kind[n.split("_")[1]] for n in names]
+    assert category_of(*names) == expected
+    assert category_of(*(n + NCCL_ARGS for n in names)) == expected
+
+
+def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
+    import dataclasses
+
+    from analyzer.render import html
+
+    a = Analysis.of(attribute(load_trace(str(FIXTURES / "reference-k4-tp2"))))
+    cats = [(c["name"], c["color"], c["idle"]) for c in html.view_model(a)["categories"]]
+    names = [n for n, _, _ in cats]
+    assert ("allreduce", "#D62728", False) in cats
+    busy = [n for n, _, idle in cats if not idle]
+    assert busy[-1] == "allreduce" and names.index("allreduce") < names.index("cpu_wait")
+    # Synthetic (no capture holds several kinds): the kinds are drawn side by side, each in its own red, a
+    # kind of the user's own rules in a further red.
+    extra = pl.DataFrame({"phase": ["verify"] * 3, "category": ["all_to_all", "allgather", "my_a2a"],
+                          "ns": [5_000_000, 50_000_000, 1_000_000]})
+    b = dataclasses.replace(a, categories=pl.concat([a.categories, extra.cast(a.categories.schema)]),
+                            category_parents={**a.category_parents, "my_a2a": COMMUNICATION})
+    cats = [(c["name"], c["color"]) for c in html.view_model(b)["categories"] if not c["idle"]]
+    kinds = [n for n, _ in cats][-4:]
+    assert set(kinds) == {"allreduce", "all_to_all", "allgather", "my_a2a"}
+    colours = dict(cats)
+    assert colours["all_to_all"] == "#E6550D" and colours["allgather"] == "#FB6A4A"
+    assert colours["my_a2a"] in html.OTHER_COMMUNICATION_COLORS
