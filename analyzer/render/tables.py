@@ -1,6 +1,7 @@
 """Write the analysis tables as CSV or Parquet files, one file per table (docs/tables.md).
 
-Every table the analysis has goes out: the attribution's (phases, categories, cycles, ...), the cross-check's,
+Every table the analysis has goes out: the attribution's (phases, categories, cycles, ...), the cycle breakdown, the
+cross-check's,
 the economics' and the per-rank results' where the run has them (`crosscheck_*.csv`, `economics_*.csv`,
 `ranks_*.csv`). Times stay integer nanoseconds (latency percentiles: float ns), and every time column says so in
 its name (`attributed_ns`, `busy_ns`, `start_ns`); counts, ids, ratios and names keep theirs."""
@@ -19,7 +20,7 @@ TABLES = ("phases", "categories", "cycles", "cycle_phases", "launch", "streams",
           "kernels", "unattributed", "ranges", "ops", "segments")
 # The tables of the run's other files: (file name prefix, the Analysis attribute, its tables).
 MORE = (("crosscheck", "crosscheck", ("alignment", "pairs", "consistency", "inflation", "ground_truth", "accept")),
-        ("economics", "economics", ("estimates",)),
+        ("economics", "economics", ("estimates", "waits")),
         ("ranks", "ranks", ("ranks", "phases", "categories", "skew", "comm", "comm_phases", "collectives",
                              "stragglers")))
 
@@ -54,6 +55,12 @@ def named(table: str, df: pl.DataFrame) -> pl.DataFrame:
 def frames(a: Analysis) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, by file name (without the extension), its columns named with their units."""
     out = {name: getattr(a, name) for name in TABLES}
+    breakdown = getattr(a, "cycle_breakdown", None)
+    if breakdown is not None:  # where one decode cycle goes, on the stream its phases run on
+        out["cycle_breakdown"] = breakdown.phases.select(
+            pl.lit(breakdown.device, dtype=pl.Int64).alias("device"),
+            pl.lit(breakdown.stream, dtype=pl.Int64).alias("stream"),
+            pl.lit(breakdown.cycles, dtype=pl.Int64).alias("cycles"), pl.all())
     for prefix, attr, names in MORE:
         part = getattr(a, attr, None)
         if part is None:
