@@ -296,8 +296,7 @@ def test_waiting_cycles_beyond_the_bound_are_given_up_and_counted(fake_torch):
     emitted = []
     events = GpuEvents(emit=emitted.append, max_pending=3)
     for index in range(5):
-        frame = ["cycle", 0, 0, None, None, events.record(), events.record()]
-        events.cycle_closed(index, frame, [])
+        events.cycle_closed(index, [("cycle", events.record(), events.record())])
     assert events.dropped == 2 and emitted == []
     fake_torch.reached = fake_torch.seq
     assert events.close() == {"gpu_time_cycles": 3, "gpu_time_dropped": 2}

@@ -30,9 +30,6 @@ from typing import Any, Callable
 ENV = "SPECPROF_GPU_EVENTS"
 RECORD = "gpu_time"
 
-# Frame slots (tracer/ranges.py): [phase, start_ns, end_ns, record_function, cycle, start event, end event].
-_PHASE, _EV_START, _EV_END = 0, 5, 6
-
 
 class GpuEvents:
     def __init__(self, emit: Callable[[dict], None], max_pending: int = 64):
@@ -70,15 +67,10 @@ class GpuEvents:
             self.failed = f"{type(exc).__name__}: {exc}"
             return None
 
-    def cycle_closed(self, index: int, cycle_frame: list, phases: list) -> None:
-        """Queues a closed cycle's event pairs (the cycle's own first), then reads what has completed."""
-        pairs = [
-            (frame[_PHASE], frame[_EV_START], frame[_EV_END])
-            for frame in (cycle_frame, *phases)
-            if frame[_EV_START] is not None and frame[_EV_END] is not None
-        ]
-        for frame in (cycle_frame, *phases):
-            frame[_EV_START] = frame[_EV_END] = None
+    def cycle_closed(self, index: int, pairs: list) -> None:
+        """Queues a closed cycle's (phase, start event, end event) pairs (the cycle's own first; a pair with an
+        event missing is left out), then reads what has completed."""
+        pairs = [pair for pair in pairs if pair[1] is not None and pair[2] is not None]
         if pairs:
             self._pending.append((index, pairs))
             if len(self._pending) > self._max_pending:

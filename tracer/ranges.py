@@ -244,7 +244,11 @@ class Recorder:
         cycle.end_ns = end
         self.matcher.cycle_closed(cycle)
         if self.events is not None:
-            self.events.cycle_closed(cycle.index, frame, cycle.phases)
+            pairs = []
+            for f in (frame, *cycle.phases):
+                pairs.append((f[_PHASE], f[_EV_START], f[_EV_END]))
+                f[_EV_START] = f[_EV_END] = None  # the events are the reader's now
+            self.events.cycle_closed(cycle.index, pairs)
         if self.window is not None and cycle.decode and self.window.decode_cycle_closed(cycle.index):
             self._last_sync_ns = end
             self._clock_sync()  # a clock-sync mark inside the capture, right at its start

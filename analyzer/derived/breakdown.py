@@ -31,9 +31,7 @@ import polars as pl
 
 from analyzer.core import accounting
 from analyzer.core.attribution import Attribution
-from analyzer.model.labels import IDLE_CATEGORIES
-
-DECODE_PHASES = ("verify", "decode")
+from analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES
 
 
 @dataclass

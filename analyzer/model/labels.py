@@ -16,3 +16,7 @@ IDLE_CATEGORIES = (CPU_WAIT, LAUNCH, IDLE)
 # The built-in category of collective kernels, and the parent of their kinds (`allreduce`, `all_to_all`, ...:
 # core/categories.toml).
 COMMUNICATION = "communication"
+
+# Phases whose presence makes a cycle a decode cycle (a speculative `verify`, or a plain `decode` step: the
+# tracer's names, tracer/ranges.py).
+DECODE_PHASES = ("verify", "decode")

@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.model.labels import DECODE_PHASES
 from analyzer.readers.files import open_input
 
 SCHEMA = "specprof.sidecar/1"
-# Phases whose presence makes a cycle a decode cycle (tracer/ranges.py DECODE_PHASES).
-DECODE_PHASES = ("verify", "decode")
+
 GLOB = "specprof-sidecar.*.jsonl"
 
 FILES_SCHEMA = {
