@@ -339,14 +339,12 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
         means = wide.mean()
         run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens, "cycles": wide.height,
                          "accept_len": accept_len, "accept_source": accept_source, "batch": sr.batch,
-                         "draft_ns": int(means["draft_ns"][0]),
-                         "verify_ns": int(means["verify_ns"][0]), "rest_ns": int(means["total_ns"][0]
-                                                                                  - means["draft_ns"][0]
-                                                                                  - means["verify_ns"][0]),
+                         "rest_ns": int(means["total_ns"][0] - means["draft_ns"][0] - means["verify_ns"][0]),
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
+    # (draft_ns and verify_ns per run come from the sweep, on the basis it fits them on)
     table = pl.DataFrame(run_rows, schema={
         "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
-        "accept_len": pl.Float64, "accept_source": pl.Utf8, "batch": pl.Float64, "draft_ns": pl.Int64,
-        "verify_ns": pl.Int64, "rest_ns": pl.Int64, "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
+        "accept_len": pl.Float64, "accept_source": pl.Utf8, "batch": pl.Float64, "rest_ns": pl.Int64,
+        "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
     return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
                  max_steps, pl.concat(event_rows) if event_rows else None, extrapolate)

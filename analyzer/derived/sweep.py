@@ -201,7 +201,8 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     """The cost model from per-run and per-cycle tables.
 
     runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null), accept_len (measured or
-      given, or null), accept_source
+      given, or null), accept_source, rest_ns, cycle_ns, period_unprofiled_ns (means per run); the run means of
+      draft and verify are added here, on the basis they are fitted on
     cycles: run, draft_ns, verify_ns, total_ns (per-cycle attributed GPU time under nsys; total = the cycle),
       draft_busy_ns, verify_busy_ns (GPU-busy time of the phase per cycle)
     counts: run, steps, correct (one row per request-round with accept counts; may be empty)
@@ -243,7 +244,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
         resolvable=pl.Series([resolvable(r) for r in fits], dtype=pl.Boolean))
     means = ph.group_by("run").agg(pl.col("draft_ns").mean().round().cast(pl.Int64),
                                    pl.col("verify_ns").mean().round().cast(pl.Int64))
-    runs = runs.drop("draft_ns", "verify_ns", strict=False).join(means, on="run", how="left")
+    runs = runs.join(means, on="run", how="left")
 
     acc = acceptance(counts)
     kmax_measured = int(runs["steps"].max())
