@@ -139,3 +139,65 @@ def test_the_tree_and_moe_plans(tmp_path):
     for k in ("plain", "k2", "k4"):
         argv = json.loads((runs / f"sglang-moe-{k}" / "no-nsys-2" / "client.json").read_text())["server_argv"]
         assert argv[argv.index("--moe-runner-backend") + 1] == "triton"
+
+
+def test_the_tensor_parallel_plan(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\necho 'GPU 1: NVIDIA H200'\n")
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_runs_tp.sh")], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, OUT=str(tmp_path / "out")), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    launches = [json.loads(line)["run"] for line in (runs / "launches.jsonl").read_text().splitlines()]
+    names = ["ar-plain", "ar-k2", "ar-k4", "nccl-plain", "nccl-k2", "nccl-k4"]
+    assert launches == [f"sglang-tp2-{n}/no-nsys" for n in names] + [f"sglang-tp2-{n}" for n in names]
+    for name in names:
+        client = json.loads((runs / f"sglang-tp2-{name}" / "client.json").read_text())
+        argv = client["server_argv"]
+        assert argv[argv.index("--tp-size") + 1] == "2" and not client["no_nsys"]
+        assert ("--disable-custom-all-reduce" in argv) == name.startswith("nccl")
+        assert ("--speculative-algorithm" in argv) == (not name.endswith("plain"))
+    # four GPUs asked of a machine of two: refused before any server starts
+    refused = subprocess.run(["bash", str(SCRIPTS / "gpu_runs_tp.sh")], cwd=ROOT, capture_output=True, text=True,
+                             env=dict(env, OUT=str(tmp_path / "out4"), TP="4"), timeout=300)
+    assert refused.returncode == 1 and "TP 4 needs 4 GPUs" in refused.stdout
+
+
+def test_the_server_keeps_nvlink_multicast_off(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: x'\necho 'GPU 1: x'\n")
+    serve = tmp_path / "env_serve.sh"
+    serve.write_text('#!/bin/sh\nmkdir -p "$1" && env | grep -E "NVLS|MULTICAST" > "$1/env.txt" && echo {} > "$1/client.json"\n')
+    serve.chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_runs_tp.sh")], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, OUT=str(tmp_path / "out"), SERVE=str(serve), NCCL_NVLS_ENABLE="1"),
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = set((runs / "sglang-tp2-ar-k2" / "env.txt").read_text().split())
+    assert {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"} <= seen
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--plain", "--topk", "4"], "need --steps"),
+    (["--steps", "3", "--topk", "4"], "needs --draft-tokens"),
+    (["--steps", "3", "--draft-tokens", "8"], "a chain"),
+    (["--steps", "0"], "at least 1"),
+    (["--plain", "--tp", "0"], "at least 1"),
+])
+def test_serve_refuses_what_sglang_would_not_run(argv, message, capsys):
+    serve = load("serve")
+    with pytest.raises(SystemExit):
+        serve.parse_args(["run", "--model", "m", *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_serve_dry_run_prints_both_command_lines(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPTS / "serve.py"), str(tmp_path / "run"), "--model", str(tmp_path),
+                          "--steps", "3", "--topk", "4", "--draft-tokens", "8", "--tp", "2", "--no-nsys",
+                          "--capture-cycles", "30:40", "--gpu-events", "--server-arg=--disable-overlap-schedule",
+                          "--dry-run"], capture_output=True, text=True, check=True)
+    lines = json.loads(out.stdout)
+    capture, server = lines["capture_argv"], lines["server_argv"]
+    assert capture[capture.index("--") + 1:] == server and "--no-nsys" in capture and "--gpu-events" in capture
+    assert server[server.index("--load-format") + 1] == "dummy"  # no weights in that folder
+    assert server[server.index("--tp-size") + 1] == "2" and server[-1] == "--disable-overlap-schedule"
+    assert not (tmp_path / "run").exists()

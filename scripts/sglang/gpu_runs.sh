@@ -25,45 +25,22 @@
 # Needs, carried: .debs/ (libdw1, libelf1 for nsys: ../shared/gpu/README.md); staged: the package folder.
 source "$(dirname "$0")/runs_lib.sh"
 setup_machine
-
-fast=()
-has_option --cuda-graph-bs && fast+=(--server-arg=--cuda-graph-bs --server-arg=8)
-has_option --skip-server-warmup && fast+=(--server-arg=--skip-server-warmup)
-moe_backend=()
-has_option --moe-runner-backend && moe_backend+=(--server-arg=--moe-runner-backend --server-arg=triton)
-plan_args=()
-
-rounds() {  # PLAN_NAME MODEL_DIR then CONFIG=ARGS... : the three rounds over the configurations
-  local plan=$1 model_dir=$2; shift 2
-  local pos=0 round config name args
-  for round in twin nsys twin-2; do
-    for config in "$@"; do
-      name=${config%%=*}; args=${config#*=}
-      pos=$((pos + 1))
-      case $round in
-        twin) launch "$pos" "sglang-$plan-$name/no-nsys" twin "$model_dir" $args "${fast[@]}" "${plan_args[@]}" ;;
-        nsys) launch "$pos" "sglang-$plan-$name" nsys "$model_dir" $args "${fast[@]}" "${plan_args[@]}" ;;
-        twin-2) launch "$pos" "sglang-$plan-$name/no-nsys-2" twin "$model_dir" $args "${fast[@]}" \
-                  "${plan_args[@]}" ;;
-      esac
-    done
-  done
-}
+server_options
 
 for plan in "$@"; do
-  plan_args=()
+  PLAN_ARGS=()
   WINDOW=${SGLANG_WINDOW:-30:40}
   case $plan in
     dense)
       m=$(model dense) || continue
-      rounds dense "$m" plain=--plain k1="--steps 1" k2="--steps 2" k3="--steps 3" k4="--steps 4" k6="--steps 6" ;;
+      rounds sglang-dense "$m" plain=--plain k1="--steps 1" k2="--steps 2" k3="--steps 3" k4="--steps 4" k6="--steps 6" ;;
     moe)
       m=$(model moe) || continue
-      plan_args=("${moe_backend[@]}")
-      rounds moe "$m" plain=--plain k2="--steps 2" k4="--steps 4" ;;
+      PLAN_ARGS=("${MOE_BACKEND[@]}")
+      rounds sglang-moe "$m" plain=--plain k2="--steps 2" k4="--steps 4" ;;
     tree)
       m=$(model dense) || continue
-      rounds dense "$m" "tree=--steps 3 --topk 4 --draft-tokens 8 --server-arg=--disable-overlap-schedule" ;;
+      rounds sglang-dense "$m" "tree=--steps 3 --topk 4 --draft-tokens 8 --server-arg=--disable-overlap-schedule" ;;
     k4|k2|plain|k4-noevents|k4-nooverlap)
       WINDOW=${SGLANG_WINDOW:-30:120}
       m=$RUNS/model

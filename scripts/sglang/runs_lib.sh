@@ -116,3 +116,31 @@ pack() {  # the run folders finished in this call (their own files: not the fold
   fi
   log "packed ${#FINISHED[@]} run folder(s): $size bytes; left for the next call: $DEFERRED"
 }
+
+server_options() {  # after setup_machine: FAST (shorter starts) and MOE_BACKEND, where this SGLang has them
+  FAST=()
+  has_option --cuda-graph-bs && FAST+=(--server-arg=--cuda-graph-bs --server-arg=8)
+  has_option --skip-server-warmup && FAST+=(--server-arg=--skip-server-warmup)
+  MOE_BACKEND=()
+  has_option --moe-runner-backend && MOE_BACKEND+=(--server-arg=--moe-runner-backend --server-arg=triton)
+  PLAN_ARGS=()
+}
+
+rounds() {  # PREFIX MODEL_DIR NAME=ARGS...: each configuration once per round of $ROUNDS (default: twin nsys
+  # twin-2), round by round over all the configurations: RUN/no-nsys, then RUN, then RUN/no-nsys-2, RUN being
+  # PREFIX-NAME; the arguments go to serve.py with FAST and PLAN_ARGS
+  local prefix=$1 model_dir=$2; shift 2
+  local pos=0 round config name args
+  for round in ${ROUNDS:-twin nsys twin-2}; do
+    for config in "$@"; do
+      name=${config%%=*}; args=${config#*=}
+      pos=$((pos + 1))
+      case $round in
+        twin) launch "$pos" "$prefix-$name/no-nsys" twin "$model_dir" $args "${FAST[@]}" "${PLAN_ARGS[@]}" ;;
+        nsys) launch "$pos" "$prefix-$name" nsys "$model_dir" $args "${FAST[@]}" "${PLAN_ARGS[@]}" ;;
+        twin-2) launch "$pos" "$prefix-$name/no-nsys-2" twin "$model_dir" $args "${FAST[@]}" "${PLAN_ARGS[@]}" ;;
+        *) log "unknown round: $round" ;;
+      esac
+    done
+  done
+}
