@@ -201,3 +201,13 @@ def test_serve_dry_run_prints_both_command_lines(tmp_path):
     assert server[server.index("--load-format") + 1] == "dummy"  # no weights in that folder
     assert server[server.index("--tp-size") + 1] == "2" and server[-1] == "--disable-overlap-schedule"
     assert not (tmp_path / "run").exists()
+
+
+def test_only_some_configurations_of_a_plan(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    done = call(env, tmp_path / "out", "dense", ONLY="k3 k6", ROUNDS="nsys twin")
+    assert done.returncode == 0, done.stdout + done.stderr
+    launches = [json.loads(line) for line in (runs / "launches.jsonl").read_text().splitlines()]
+    assert [(x["run"], x["position"]) for x in launches] == [
+        ("sglang-dense-k3", 4), ("sglang-dense-k6", 6), ("sglang-dense-k3/no-nsys", 10),
+        ("sglang-dense-k6/no-nsys", 12)]

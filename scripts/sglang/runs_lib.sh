@@ -128,13 +128,15 @@ server_options() {  # after setup_machine: FAST (shorter starts) and MOE_BACKEND
 
 rounds() {  # PREFIX MODEL_DIR NAME=ARGS...: each configuration once per round of $ROUNDS (default: twin nsys
   # twin-2), round by round over all the configurations: RUN/no-nsys, then RUN, then RUN/no-nsys-2, RUN being
-  # PREFIX-NAME; the arguments go to serve.py with FAST and PLAN_ARGS
+  # PREFIX-NAME; the arguments go to serve.py with FAST and PLAN_ARGS. ONLY="k3 k6" keeps those configurations
+  # (a new hold that redoes what the last one left unfinished: a configuration's launches stay on one machine)
   local prefix=$1 model_dir=$2; shift 2
   local pos=0 round config name args
   for round in ${ROUNDS:-twin nsys twin-2}; do
     for config in "$@"; do
       name=${config%%=*}; args=${config#*=}
       pos=$((pos + 1))
+      if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
       case $round in
         twin) launch "$pos" "$prefix-$name/no-nsys" twin "$model_dir" $args "${FAST[@]}" "${PLAN_ARGS[@]}" ;;
         nsys) launch "$pos" "$prefix-$name" nsys "$model_dir" $args "${FAST[@]}" "${PLAN_ARGS[@]}" ;;
