@@ -74,8 +74,10 @@ RANK_PROCESS = textwrap.dedent(
 def two_ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("ranks")
     model = ROOT / "tests" / "data" / "sglang_config"
-    env = dict(os.environ, SPECPROF_TRACE="1", SPECPROF_OUT_DIR=str(out), SPECPROF_CAPTURE_CYCLES="1:2",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # a fresh process environment as `specprof capture` makes it (nothing of this test process's SPECPROF_*)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECPROF_")}
+    env |= {"SPECPROF_TRACE": "1", "SPECPROF_PRESET": "sglang", "SPECPROF_OUT_DIR": str(out),
+            "SPECPROF_CAPTURE_CYCLES": "1:2", "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])}
     procs = [subprocess.Popen([sys.executable, "-c", RANK_PROCESS, str(rank), str(model)], env=env, cwd=out,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
     results = []
