@@ -51,7 +51,7 @@ class RunInputs:
     """What the user gives besides the trace: the run's sidecars (default: the run directory's), the sidecars of
     the run without nsys (default: RUN/no-nsys/), a server log (default: RUN/server.log of a speculative run) and
     its --decode-log-interval (default: the server's, from its command line in the sidecar, else SGLang's), a
-    baseline run or step time."""
+    baseline run or step time. Several traces take the ones that hold for any run (`for_each_trace`)."""
 
     sidecars: tuple[str, ...] = ()
     baseline_sidecars: tuple[str, ...] = ()
