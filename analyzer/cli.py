@@ -40,12 +40,17 @@ def _remember_all_domains(ctx, param, value):
         ctx.meta["all_domains"] = True
 
 
+def _remember_export_here(ctx, param, value):
+    if value:
+        ctx.meta["export_here"] = True
+
+
 def _options(categories_file, grouping, domains, no_cache=False) -> Options:
     """How a trace is analysed, from the options of `_analysis_options` (and --no-cache), with the window of
     `_window_options` when the command has them."""
     meta = click.get_current_context().meta
     return Options.of(categories_file, grouping, domains, bool(meta.get("all_domains")), cache=not no_cache,
-                      window=meta.get("window", Window()))
+                      window=meta.get("window", Window()), export_here=bool(meta.get("export_here")))
 
 
 def _span(kind):
@@ -133,6 +138,9 @@ def _analysis_options(command):
                           "specprof tracer's domain when the trace has it, else every range."),
         click.option("--all-domains", is_flag=True, expose_value=False, callback=_remember_all_domains,
                      help="Phases from ranges of every NVTX domain (NCCL's own ranges too)."),
+        click.option("--export-here", is_flag=True, expose_value=False, callback=_remember_export_here,
+                     help="A .nsys-rep report given alone: export it to SQLite beside it (RUN.sqlite), not into "
+                          "the cache folder; either way with nsys ($SPECPROF_NSYS, $NSYS, PATH)."),
         click.option("--no-cache", is_flag=True,
                      help="Read the export itself, not the cache of its parsed tables and of its analysis in the "
                           "user's cache folder (nor write one; `specprof cache info`)."),

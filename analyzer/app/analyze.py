@@ -20,6 +20,7 @@ from analyzer.derived.analysis import Analysis
 from analyzer.derived.run_files import enrich
 from analyzer.readers.inputs import locate, resolve
 from analyzer.readers.load import load_trace
+from analyzer.readers.nsys_report import exported
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,15 @@ class Options:
     rules: tuple[Rule, ...] = ()  # category rules, tried first; empty: the built-in ones alone
     cache: bool = True
     window: Window = Window()  # the part of each trace analysed (core/window.py); empty: all of it
+    export_here: bool = False  # a .nsys-rep given alone is exported beside it, not into the cache
 
     @classmethod
     def of(cls, categories_file: str | None = None, grouping=DEFAULT_GROUPING, domains=(), all_domains: bool = False,
-           cache: bool = True, window: Window = Window()) -> Options:
+           cache: bool = True, window: Window = Window(), export_here: bool = False) -> Options:
         """Options from what a user gives: a TOML file of category rules (read here), grouping range names, NVTX
         domains or all of them."""
         return cls(grouping=tuple(grouping), domains=(ALL_DOMAINS,) if all_domains else tuple(domains),
-                   rules=tuple(load_rules(categories_file)), cache=cache, window=window)
+                   rules=tuple(load_rules(categories_file)), cache=cache, window=window, export_here=export_here)
 
     @property
     def rule_list(self) -> list[Rule]:
@@ -87,7 +89,9 @@ def attribution(path: str, options: Options = Options()) -> Attribution:
 
 
 def analyze(path: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Analysis:
-    """The Analysis of the run at `path`: a trace file, or a run directory made by `specprof capture`."""
+    """The Analysis of the run at `path`: a trace file (a `.nsys-rep` report: its SQLite export, made with nsys
+    when there is none), or a run directory made by `specprof capture`."""
+    path = exported(path, here=options.export_here, cache=options.cache)
     a = attribution(path, options)
     files = locate(path, inputs.sidecars, inputs.baseline_sidecars)
     return enrich(a, files, server_log=inputs.server_log, baseline_run=inputs.baseline_run,
