@@ -151,7 +151,15 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
     found_log = server_log is None and files.server_log is not None and sidecars is not None \
         and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
     server_log = server_log or (files.server_log if found_log else None)
-    log = read_server_log(server_log) if server_log else None
+    log, log_note = None, None
+    try:
+        log = read_server_log(server_log) if server_log else None
+    except SpecprofError:
+        if not found_log:
+            raise
+        # `specprof capture` keeps every run's output there: a log without `accept len` lines is no error
+        log_note = f"server log found ({server_log}) but it has no `accept len:` line: accept length not checked"
+        found_log = False
     check = None
     if log is not None and log_interval is None:
         given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in sidecars.headers]
@@ -166,6 +174,8 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
             check.notes.insert(0, f"baseline (without nsys) found in {os.path.join(files.path, BASELINE_DIR)}")
         if found_log:
             check.notes.insert(0, f"server log found: {server_log}")
+        if log_note:
+            check.notes.insert(0, log_note)
         check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
     elif log is not None:
         raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
