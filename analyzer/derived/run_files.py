@@ -12,7 +12,7 @@ import math
 import os
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -165,9 +165,9 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
         given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in sidecars.headers]
         log_interval = next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
     if sidecars is not None:
+        truth = gt.read_ground_truth(files.ground_truth) if files.ground_truth else None
         check = cc.crosscheck(
-            a.trace, sidecars, baseline,
-            gt.read_ground_truth(files.ground_truth) if files.ground_truth and baseline else None,
+            a.trace, sidecars, baseline, truth if baseline else None,
             gt.read_ground_truth(files.baseline_ground_truth) if files.baseline_ground_truth else None,
             log, log_interval)
         if files.baseline_auto:
@@ -176,7 +176,14 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
             check.notes.insert(0, f"server log found: {server_log}")
         if log_note:
             check.notes.insert(0, log_note)
-        check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
+        events = sidecars
+        if not sidecars.gpu_time.height and truth is not None:
+            # the reference engine's own in-stream CUDA events of this run, when the tracer recorded none
+            recorded = cc.reference_events(truth, sidecars)
+            if recorded is not None:
+                events = replace(sidecars, gpu_time=recorded)
+                check.notes.append(f"ground truth: the reference engine's CUDA events ({files.ground_truth})")
+        check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, events)
     elif log is not None:
         raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
                             "sidecar too (--sidecar FILE, or a run directory)", server_log)
