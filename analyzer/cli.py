@@ -94,8 +94,9 @@ def _window_options(command):
                      help="Analyse only cycles A to B-1 of each process (numbered from 0 as in the per-cycle "
                           "table; A: or :B leave a side open). GPU work counts by its launch time."),
         click.option("--time-window", metavar="A:B", callback=_span(float), expose_value=False,
-                     help="Analyse only the GPU work launched from A to B ms after the trace's first GPU op "
-                          "starts (A: or :B leave a side open); the cycles at the edges may be partial."),
+                     help="Analyse only the GPU work launched from A to B ms after the capture's start (its "
+                          "first event: time 0 of the per-cycle table's start ms and of the report's timeline; A: "
+                          "or :B leave a side open); the cycles at the edges may be partial."),
         click.option("--skip-warmup", type=click.IntRange(0), metavar="N", callback=_remember_window,
                      expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
     )):

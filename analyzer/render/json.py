@@ -82,6 +82,7 @@ def _document(a: Analysis) -> dict:
             "tool_version": meta.tool_version,
             "gpus": meta.gpus,
             "window": meta.extra.get("window"),
+            "start_ns": meta.start_ns,
         },
         "cycle_breakdown": cycle_breakdown(a.cycle_breakdown),
         # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.

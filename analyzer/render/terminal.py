@@ -31,6 +31,8 @@ def header(a: Analysis) -> str:
         f"  {a.ops.height:,} GPU ops on {a.streams.height} stream(s), {a.ranges.height:,} ranges, "
         f"{a.cycles.height:,} cycles; GPU time accounted {f_ms(total)} ms",
         f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
+        "  time 0: the capture's start (its first event: a GPU op, API call, range or mark); start ms, --time-window and the "
+        "report's timeline count from it",
     ]
     busy = a.phases.select(pl.col("gpu_busy").sum()).item() if a.phases.height else 0
     if busy and a.cycles.height:
@@ -103,8 +105,8 @@ def cycles(a: Analysis, limit: int = 10) -> str:
     phase_cols = [p for p in a.phases["phase"].to_list() if p in wide.columns]
     data = a.cycles.join(wide, on="cycle", how="left").fill_null(0).with_columns(
         total=pl.sum_horizontal(phase_cols) if phase_cols else pl.lit(0))
-    first = data["start"].min()
-    rows = [[str(r["index"]), f_ms(r["start"] - first, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
+    origin = a.trace.meta.start_ns
+    rows = [[str(r["index"]), f_ms(r["start"] - origin, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
             for r in data.head(limit).iter_rows(named=True)]
     stats = []
     for label, fn in (("mean", lambda c: data[c].mean()), ("p50", lambda c: data[c].median()),
@@ -113,7 +115,7 @@ def cycles(a: Analysis, limit: int = 10) -> str:
     t = table(["cycle", "start ms"] + phase_cols + ["total"], rows + [["", ""] + [""] * (len(phase_cols) + 1)] + stats)
     shown = min(limit, data.height)
     return (f"Per cycle: attributed ms per phase (first {shown} of {data.height:,} cycles; "
-            "--show-cycles N shows more)\n" + t)
+            "--show-cycles N shows more; start ms from the capture's start)\n" + t)
 
 
 def launch(a: Analysis, limit: int = 20) -> str:
