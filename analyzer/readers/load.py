@@ -11,11 +11,8 @@ from analyzer.model.trace import Trace
 from analyzer.readers import trace_cache
 from analyzer.readers.files import open_input
 from analyzer.readers.inputs import resolve
-from analyzer.readers.kineto import read_kineto
+from analyzer.readers.kineto import GZIP_MAGIC, read_kineto
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _head(path: str) -> bytes:
@@ -23,7 +20,7 @@ def _head(path: str) -> bytes:
         return fh.read(16)
 
 
-def check_gzip_name(path: str, head: bytes) -> None:
+def _check_gzip_name(path: str, head: bytes) -> None:
     """A file named `*.gz` must start with gzip's magic bytes: say so, naming the file, rather than let a reader
     take it for a damaged trace of its own kind."""
     if path.endswith(".gz") and head[:2] != GZIP_MAGIC:
@@ -48,7 +45,7 @@ def load_trace(path: str, cache: bool = False) -> Trace:
     (readers/trace_cache.py) and read from there the next time."""
     path = resolve(path)
     if os.path.isfile(path):
-        check_gzip_name(path, _head(path))
+        _check_gzip_name(path, _head(path))
     if is_kineto_file(path):
         return read_kineto(path)
     if not cache:
