@@ -36,7 +36,14 @@ def test_directory_without_an_export(tmp_path):
     assert_clean_error(run(tmp_path), tmp_path, ["no nsys SQLite export"])
 
 
-def test_not_sqlite(tmp_path):
+def test_not_sqlite(tmp_path, monkeypatch):
+    # with no nsys to export it (tests/test_nsys_report.py: with one)
+    from tracer import capture
+
+    for name in ("NSYS", "SPECPROF_NSYS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", "/nowhere")
+    monkeypatch.setattr(capture, "SEARCH_ROOT", tmp_path / "no-install-folders")
     p = tmp_path / "report.nsys-rep"
     p.write_bytes(b"\x00\x01binary nsys report, not an export" * 10)
     assert_clean_error(run(p), p, ["not a SQLite file"])
