@@ -94,8 +94,8 @@ launch() {  # POSITION RUN KIND MODEL_DIR serve.py-arguments...; KIND: nsys | tw
     touch "$dir/.done"
     FINISHED+=("$run")
   else
-    log "$run: failed (exit $rc), kept in $dir.failed; server.log's end:"
-    tail -n 30 "$dir.failed/server.log" 2>/dev/null
+    log "$run: failed (exit $rc), kept in $dir.failed; capture.log's end:"
+    tail -n 30 "$dir.failed/capture.log" 2>/dev/null
   fi
 }
 

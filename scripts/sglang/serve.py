@@ -12,7 +12,8 @@
   more, e.g. `--server-arg=--disable-overlap-schedule`). Weights from MODEL_DIR's safetensors, or random
   (`--load-format dummy`) when it has none.
 - Under `specprof capture` (`--nvidia-stats`, or `--no-nsys` for the twin run), with `--capture-cycles` and
-  `--gpu-events` passed on. The capture's own output (nsys, the server's log) goes to RUN_DIR/server.log.
+  `--gpu-events` passed on. The capture keeps the server's output in RUN_DIR/server.log (where `analyze` reads
+  it); everything the capture printed (nsys's lines, and the server's output again) goes to RUN_DIR/capture.log.
 - The workload: REQUESTS requests at once (one decode batch), request i the prompt [1, 100+50i, ...,
   139+50i] (41 tokens), NEW_TOKENS new tokens each, greedy, `ignore_eos`: the same tokens every run.
   RUN_DIR/client.json holds each response's output length and SGLang's own `meta_info` (spec_* fields), the
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     parent = os.path.dirname(os.path.abspath(args.run_dir))
     os.makedirs(parent, exist_ok=True)
-    log_path = os.path.join(parent, f".{os.path.basename(args.run_dir)}.server.log")
+    log_path = os.path.join(parent, f".{os.path.basename(args.run_dir)}.capture.log")
     argv = capture_argv(args)
     print("+", " ".join(argv), flush=True)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
             t_end = time.time()
             record["end"], record["total_s"] = utc(t_end), t_end - t_start
     os.makedirs(args.run_dir, exist_ok=True)
-    shutil.move(log_path, os.path.join(args.run_dir, "server.log"))
+    shutil.move(log_path, os.path.join(args.run_dir, "capture.log"))
     with open(os.path.join(args.run_dir, "client.json"), "w") as fh:
         json.dump(record, fh, indent=1)
     print(f"capture exited with {record['capture_exit']} after {record['total_s']:.0f} s in all", flush=True)
