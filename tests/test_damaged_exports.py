@@ -43,14 +43,17 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
     raise AssertionError
 
 
-def _first_leaf_cells(path: str, table: str = KERNEL) -> tuple[bytearray, list[int]]:
-    """The file's bytes and the offsets (in the file) of the cells of the table's first leaf page."""
+def _first_leaf_cells(path: str, table: str = KERNEL, middle: bool = False) -> tuple[bytearray, list[int]]:
+    """The file's bytes and the offsets (in the file) of the cells of the table's first leaf page (with
+    `middle`, of its middle leaf page)."""
     cap = Capture.__new__(Capture)  # only its page walk: the file as it is on disk
     cap.data = open(path, "rb").read()
     cap.page_size = int.from_bytes(cap.data[16:18], "big")
     root = sqlite3.connect(path).execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     leaves = [n for n in cap._pages(root) if cap.data[(n - 1) * cap.page_size] == 0x0D]
     first = min(leaves)  # an export writes its tables in rowid order: the lowest page holds the first rows
+    if middle:
+        first = sorted(leaves)[len(leaves) // 2]
     at = (first - 1) * cap.page_size
     cells = int.from_bytes(cap.data[at + 3:at + 5], "big")
     return bytearray(cap.data), [at + int.from_bytes(cap.data[at + 8 + 2 * i:at + 10 + 2 * i], "big")
@@ -65,12 +68,10 @@ def _refused_both_ways(path: str, monkeypatch, words: str):
     monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", True)
 
 
-def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path, monkeypatch):
-    # One serial type of the first kernel record changed from 6 (an 8-byte integer) to 4 (4 bytes): every
-    # column after it shifts by 4 bytes, and the header no longer adds up to the record's payload. The page
-    # reader used to read the shifted values (exit 0, a phantom rank); SQLite says "malformed".
-    path = _copy(tmp_path)
-    data, cells = _first_leaf_cells(path)
+def shifted_record_header(path: str, middle: bool = False) -> bytearray:
+    """The file's bytes with one serial type of the first kernel record of the first (or middle) leaf page
+    changed from 6 (an 8-byte integer) to 4 (4 bytes)."""
+    data, cells = _first_leaf_cells(path, middle=middle)
     at = cells[0]
     _, n1 = _varint(data, at)
     _, n2 = _varint(data, at + n1)
@@ -79,6 +80,15 @@ def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path,
     types = [i for i in range(header + n, header + size) if data[i] == 6]
     assert types, "no 8-byte integer in the first kernel record"
     data[types[0]] = 4
+    return data
+
+
+def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path, monkeypatch):
+    # One serial type of the first kernel record changed from 6 (an 8-byte integer) to 4 (4 bytes): every
+    # column after it shifts by 4 bytes, and the header no longer adds up to the record's payload. The page
+    # reader used to read the shifted values (exit 0, a phantom rank); SQLite says "malformed".
+    path = _copy(tmp_path)
+    data = shifted_record_header(path)
     open(path, "wb").write(data)
     _refused_both_ways(path, monkeypatch, f"table {KERNEL} is damaged")
     result = CliRunner().invoke(main, ["analyze", path, "--no-cache"])
