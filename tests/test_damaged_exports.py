@@ -186,3 +186,82 @@ def test_a_utf16_export_gives_the_names_of_the_utf8_one(tmp_path, monkeypatch, e
     assert direct.meta.extra["tables_read_by"][KERNEL] == "pages"
     _assert_same(direct, read_nsys_sqlite(src))
     assert "verify" in direct.ranges["name"].to_list()
+
+
+def stale_index(path: str, table: str = "NVTX_EVENTS", column: str = "eventType", every: int = 5) -> None:
+    """An index on `table`(`column`) that disagrees with its table, the table itself intact: the index is
+    built while one row in `every` holds another value (99), then those rows are put back while SQLite
+    believes the index is on another column (`category`: an UPDATE of `column` then leaves it alone), and
+    the index's definition is restored. PRAGMA quick_check passes (it does not compare indexes with
+    their tables); integrity_check does not. (Such an index is what a tool that indexes exports, as nsys-ai
+    does, leaves after a write it did not finish, or what damage to its pages looks like.)"""
+    con = sqlite3.connect(path)
+    con.execute(f'CREATE TEMP TABLE kept AS SELECT rowid AS r, "{column}" AS v FROM "{table}" '
+                f"WHERE rowid % {every} = 0")
+    con.execute(f'UPDATE "{table}" SET "{column}" = 99 WHERE rowid IN (SELECT r FROM kept)')
+    con.execute(f'CREATE INDEX specprof_test_stale ON "{table}"("{column}")')
+    con.commit()
+    rows = con.execute("SELECT r, v FROM kept").fetchall()
+    con.close()
+
+    def define(on: str) -> None:
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'specprof_test_stale'",
+                    (f'CREATE INDEX specprof_test_stale ON "{table}"("{on}")',))
+        con.commit()
+        con.close()
+
+    define("category")
+    con = sqlite3.connect(path)
+    con.executemany(f'UPDATE "{table}" SET "{column}" = ? WHERE rowid = ?', [(v, r) for r, v in rows])
+    con.commit()
+    con.close()
+    define(column)
+    con = sqlite3.connect(path)
+    assert con.execute(f'PRAGMA quick_check("{table}")').fetchall() == [("ok",)]
+    assert con.execute("PRAGMA integrity_check").fetchall() != [("ok",)]
+    con.close()
+
+
+def long_mark(path: str, length: int = 6000) -> None:
+    """One NVTX mark of `length` characters: its record overflows its page, which sends NVTX_EVENTS to the
+    SQLite path."""
+    con = sqlite3.connect(path)
+    start, tid = con.execute("SELECT min(start), min(globalTid) FROM NVTX_EVENTS").fetchone()
+    con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid) VALUES (?, 34, ?, ?)",
+                (start, "m" * length, tid))
+    con.commit()
+    con.close()
+
+
+def test_an_index_that_disagrees_with_its_table_is_never_read_through(tmp_path):
+    import json
+
+    path = _copy(tmp_path)
+    long_mark(path)
+    assert read_nsys_sqlite(path).meta.extra["tables_read_by"]["NVTX_EVENTS"] == "sqlite"
+    whole = json.loads(CliRunner().invoke(main, ["analyze", path, "--json", "--no-cache"]).stdout)
+    stale_index(path)
+    damaged = CliRunner().invoke(main, ["analyze", path, "--json", "--no-cache"])
+    assert damaged.exit_code == 0, damaged.output
+    got = json.loads(damaged.stdout)
+    assert len(got["cycles"]) == len(whole["cycles"]) == 100
+    assert got["phases"] == whole["phases"]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["pages", "sqlite"])
+def test_a_kernel_table_with_a_stale_index_reads_the_tables_rows(tmp_path, monkeypatch, direct):
+    # The kernels' streamId index disagrees with the table; a read filtered on streamId gives the table's rows.
+    path = _copy(tmp_path)
+    original = read_nsys_sqlite(path)
+    stale_index(path, KERNEL, "streamId", every=3)
+    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
+    ex = nsys_sqlite._Export(path)
+    try:
+        streams = sorted(original.ops.filter(pl.col("kind") == "kernel")["stream"].unique().to_list())
+        select = nsys_sqlite.Select(KERNEL, ("start", "streamId"), (("in", "streamId", streams),))
+        got = ex.whole(select, {"start": pl.Int64, "stream": pl.Int64})
+    finally:
+        ex.close()
+    assert got.height == original.ops.filter(pl.col("kind") == "kernel").height

@@ -96,7 +96,9 @@ class Select:
             else:
                 ids = ",".join(str(int(i)) for i in cond[2])
                 conds.append(f'"{cond[1]}" {"IN" if cond[0] == "in" else "NOT IN"} ({ids})')
-        return f'SELECT {cols} FROM "{self.table}"' + (" WHERE " + " AND ".join(conds) if conds else "")
+        # NOT INDEXED: the table's own B-tree, never an index, which may disagree with it (quick_check does
+        # not compare them); rowid ranges still search the table's B-tree.
+        return f'SELECT {cols} FROM "{self.table}" NOT INDEXED' + (" WHERE " + " AND ".join(conds) if conds else "")
 
 
 def _decoded(df: pl.DataFrame, schema: dict, encoding: str = "utf-8") -> pl.DataFrame:
@@ -505,18 +507,19 @@ def _read_meta(ex: _Export) -> TraceMeta:
     for table in ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds"):
         ex.check(table)  # small tables, read through SQLite: whole, or refused
     if "META_DATA_EXPORT" in ex.tables:
-        kv = dict(ex.rows("SELECT name, value FROM META_DATA_EXPORT"))
+        kv = dict(ex.rows("SELECT name, value FROM META_DATA_EXPORT NOT INDEXED"))
         meta.tool_version = kv.get("EXPORT_PRODUCT_VERSION")
         meta.schema_version = kv.get("EXPORT_SCHEMA_VERSION")
     if "TARGET_INFO_GPU" in ex.tables and {"id", "name"} <= ex.columns("TARGET_INFO_GPU"):
-        for device, name in ex.rows("SELECT DISTINCT id, name FROM TARGET_INFO_GPU ORDER BY id"):
+        for device, name in ex.rows("SELECT DISTINCT id, name FROM TARGET_INFO_GPU NOT INDEXED ORDER BY id"):
             meta.gpus.append({"device": device, "name": name})
     if "PROCESSES" in ex.tables:
-        for gpid, pid, name in ex.rows("SELECT globalPid, pid, name FROM PROCESSES"):
+        for gpid, pid, name in ex.rows("SELECT globalPid, pid, name FROM PROCESSES NOT INDEXED"):
             meta.processes.append({"pid": gpid, "os_pid": pid, "name": name})
     if "ThreadNames" in ex.tables and "StringIds" in ex.tables:
         for tid, name in ex.rows(
-            "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
+            "SELECT t.globalTid, s.value FROM ThreadNames t NOT INDEXED "
+            "JOIN StringIds s NOT INDEXED ON s.id = t.nameId"
         ):
             meta.threads[tid] = name
     return meta
@@ -528,8 +531,8 @@ def _read_strings(ex: _Export) -> pl.DataFrame:
     if "StringIds" not in ex.tables:
         return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
     ex.check("StringIds")
-    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds", schema, table="StringIds").with_columns(
-        pl.col("value").cast(pl.Categorical))
+    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds NOT INDEXED", schema,
+                    table="StringIds").with_columns(pl.col("value").cast(pl.Categorical))
 
 
 def _name_table(strings: pl.DataFrame) -> pl.Series | None:
