@@ -11,7 +11,7 @@ from analyzer import __version__
 from analyzer.app import commands
 from analyzer.app.analyze import Options, RunInputs, Window
 from analyzer.app.traces import Outputs
-from analyzer.errors import SpecprofError
+from analyzer.errors import SpecprofError, clean, clean_lines
 
 
 class _Group(click.Group):
@@ -21,7 +21,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except SpecprofError as exc:
-            click.echo(f"specprof: error: {exc}", err=True)
+            click.echo(f"specprof: error: {clean(exc)}", err=True)
             sys.exit(exc.exit_code)
 
 
@@ -113,9 +113,9 @@ def _accept_list(value: str | None) -> list[float]:
 def _say(output) -> None:
     """Print a command's output (app/commands.py `Output`) and exit with its status."""
     if output.stdout is not None:
-        click.echo(output.stdout)
+        click.echo(clean_lines(output.stdout))
     for line in output.stderr:
-        click.echo(line, err=True)
+        click.echo(clean_lines(line), err=True)
     if output.exit_code:
         sys.exit(output.exit_code)
 

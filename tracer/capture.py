@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from analyzer import __version__
-from analyzer.errors import SpecprofError
+from analyzer.errors import SpecprofError, clean
 from tracer import gpu_events, manifest, window
 
 # -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
@@ -596,7 +596,7 @@ def _utc_now() -> str:
 
 
 def _stderr(message: str) -> None:
-    print(f"specprof: {message}", file=sys.stderr)
+    print(clean(f"specprof: {message}"), file=sys.stderr)
 
 
 class _Steps:

@@ -18,6 +18,7 @@ import tempfile
 import polars as pl
 
 from analyzer.core.attribution import Attribution
+from analyzer.errors import clean
 from analyzer.model.trace import Trace
 from analyzer.readers.trace_cache import code_hash, evict, matching_folder, read_tables, write_tables
 
@@ -99,5 +100,5 @@ def store(path: str, opts: dict, a: Attribution) -> None:
     except Exception as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        print(f"specprof: note: the analysis of {path} was not cached ({getattr(exc, 'strerror', None) or exc})",
-              file=sys.stderr)
+        print(clean(f"specprof: note: the analysis of {path} was not cached "
+                    f"({getattr(exc, 'strerror', None) or exc})"), file=sys.stderr)

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 import platformdirs
 import polars as pl
 
-from analyzer.errors import SpecprofError
+from analyzer.errors import SpecprofError, clean
 from analyzer.model.trace import Trace, TraceMeta
 
 CACHE_SCHEMA = "specprof.cache/3"
@@ -315,8 +315,8 @@ def load(path: str) -> Trace | None:
 
 
 def _note(path: str, where: str, why) -> None:
-    print(f"specprof: note: the parsed tables of {path} were not cached ({where}: {why}); "
-          "`specprof cache info` says where the cache is", file=sys.stderr)
+    print(clean(f"specprof: note: the parsed tables of {path} were not cached ({where}: {why}); "
+                "`specprof cache info` says where the cache is"), file=sys.stderr)
 
 
 def store(path: str, trace: Trace) -> str | None:
