@@ -69,3 +69,46 @@ def test_a_cache_note_names_a_hostile_folder_cleaned(tmp_path, monkeypatch):
     out = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k2" / "run.sqlite"), "-q"])
     assert out.exit_code == 0, out.output
     assert "not cached" in out.stderr and not _raw(out.stderr)
+
+
+FORMULAS = ("=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)", "\t=1", "\r=1")
+
+
+def _hostile_names(tmp_path) -> str:
+    """reference-k4 with its six most frequent kernel names, and its NVTX range names other than the phases,
+    replaced by formulas (StringIds changed in place)."""
+    path = tmp_path / "run.sqlite"
+    shutil.copy(FIXTURES / "reference-k4" / "run.sqlite", path)
+    con = sqlite3.connect(path)
+    ids = [r[0] for r in con.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY shortName "
+                                     "ORDER BY count(*) DESC LIMIT 6")]
+    for string_id, formula in zip(ids, FORMULAS):
+        con.execute("UPDATE StringIds SET value = ? WHERE id = ?", (formula, string_id))
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = shortName")
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_start_with_a_quote_and_parquet_keeps_them(tmp_path):
+    import csv
+
+    path = _hostile_names(tmp_path)
+    for fmt in ("csv", "parquet"):
+        out = CliRunner().invoke(main, ["analyze", path, f"--{fmt}", str(tmp_path / fmt), "--no-cache", "-q"])
+        assert out.exit_code == 0, out.output
+    for table, column in (("kernels", "short_name"), ("ops", "name"), ("ops", "short_name")):
+        exact = pl.read_parquet(tmp_path / "parquet" / f"{table}.parquet").get_column(column).cast(pl.Utf8)
+        present = set(FORMULAS) & set(exact.to_list())  # Parquet: the exact names (kernels: the top ones)
+        assert present == set(FORMULAS) if table == "ops" else len(present) >= 2, table
+        with open(tmp_path / "csv" / f"{table}.csv", newline="") as fh:
+            cells = [row[column] for row in csv.DictReader(fh)]
+        assert {"'" + f for f in present} <= set(cells), table
+        assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")], table
+        assert sorted(c[1:] if c.startswith("'") and c[1:2] in "=+-@\t\r" else c for c in cells) == \
+            sorted("" if v is None else v for v in exact.to_list())  # nothing else changed
+    for name in (tmp_path / "csv").iterdir():  # and no cell of any table starts as a formula
+        with open(name, newline="") as fh:
+            for row in csv.reader(fh):
+                assert not [c for c in row if c[:1] in ("=", "+", "@", "\t", "\r")
+                            or (c[:1] == "-" and not c[1:2].isdigit() and c != "-")], name
