@@ -25,6 +25,10 @@ class _Group(click.Group):
             sys.exit(exc.exit_code)
 
 
+_MOST = 2**62  # the largest count an option takes: beyond any trace, and within 64 bits
+MAX_STEPS = 1024  # draft steps per cycle: far beyond any speculative decoder's
+
+
 class _Finite(click.FloatRange):
     """A float range that refuses nan and infinity (click's FloatRange lets nan through every bound)."""
 
@@ -91,7 +95,7 @@ def _window_options(command):
         click.option("--time-window", metavar="A:B", callback=_span(float), expose_value=False,
                      help="Analyse only the GPU work launched from A to B ms after the trace's first GPU op "
                           "starts (A: or :B leave a side open); the cycles at the edges may be partial."),
-        click.option("--skip-warmup", type=click.IntRange(0), metavar="N", callback=_remember_window,
+        click.option("--skip-warmup", type=click.IntRange(0, _MOST), metavar="N", callback=_remember_window,
                      expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
     )):
         command = option(command)
@@ -157,9 +161,10 @@ def main():
               help="Also write the HTML report (docs/report.md) to FILE.")
 @_analysis_options
 @_window_options
-@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0), default=10, show_default=True, metavar="N",
+@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0, _MOST), default=10, show_default=True,
+              metavar="N",
               help="How many rows the per-cycle table shows (what is analysed: --cycle-window).")
-@click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
+@click.option("--phases", "phase_limit", type=click.IntRange(0, _MOST), default=20, show_default=True,
               help="How many phases the terminal tables show (the JSON has all).")
 @click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
               help="The tracer's sidecar of this run (specprof-sidecar.*.jsonl), for the cross-check and the "
@@ -180,7 +185,7 @@ def main():
                    "cycle, then decode].")
 @click.option("--baseline-ms", type=_Finite(),
               help="The plain-decode step time in ms, for the economics.")
-@click.option("--steps", type=click.IntRange(0), metavar="K",
+@click.option("--steps", type=click.IntRange(0, MAX_STEPS), metavar="K",
               help="Draft steps per cycle, when the traced command line does not say (a cycle accepts at most "
                    "K + 1 tokens per request: the economics checks the break-even against it).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
