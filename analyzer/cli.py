@@ -14,8 +14,31 @@ from analyzer.app.traces import Outputs
 from analyzer.errors import SpecprofError, clean, clean_lines
 
 
+OUT_OF_MEMORY = ("specprof: error: out of memory (the address-space limit, `ulimit -v`, or the machine's memory "
+                 "ran out); raise the limit, or analyse fewer traces at once (--jobs 1)")
+_NO_MEMORY = ("Cannot allocate memory", "failed to map segment", "can't start new thread", "out of memory",
+              "std::bad_alloc")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or any(text in str(exc) for text in _NO_MEMORY)
+
+
 class _Group(click.Group):
-    """Turns every SpecprofError into one line on stderr and exit code 2 (never a traceback)."""
+    """Turns every SpecprofError into one line on stderr and exit code 2 (never a traceback), and so running
+    out of memory: a MemoryError or a library's failed allocation, and (from the console script, where
+    analyzer/_scan.c is built) a crash in native code."""
+
+    def main(self, args=None, *rest, **kwargs):
+        if args is None:  # the console script, not a test's CliRunner: the whole process is specprof's
+            try:
+                from analyzer import _scan
+
+                _scan.fatal_line((OUT_OF_MEMORY.replace("out of memory", "a crash in native code, "
+                                          "out of memory as a rule", 1) + "\n").encode())
+            except (ImportError, AttributeError):
+                pass
+        return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx):
         try:
@@ -23,6 +46,11 @@ class _Group(click.Group):
         except SpecprofError as exc:
             click.echo(f"specprof: error: {clean(exc)}", err=True)
             sys.exit(exc.exit_code)
+        except (MemoryError, RuntimeError, ImportError, OSError) as exc:
+            if not _out_of_memory(exc):
+                raise
+            click.echo(OUT_OF_MEMORY, err=True)
+            sys.exit(2)
 
 
 _MOST = 2**62  # the largest count an option takes: beyond any trace, and within 64 bits

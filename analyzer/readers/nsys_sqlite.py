@@ -124,6 +124,32 @@ def _text(col: pl.Series, encoding: str) -> pl.Series:
                      pl.Utf8)
 
 
+# Names (kernels, ranges, marks, calls) are cut to this many characters when read: a real one is at most a few
+# thousand (a demangled template kernel), and a longer one, repeated through the analysis, cost 4 GB at
+# 200 KB and was OOM-killed at 20 MB. Each one cut ends in "…", and the trace's notes say how many were.
+MAX_NAME_CHARS = 4096
+
+
+def bounded_names(col: pl.Series) -> tuple[pl.Series, int]:
+    """`col` (text) with every value longer than MAX_NAME_CHARS cut to it, "…" last; and how many were."""
+    if col.dtype == pl.Categorical:
+        cut, n = bounded_names(col.cast(pl.Utf8))
+        return (cut.cast(pl.Categorical), n) if n else (col, 0)
+    long = col.str.len_chars() > MAX_NAME_CHARS
+    n = int(long.sum() or 0)
+    if not n:
+        return col, 0
+    frame = pl.DataFrame({"v": col, "long": long})
+    cut = frame.select(pl.when(pl.col("long")).then(pl.col("v").str.slice(0, MAX_NAME_CHARS - 1) + pl.lit("…"))
+                       .otherwise(pl.col("v")).alias(col.name)).to_series()
+    return cut, n
+
+
+def names_note(n: int, what: str) -> str:
+    return (f"{n:,} {what} longer than {MAX_NAME_CHARS:,} characters were cut to that length (ending in …): no "
+            "real name is that long")
+
+
 _CODECS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
 
 # A column default the page reader fills in itself; any other is an expression, for SQLite to evaluate.
@@ -434,7 +460,9 @@ class _Export:
             f"{self.path}: table {table} is damaged ({str(exc).split(': ', 1)[-1]}); specprof does not analyse "
             "a damaged export: export it again with `nsys export --type sqlite`", self.path)
 
-    def _corrupt(self, exc: Exception) -> SpecprofError:
+    def _corrupt(self, exc: Exception) -> Exception:
+        if "Cannot allocate memory" in str(exc) or "out of memory" in str(exc):
+            return MemoryError(str(exc))  # no damage: the CLI says the memory ran out
         return SpecprofError(
             f"{self.path}: reading the export failed ({str(exc).splitlines()[0]}); the file is "
             "probably truncated or corrupt: export it again with `nsys export --type sqlite`",
@@ -485,6 +513,10 @@ def read_nsys_sqlite(path: str) -> Trace:
     try:
         meta = _read_meta(ex)
         strings = _read_strings(ex)
+        value, cut = bounded_names(strings.get_column("value"))
+        if cut:
+            strings = strings.with_columns(value)
+            meta.notes.append(names_note(cut, "strings (names of kernels, calls or ranges)"))
         gpu = sum(hi - lo for lo, hi in (ex.row_span(t) for t in _GPU_TABLES if t in ex.tables))
         with progress.step("reading GPU ops", gpu, "rows") as step:
             ops = _read_ops(ex, strings, step)
@@ -908,6 +940,10 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
                     (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),),
                     required=("start", "globalTid"))
     df = ex.whole(select, schema, step=step)
+    text, cut = bounded_names(df.get_column("text"))
+    if cut:
+        df = df.with_columns(text)
+        meta.notes.append(names_note(cut, "NVTX range or mark names"))
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
         pl.col("registered").cast(pl.Utf8))
     df = df.with_columns(
