@@ -17,6 +17,7 @@ import fake_engine
 from tracer.presets import sglang as sglang_preset
 from tracer.targets import Target
 from tracer.session import TracingSession
+from test_tracer_steps_window_events import PlainBatch, PlainWorker
 from tracer_helpers import FakeClock, RecordingNvtx, of_type, read_sidecar
 
 CYCLES = 6
@@ -117,31 +118,6 @@ def _run(folder, fault: str, k: int, plain_preset=None):
 def _chances(tmp_path, fault, plain_preset=None):
     """How many calls of that kind a run without faults makes."""
     return _run(tmp_path / "count", fault, 0, plain_preset)[3].n
-
-
-class Mode:
-    def __init__(self, name):
-        self.name = name
-
-    def is_decode(self):
-        return self.name == "decode"
-
-    def is_extend(self):
-        return self.name == "extend"
-
-
-class PlainBatch(fake_engine.Batch):
-    def __init__(self, size, mode):
-        super().__init__(size)
-        self.forward_mode = Mode(mode)
-
-
-class PlainWorker:
-    def __init__(self):
-        self.calls = []
-
-    def forward_batch_generation(self, batch, **kwargs):
-        self.calls.append(batch.forward_mode.name)
 
 
 @pytest.fixture

@@ -227,10 +227,11 @@ def _is_complete(doc: dict) -> bool:
 
 
 @contextmanager
-def _entries_folder():
-    """ROOT/traces opened without following a link; None when absent, or a link (never followed)."""
+def _folder_or_none(path: str, dir_fd: int | None = None):
+    """`path` (relative to `dir_fd`) opened as a folder without following a link; None when it is absent, a
+    link (never followed), or not a folder."""
     try:
-        fd = os.open(os.path.join(root(), ENTRIES), _NOFOLLOW_DIR)
+        fd = os.open(path, _NOFOLLOW_DIR, dir_fd=dir_fd)
     except OSError:
         yield None
         return
@@ -238,6 +239,11 @@ def _entries_folder():
         yield fd
     finally:
         os.close(fd)
+
+
+def _entries_folder():
+    """ROOT/traces (`_folder_or_none`)."""
+    return _folder_or_none(os.path.join(root(), ENTRIES))
 
 
 # ------------------------------------------------------------------------------------------------- use
@@ -251,15 +257,8 @@ def _entry(path: str):
         if base is None:
             yield None
             return
-        try:
-            fd = os.open(os.path.basename(location(path)), _NOFOLLOW_DIR, dir_fd=base)
-        except OSError:
-            yield None
-            return
-        try:
+        with _folder_or_none(os.path.basename(location(path)), base) as fd:
             yield fd
-        finally:
-            os.close(fd)
 
 
 def _matching(path: str):
