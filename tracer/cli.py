@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from analyzer.errors import clean, clean_lines
 from tracer import capture as capture_lib
 from tracer import window
 
@@ -80,13 +81,13 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
         server_log=None if no_server_log else server_log.absolute() if server_log else capture_lib.SERVER_LOG,
     )
     if dry_run:
-        click.echo(capture_lib.describe(plan))
+        click.echo(clean_lines(capture_lib.describe(plan)))
         return
-    record = capture_lib.run(plan, say=lambda message: click.echo(f"specprof: {message}", err=True))
+    record = capture_lib.run(plan, say=lambda message: click.echo(clean(f"specprof: {message}"), err=True))
     files = record["files"]
     kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"] \
         + [name for name in (files["server_log"],) if name]
-    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}", err=True)
+    click.echo(clean(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}"), err=True)
     click.get_current_context().exit(capture_lib.exit_status(record))
 
 
