@@ -557,6 +557,11 @@ def reconcile_accept(cycles: pl.DataFrame, log: pl.DataFrame, interval: int = DE
 
 # -- the whole cross-check --------------------------------------------------------------------------------------
 
+def aligned(check: CrossCheck) -> bool:
+    """Whether any sidecar lined up with the trace (at least one cycle matched)."""
+    return bool(check.alignment.filter(pl.col("matched_cycles") > 0).height)
+
+
 def profiler_name(trace: Trace) -> str:
     """What recorded the trace: "nsys" for an nsys export, "torch.profiler" for a Kineto trace."""
     return "torch.profiler" if trace.meta.format.startswith("kineto") else "nsys"
@@ -630,7 +635,10 @@ def crosscheck(trace: Trace, sidecars: Sidecars, baseline: Sidecars | None = Non
     matched = alignment.filter(pl.col("matched_cycles") > 0)
     first = int(matched["first_index"].min()) if matched.height else None
     last = int(matched["last_index"].max()) if matched.height else None
-    if baseline is not None:
+    if baseline is not None and not matched.height:
+        notes.append("inflation: not measured, as no sidecar lines up with the trace (a sidecar of another run "
+                     "says nothing about how the profiler slowed this one)")
+    elif baseline is not None:
         result.baseline = baseline.paths
         notes.extend(baseline.notes)
         result.inflation = inflation(sidecars, baseline, first, last, gt_with, gt_without)

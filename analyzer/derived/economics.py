@@ -19,7 +19,11 @@ Times are integer nanoseconds here; only renderers turn them into milliseconds.
   when unknown), `tokens_per_s` (all requests together), `tokens_per_s_per_request`, `baseline_ns`,
   `baseline_tokens_per_s`, `speedup`, `break_even_accept_len`, `draft_steps` (K, null when unknown),
   `max_accept_len` (K + 1), `can_pay` (break-even <= K + 1; null when either is unknown), `verdict` (one
-  sentence).
+  sentence); 95 % intervals `cycle_lo_ns`/`cycle_hi_ns`, `accept_len_lo`/`_hi`, `tokens_per_s_lo`/`_hi`,
+  `speedup_lo`/`_hi`, `break_even_lo`/`_hi` (null when unknown), `runs` (repeated runs the cycle is measured
+  over) and `interval_basis` ("cycles": the per-cycle scatter of one run; "runs": the repeated runs' means,
+  where they are wider).
+- `baseline_lo_ns`, `baseline_hi_ns`: the baseline step's 95 % interval (null for a given number).
 - `baseline_ns`, `baseline_source`: the plain-decode step time and where it came from (null when not given).
 - `verdict`: plain sentences about the headline row, and the profiled row when its verdict differs.
 - `notes`: what was missing or assumed.
@@ -30,9 +34,14 @@ Times are integer nanoseconds here; only renderers turn them into milliseconds.
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
+
+from analyzer.derived.sweep import t975
 
 # A gap between two cycles longer than this many median periods is idle time (no batch to run, a prefill
 # of new requests), not part of a cycle's cost: such periods are left out and counted.
@@ -44,7 +53,103 @@ ESTIMATE_SCHEMA = {
     "tokens_per_s_per_request": pl.Float64, "baseline_ns": pl.Int64, "baseline_tokens_per_s": pl.Float64,
     "speedup": pl.Float64, "break_even_accept_len": pl.Float64, "draft_steps": pl.Int64,
     "max_accept_len": pl.Int64, "can_pay": pl.Boolean, "verdict": pl.Utf8,
+    "cycle_lo_ns": pl.Int64, "cycle_hi_ns": pl.Int64, "accept_len_lo": pl.Float64, "accept_len_hi": pl.Float64,
+    "tokens_per_s_lo": pl.Float64, "tokens_per_s_hi": pl.Float64, "speedup_lo": pl.Float64,
+    "speedup_hi": pl.Float64, "break_even_lo": pl.Float64, "break_even_hi": pl.Float64, "runs": pl.Int64,
+    "interval_basis": pl.Utf8,
 }
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measured mean with its 95 % half-width: from the per-cycle scatter (t, n - 1 degrees of freedom), or,
+    where repeated runs exist and their means spread wider, from the run means (t, runs - 1); `half` None for a
+    number given by the user (no interval)."""
+
+    value: float
+    half: float | None
+    n: int
+    runs: int = 1
+    basis: str = "cycles"  # "cycles" | "runs" | "given"
+
+    @property
+    def rel(self) -> float:
+        return 0.0 if not self.half or not self.value else abs(self.half / self.value)
+
+    @property
+    def lo(self) -> float | None:
+        return None if self.half is None else self.value - self.half
+
+    @property
+    def hi(self) -> float | None:
+        return None if self.half is None else self.value + self.half
+
+
+def mean_measure(values, runs=None) -> Measure | None:
+    """The mean of `values` with its 95 % interval; `runs` (one label per value): the repeated run each value
+    belongs to. With two runs or more the mean is the mean of the run means and the interval the wider of the
+    per-value one and the run means' (run-to-run noise is what a single run's cycles cannot show)."""
+    v = np.asarray(values, dtype=float)
+    if not len(v):
+        return None
+    half = t975(len(v) - 1) * float(v.std(ddof=1)) / math.sqrt(len(v)) if len(v) > 1 else math.inf
+    if runs is not None:
+        labels = np.asarray(runs)
+        names = list(dict.fromkeys(labels.tolist()))
+        if len(names) > 1:
+            means = np.array([v[labels == r].mean() for r in names])
+            between = t975(len(means) - 1) * float(means.std(ddof=1)) / math.sqrt(len(means))
+            value = float(means.mean())
+            if between > half:
+                return Measure(value, between, len(v), len(names), "runs")
+            return Measure(value, half, len(v), len(names), "cycles")
+    return Measure(float(v.mean()), half, len(v))
+
+
+def run_of(files: pl.DataFrame) -> pl.DataFrame:
+    """file -> run: a sidecar's folder is one run (the ranks of one run share it; a repeated twin has a folder of
+    its own, RUN/no-nsys, RUN/no-nsys-2, ...). `files`: the sidecars' `files` table (file, path)."""
+    return files.select("file", run=pl.col("path").map_elements(
+        lambda p: os.path.dirname(os.path.abspath(p)), return_dtype=pl.Utf8))
+
+
+def period_measure(cycles: pl.DataFrame, key: str = "pid", keep: pl.DataFrame | None = None,
+                   runs: pl.DataFrame | None = None) -> Measure | None:
+    """The busy cycle period (as `mean_period`) with its 95 % interval; `runs` (key, run): the repeated run of
+    each `key`, when there are several."""
+    p = cycle_periods(cycles, key)
+    if keep is not None:
+        p = p.join(keep.select(key, "index"), on=[key, "index"], how="semi")
+    busy = p.filter(~pl.col("idle"))
+    if busy.is_empty():
+        return None
+    if runs is not None:
+        busy = busy.join(runs.rename({"file": key}) if "file" in runs.columns and key != "file" else runs,
+                         on=key, how="left")
+    return mean_measure(busy["period"].to_numpy(), busy["run"].to_list() if runs is not None else None)
+
+
+def accept_measure(cycles: pl.DataFrame, runs: pl.DataFrame | None = None) -> Measure | None:
+    """The pooled accept length (as `accept_stats`) with its 95 % interval: the ratio estimator's standard error
+    over cycles (correct drafts and request-rounds per cycle), or the repeated runs' spread where wider."""
+    known = cycles.filter(pl.col("requests").is_not_null() & (pl.col("requests") > 0))
+    if known.is_empty():
+        return None
+    c = known["correct"].to_numpy().astype(float)
+    r = known["requests"].to_numpy().astype(float)
+    ratio = c.sum() / r.sum()
+    n = len(c)
+    half = (t975(n - 1) * math.sqrt(((c - ratio * r) ** 2).sum() / (n * (n - 1))) / r.mean()) if n > 1 else math.inf
+    out = Measure(ratio + 1.0, half, n)
+    if runs is not None and "file" in known.columns:
+        labels = known.join(runs, on="file", how="left")["run"].to_list()
+        names = list(dict.fromkeys(labels))
+        if len(names) > 1:
+            lab = np.asarray(labels)
+            means = np.array([c[lab == x].sum() / r[lab == x].sum() + 1.0 for x in names])
+            between = t975(len(names) - 1) * float(means.std(ddof=1)) / math.sqrt(len(names))
+            out = Measure(out.value, max(half, between), n, len(names), "runs" if between > half else "cycles")
+    return out
 
 
 @dataclass
@@ -56,6 +161,8 @@ class Economics:
     notes: list[str] = field(default_factory=list)
     profiled_only: bool = False
     waits: pl.DataFrame | None = None  # phase, share_of_cycle, wait_share: the GPU waiting on the host
+    baseline_lo_ns: int | None = None  # the baseline step's 95 % interval (None for a given number)
+    baseline_hi_ns: int | None = None
 
     @property
     def headline(self) -> dict | None:
@@ -110,14 +217,38 @@ def accept_stats(cycles: pl.DataFrame) -> tuple[float | None, float | None, int]
     return correct / requests + 1.0, requests / known.height, requests
 
 
+def _band(value: float | None, *rels: float | None) -> tuple[float | None, float | None]:
+    """value x (1 -+ r), r the components' relative 95 % half-widths added in quadrature (delta method for a
+    product or quotient of independent means); (None, None) when the value or a component's interval is unknown."""
+    if value is None or any(r is None or not math.isfinite(r) for r in rels):
+        return None, None
+    r = math.sqrt(sum(x * x for x in rels))
+    return max(0.0, value * (1 - r)), value * (1 + r)
+
+
 def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, accept_len: float | None,
-             batch: float | None, baseline_ns: int | None, draft_steps: int | None = None) -> dict:
-    """One row of `Economics.estimates` (see the module docstring)."""
+             batch: float | None, baseline_ns: int | None, draft_steps: int | None = None,
+             cycle: Measure | None = None, accept: Measure | None = None, baseline: Measure | None = None) -> dict:
+    """One row of `Economics.estimates` (see the module docstring). `cycle`, `accept`, `baseline`: the
+    measurements with their intervals (a baseline given as a number has none and adds no width)."""
     row = {"source": source, "profiled": profiled, "cycles": cycles, "cycle_ns": cycle_ns,
            "accept_len": accept_len, "batch": batch, "tokens_per_s": None, "tokens_per_s_per_request": None,
            "baseline_ns": baseline_ns, "baseline_tokens_per_s": None, "speedup": None,
            "break_even_accept_len": None, "draft_steps": draft_steps,
-           "max_accept_len": None if draft_steps is None else draft_steps + 1, "can_pay": None, "verdict": None}
+           "max_accept_len": None if draft_steps is None else draft_steps + 1, "can_pay": None, "verdict": None,
+           **{k: None for k in ("cycle_lo_ns", "cycle_hi_ns", "accept_len_lo", "accept_len_hi", "tokens_per_s_lo",
+                                "tokens_per_s_hi", "speedup_lo", "speedup_hi", "break_even_lo", "break_even_hi")},
+           "runs": cycle.runs if cycle is not None else 1,
+           "interval_basis": "runs" if any(m is not None and m.basis == "runs" for m in (cycle, accept, baseline))
+           else "cycles"}
+    rc = cycle.rel if cycle is not None and cycle.half is not None and math.isfinite(cycle.half) else None
+    rl = accept.rel if accept is not None and accept.half is not None and math.isfinite(accept.half) else None
+    rb = 0.0 if baseline is None or baseline.half is None else (
+        baseline.rel if math.isfinite(baseline.half) else None)
+    if cycle is not None and rc is not None:
+        row["cycle_lo_ns"], row["cycle_hi_ns"] = int(round(cycle.lo)), int(round(cycle.hi))
+    if accept is not None and rl is not None:
+        row["accept_len_lo"], row["accept_len_hi"] = accept.lo, accept.hi
     if cycle_ns:
         if accept_len is not None:
             row["tokens_per_s_per_request"] = accept_len / (cycle_ns / 1e9)
@@ -131,8 +262,16 @@ def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, acc
                 row["baseline_tokens_per_s"] = batch / (baseline_ns / 1e9)
             if accept_len is not None:
                 row["speedup"] = accept_len * baseline_ns / cycle_ns
+        if row["tokens_per_s"] is not None:
+            row["tokens_per_s_lo"], row["tokens_per_s_hi"] = _band(row["tokens_per_s"], rl, rc)
+        row["speedup_lo"], row["speedup_hi"] = _band(row["speedup"], rl, rb, rc)
+        row["break_even_lo"], row["break_even_hi"] = _band(row["break_even_accept_len"], rb, rc)
     row["verdict"] = verdict_sentence(row)
     return row
+
+
+def _ci(lo, hi, digits: int = 2) -> str:
+    return "" if lo is None or hi is None else f" ({lo:.{digits}f}-{hi:.{digits}f})"
 
 
 def verdict_sentence(row: dict) -> str:
@@ -158,15 +297,21 @@ def verdict_sentence(row: dict) -> str:
         return (f"accept length unknown (no accept counts in the sidecar, or no sidecar): speculation pays "
                 f"only if it exceeds {be:.3f} (cycle {c / 1e6:.3f} ms / baseline step {b / 1e6:.3f} ms)")
     s = L * b / c
+    lo, hi = row.get("speedup_lo"), row.get("speedup_hi")
+    ci = _ci(lo, hi)
+    be_ci = _ci(row.get("break_even_lo"), row.get("break_even_hi"), 3)
+    if lo is not None and lo <= 1 <= hi:
+        return (f"a wash: {s:.2f}x{ci} the plain-decode throughput; the 95% interval holds 1, so these runs do not "
+                f"tell whether speculation pays (break-even accept length {be:.3f}{be_ci}, now {L:.3f})")
     if s > 1:
         slack_c = L * b - c
-        return (f"speculation wins: {s:.2f}x the plain-decode throughput ({(s - 1) * 100:.0f}% more tokens/s); "
-                f"it stays ahead while the accept length is above {be:.3f} (now {L:.3f}, "
+        return (f"speculation wins: {s:.2f}x{ci} the plain-decode throughput ({(s - 1) * 100:.0f}% more tokens/s); "
+                f"it stays ahead while the accept length is above {be:.3f}{be_ci} (now {L:.3f}, "
                 f"{(1 - be / L) * 100:.0f}% of margin) or the cycle below {L * b / 1e6:.3f} ms "
                 f"(now {c / 1e6:.3f}, {slack_c / 1e6:.3f} ms of margin)")
     if s < 1:
-        return (f"speculation loses: {s:.2f}x the plain-decode throughput ({(1 - s) * 100:.0f}% fewer tokens/s); "
-                f"to break even the accept length must grow from {L:.3f} to {be:.3f} (+{(be / L - 1) * 100:.0f}%) "
+        return (f"speculation loses: {s:.2f}x{ci} the plain-decode throughput ({(1 - s) * 100:.0f}% fewer tokens/s); "
+                f"to break even the accept length must grow from {L:.3f} to {be:.3f}{be_ci} (+{(be / L - 1) * 100:.0f}%) "
                 f"or the cycle shrink from {c / 1e6:.3f} ms to {L * b / 1e6:.3f} ms "
                 f"(-{(1 - L * b / c) * 100:.0f}%)")
     return f"break-even: speculation and plain decode give the same throughput (accept length {L:.3f} = {be:.3f})"
@@ -174,7 +319,7 @@ def verdict_sentence(row: dict) -> str:
 
 def economics(estimates: list[dict], baseline_ns: int | None, baseline_source: str | None,
               notes: list[str] | None = None, waits: pl.DataFrame | None = None, profiler: str = "nsys",
-              twin_hint: str | None = None) -> Economics:
+              twin_hint: str | None = None, baseline: Measure | None = None) -> Economics:
     """Assemble `Economics` from estimate rows (headline first). `waits` (phase, share_of_cycle, wait_share:
     the decode cycle's breakdown) says, when every estimate was measured under the profiler, how much of the
     cycle is the GPU waiting on the host, which the profiler stretches; `twin_hint` how to measure without it."""
@@ -208,9 +353,38 @@ def economics(estimates: list[dict], baseline_ns: int | None, baseline_source: s
         if twin_hint:
             line += f"; measure the cycle without the profiler: {twin_hint}"
         verdict.append(line)
+    notes = list(notes or [])
+    if table.height and table.row(0, named=True)["speedup_lo"] is not None:
+        head = table.row(0, named=True)
+        notes.append(interval_note(head["runs"], head["interval_basis"],
+                                   baseline is not None and baseline.half is None))
+    lo = hi = None
+    if baseline is not None and baseline.half is not None and math.isfinite(baseline.half):
+        lo, hi = int(round(baseline.lo)), int(round(baseline.hi))
     return Economics(estimates=table, baseline_ns=baseline_ns, baseline_source=baseline_source,
-                     verdict=verdict, notes=list(notes or []), profiled_only=profiled_only, waits=waits)
+                     verdict=verdict, notes=notes, profiled_only=profiled_only, waits=waits,
+                     baseline_lo_ns=lo, baseline_hi_ns=hi)
+
+
+def interval_note(runs: int, basis: str, given_baseline: bool = False) -> str:
+    """What the 95 % intervals cover, in words."""
+    if runs > 1:
+        text = (f"95% intervals (in brackets) over {runs} repeated runs of the cycle: the wider of the per-cycle "
+                "scatter and the run means' spread" + (" (the run means' here)" if basis == "runs" else ""))
+    else:
+        text = ("95% intervals (in brackets) from the per-cycle scatter of one run each: run-to-run noise (two "
+                "launches of one server differ by up to 10%) is not in them; repeat the run without the profiler "
+                "in one launch window, interleaved with the others (`specprof capture --no-nsys --repeat 3`, "
+                "docs/economics.md) to measure it")
+    if given_baseline:
+        text += "; the baseline given with --baseline-ms adds no width"
+    return text
 
 
 def _wins(row: dict):
-    return None if row["speedup"] is None else row["speedup"] > 1
+    """True (wins), False (loses), or None: unknown, or a wash (the speedup's interval holds 1)."""
+    if row["speedup"] is None:
+        return None
+    if row["speedup_lo"] is not None and row["speedup_lo"] <= 1 <= row["speedup_hi"]:
+        return None
+    return row["speedup"] > 1

@@ -46,18 +46,39 @@ def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
 
 def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, list[str], float | None]:
     """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes, mean requests
-    per step or None when unknown).
+    per step or None when unknown); `baseline_of` with its interval."""
+    b = baseline_of(path, step_range)
+    return b.ns, b.source, b.notes, b.batch
+
+
+@dataclass
+class Baseline:
+    """A plain-decode baseline run's step: mean ns, where from, notes, mean requests per step (None when
+    unknown) and the step time's `Measure` (its 95 % interval)."""
+
+    ns: int
+    source: str
+    notes: list[str]
+    batch: float | None
+    measure: econ.Measure
+
+
+def baseline_of(path: str, step_range: str | None = None) -> Baseline:
+    """The plain-decode step of a non-speculative run.
 
     A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
     sidecars; then its trace's ranges). A step is one traced decode cycle (SGLang without speculation:
     `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start,
     over the sidecar's capture window when it has one. In a trace without a sidecar (any nsys or Kineto
-    capture), a step is one range named `step_range` (default `cycle`, then `decode`)."""
+    capture), a step is one range named `step_range` (default `cycle`, then `decode`). A run that accepted
+    draft tokens is speculative, not a plain decode: refused."""
     notes: list[str] = []
+    profiled_twin = None
     if path.endswith(".jsonl") and os.path.isfile(path):
         paths, where = [path], "sidecar"
     elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
-        paths, where = sc.find(os.path.join(path, BASELINE_DIR)), "sidecar without nsys"
+        paths, where = twin_sidecars(path), "sidecar without nsys"
+        profiled_twin = sc.find(path) or None
     elif os.path.isdir(path) and sc.find(path):
         paths, where = sc.find(path), "sidecar under nsys"
     else:
@@ -69,18 +90,19 @@ def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, l
                 break
         cyc = steps.sort("pid", "tid", "start").with_columns(
             pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
-        mean, n, _ = econ.mean_period(cyc)
-        if mean is None:
+        m = econ.period_measure(cyc)
+        if m is None:
             tried = " or ".join(f"`{name}`" for name in names)
             raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
                                 "baseline; name the range that marks one decode step with --baseline-range NAME",
                                 path)
         under = cc.profiler_name(trace)
-        return mean, f"{path}: trace `{name}` ranges under {under}, {n} steps", notes, None
+        return Baseline(int(round(m.value)), f"{path}: trace `{name}` ranges under {under}, {m.n} steps", notes,
+                        None, m)
     sides = sc.read_sidecars(paths)
     window = cc.window_cycles(sides, None, None)
-    mean, n, _ = econ.mean_period(sides.cycles, key="file", keep=window)
-    if mean is None:
+    m = econ.period_measure(sides.cycles, key="file", keep=window, runs=econ.run_of(sides.files))
+    if m is None:
         raise SpecprofError(f"{path}: no two consecutive cycles in the sidecar: no step time to take as baseline",
                             path)
     accept, batch, _ = econ.accept_stats(window)
@@ -90,39 +112,71 @@ def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, l
     if cc.capture_windows(sides).height:
         where += ", its capture window"
     if accept is not None and accept > 1.0:
-        notes.append(f"the baseline run {path} accepted draft tokens (accept length {accept:.3f}): it is "
-                     "speculative, not a plain decode; its cycle is not a plain-decode step")
-    source = f"{path}: {where}, {n} steps" + (f" of {batch:g} requests" if batch is not None else "")
-    return mean, source, notes, batch
+        raise SpecprofError(f"{path}: the baseline accepted draft tokens (accept length {accept:.3f}): it is a "
+                            "speculative run, not a plain decode, and its cycle is not a plain-decode step; give a "
+                            "run without speculation (SGLang without --speculative-algorithm, the reference "
+                            "engine with --steps 0) or --baseline-ms", path)
+    if m.runs > 1:
+        where += f", {m.runs} repeated runs"
+    if profiled_twin:
+        # the profiler cannot make a run faster: a profiled twin that is faster shows the runs' own noise
+        twin = sc.read_sidecars(profiled_twin)
+        t = econ.period_measure(twin.cycles, key="file", keep=cc.window_cycles(twin, None, None))
+        if t is not None and m.half is not None and t.value < m.value - m.half - (t.half or 0):
+            gap = (m.value - t.value) / m.value
+            notes.append(f"the baseline's own run under nsys steps in {t.value / 1e6:.3f} ms, {gap:.0%} faster than "
+                         f"its run without nsys ({m.value / 1e6:.3f} ms): a profiler cannot make a run faster, so "
+                         "the two launches differ by that much run to run; the baseline's interval is widened to "
+                         "hold it (repeat the baseline without nsys to measure its noise)")
+            m = econ.Measure(m.value, max(m.half, m.value - t.value), m.n, max(m.runs, 2), "runs")
+    source = f"{path}: {where}, {m.n} steps" + (f" of {batch:g} requests" if batch is not None else "")
+    return Baseline(int(round(m.value)), source, notes, batch, m)
+
+
+def twin_sidecars(path: str) -> list[str]:
+    """The sidecars of a run directory's twins without nsys: RUN/no-nsys/, then its repeats RUN/no-nsys-2/,
+    RUN/no-nsys-3/, ... (`specprof capture --no-nsys --repeat N`)."""
+    out = sc.find(os.path.join(path, BASELINE_DIR))
+    i = 2
+    while os.path.isdir(os.path.join(path, f"{BASELINE_DIR}-{i}")):
+        out += sc.find(os.path.join(path, f"{BASELINE_DIR}-{i}"))
+        i += 1
+    return out
 
 
 def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str], steps: int | None = None, breakdown: CycleBreakdown | None = None,
-                  run: str | None = None) -> econ.Economics | None:
+                  run: str | None = None, baseline_measure: econ.Measure | None = None) -> econ.Economics | None:
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
     the trace's cycles with the accept length unknown. None when there is nothing to estimate. `steps`: the
     draft steps K (the most a cycle can accept is K + 1); `breakdown`: the decode cycle's, for how much of it the
     GPU waited on the host; `run`: the run's path, for the hint of how to measure it without the profiler."""
     rows = []
     under = cc.profiler_name(a.trace)
+    base_m = baseline_measure if baseline_measure is not None else (
+        econ.Measure(baseline_ns, None, 0, basis="given") if baseline_ns else None)
     if sidecars is not None:
         first, last = _aligned(check)
         window = cc.window_cycles(sidecars, first, last)
         if baseline is not None:
             base = cc.window_cycles(baseline, first, last)
-            period, n, _ = econ.mean_period(baseline.cycles, "file", keep=base)
+            runs = econ.run_of(baseline.files)
+            m = econ.period_measure(baseline.cycles, "file", keep=base, runs=runs)
             accept, batch, _ = econ.accept_stats(base)
-            rows.append(econ.estimate(f"sidecar without {under}", False, n, period, accept, batch, baseline_ns,
-                                      steps))
-        period, n, _ = econ.mean_period(sidecars.cycles, "file", keep=window)
+            rows.append(econ.estimate(f"sidecar without {under}", False, m.n if m else 0,
+                                      int(round(m.value)) if m else None, accept, batch, baseline_ns, steps,
+                                      m, econ.accept_measure(base, runs), base_m))
+        m = econ.period_measure(sidecars.cycles, "file", keep=window)
         accept, batch, _ = econ.accept_stats(window)
-        rows.append(econ.estimate(f"sidecar under {under}", True, n, period, accept, batch, baseline_ns, steps))
+        rows.append(econ.estimate(f"sidecar under {under}", True, m.n if m else 0, int(round(m.value)) if m else None,
+                                  accept, batch, baseline_ns, steps, m, econ.accept_measure(window), base_m))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
-        period, n, _ = econ.mean_period(a.cycles)
-        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, n, period, None, None, baseline_ns,
-                                  steps))
-        notes.append("no sidecar: the accept length is unknown (the sidecar carries the accept counts)")
+        m = econ.period_measure(a.cycles)
+        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, m.n if m else 0,
+                                  int(round(m.value)) if m else None, None, None, baseline_ns, steps, m, None, base_m))
+        notes.append("no sidecar of this run: the accept length is unknown (the sidecar carries the accept "
+                     "counts)")
     if not rows:
         return None
     if steps is None:
@@ -135,7 +189,7 @@ def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sid
     twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
             f"analyze {run} again" if run and os.path.isdir(run) else
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
-    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin)
+    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
 
 
 def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
@@ -171,19 +225,28 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
         raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
                             "sidecar too (--sidecar FILE, or a run directory)", server_log)
     econ_notes: list[str] = []
-    baseline_ns = baseline_source = baseline_batch = None
+    feeding = sidecars
+    if sidecars is not None and check is not None and a.cycles.height and not cc.aligned(check):
+        feeding = None  # a sidecar of another run: its accept counts and cycles are not this trace's
+        econ_notes.append("the sidecar does not line up with the trace (see the cross-check): it feeds nothing "
+                          "here, neither the accept length nor the cycle time")
+    baseline_ns = baseline_source = baseline_batch = baseline_measure = None
+    if baseline_ms is not None and baseline_run is not None:
+        raise SpecprofError(f"--baseline {baseline_run} and --baseline-ms {baseline_ms:g} both give the plain-decode "
+                            "step: give one of them")
     if baseline_ms is not None:
         if not 0 < baseline_ms < math.inf:
             raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
         baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
     elif baseline_run is not None:
-        baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run, baseline_range)
-        econ_notes.extend(more)
+        b = baseline_of(baseline_run, baseline_range)
+        baseline_ns, baseline_source, baseline_batch, baseline_measure = b.ns, b.source, b.batch, b.measure
+        econ_notes.extend(b.notes)
     if steps is None:
-        steps = steps_of(files, sidecars)[0]
+        steps = steps_of(files, feeding)[0]
     breakdown = cycle_breakdown(a)
-    economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes, steps,
-                              breakdown, files.path)
+    economics = economics_for(a, feeding, baseline if feeding is not None else None, check, baseline_ns, baseline_source, econ_notes, steps,
+                              breakdown, files.path, baseline_measure)
     head = economics.headline if economics is not None else None
     if head is not None and head["batch"] is not None and baseline_batch is not None \
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
@@ -280,6 +343,10 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
                         accept_len=None, batch=None)
     check = check if check is not None else cc.crosscheck(a.trace, sidecars)
+    if a.cycles.height and not cc.aligned(check):
+        raise SpecprofError(f"{files.path}: its sidecar does not line up with its trace (no clock-sync mark and no "
+                            "matching sequence of cycle durations: the sidecar of another run?); the sweep takes "
+                            "accept counts only from the run the trace holds", files.path)
     first, last = _aligned(check)
     window = cc.window_cycles(sidecars, first, last)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")

@@ -244,6 +244,11 @@ def crosscheck(c: CrossCheck) -> dict:
     }
 
 
+def _pair(lo, hi):
+    """A 95 % interval [lo, hi], or null when unknown."""
+    return None if lo is None or hi is None else [lo, hi]
+
+
 def economics(e: Economics) -> dict:
     return {
         "baseline_ms": ms_or_null(e.baseline_ns), "baseline_source": e.baseline_source,
@@ -256,9 +261,16 @@ def economics(e: Economics) -> dict:
              "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_tokens_per_s": num(r["baseline_tokens_per_s"], 1),
              "speedup": num(r["speedup"], 4), "break_even_accept_len": num(r["break_even_accept_len"], 4),
              "draft_steps": r["draft_steps"], "max_accept_len": r["max_accept_len"], "can_pay": r["can_pay"],
-             "verdict": r["verdict"]}
+             "verdict": r["verdict"],
+             "cycle_ms_ci": _pair(ms_or_null(r["cycle_lo_ns"]), ms_or_null(r["cycle_hi_ns"])),
+             "accept_len_ci": _pair(num(r["accept_len_lo"], 4), num(r["accept_len_hi"], 4)),
+             "tokens_per_s_ci": _pair(num(r["tokens_per_s_lo"], 1), num(r["tokens_per_s_hi"], 1)),
+             "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4)),
+             "break_even_accept_len_ci": _pair(num(r["break_even_lo"], 4), num(r["break_even_hi"], 4)),
+             "runs": r["runs"], "interval_basis": r["interval_basis"]}
             for r in e.estimates.iter_rows(named=True)
         ],
+        "baseline_ms_ci": _pair(ms_or_null(e.baseline_lo_ns), ms_or_null(e.baseline_hi_ns)),
         "profiled_only": e.profiled_only,
         "gpu_waits_on_host": None if e.waits is None else [
             {"phase": r["phase"], "share_of_cycle": num(r["share_of_cycle"], 6), "wait_share": num(r["wait_share"], 6)}

@@ -278,17 +278,22 @@ def crosscheck(c: CrossCheck) -> str:
     return "\n\n".join(parts)
 
 
+def _ci(lo, hi, digits: int) -> str:
+    return "" if lo is None or hi is None else f" ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
 def economics(e: Economics) -> str:
     rows = [[clean(r["source"]), f"{r['cycles']:,}", f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
-             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]), f_num(r["break_even_accept_len"]),
+             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2),
+             f_num(r["break_even_accept_len"]) + _ci(r["break_even_lo"], r["break_even_hi"], 3),
              "-" if r["draft_steps"] is None else str(r["draft_steps"]),
              "-" if r["can_pay"] is None else ("yes" if r["can_pay"] else "no")]
             for r in e.estimates.iter_rows(named=True)]
     base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
         "no baseline step time (give --baseline-ms MS or --baseline RUN)"
     text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
-            + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms", "speedup",
-                     "break-even accept len", "K", "can pay"], rows, "lrrrrrrrrl"))
+            + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms",
+                     "speedup (95% CI)", "break-even accept len", "K", "can pay"], rows, "lrrrrrrrrl"))
     if e.verdict:
         text += "\n" + bullets(e.verdict)
     if e.notes:
