@@ -11,7 +11,8 @@ from analyzer.app import store
 from analyzer.app import traces as many
 from analyzer.app.analyze import Options, RunInputs, analyze
 from analyzer.derived.compare import compare_charges, side_of
-from analyzer.derived.run_files import fit_sweep, sweep_run
+from analyzer.derived.compare import differences
+from analyzer.derived.run_files import baseline_of, fit_sweep, setup_of, sweep_run
 from analyzer.derived.sweep import Sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import sidecar as sc
@@ -100,10 +101,23 @@ def write_report(run: str, output: str, options: Options = Options(), inputs: Ru
 
 
 def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | None = None, as_json: bool = False,
-                 fail_pct: float | None = None) -> Output:
+                 fail_pct: float | None = None, allow_mixed: bool = False) -> Output:
     """`specprof compare`: run B against run A per phase and category (a path, or `@ID` of the results database);
-    exit status 1 when B is slower than A by more than `fail_pct` percent."""
+    exit status 1 when B is slower than A by more than `fail_pct` percent. Runs of different engines, models or
+    tensor-parallel sizes are refused unless `allow_mixed`."""
     db = store.connect(db_path, create=False) if db_path else None
+    if not allow_mixed:
+        setups = []
+        for x in (a, b):
+            if not store.is_run_id(x):
+                files = locate(x)
+                setup = setup_of(files, sc.read_sidecars(files.sidecars) if files.sidecars else None)
+                if setup is not None:
+                    setups.append((x, setup))
+        differ = differences(setups) if len(setups) == 2 else []
+        if differ:
+            raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
+                                "measure different things; --allow-mixed compares them anyway)")
 
     def analysed(path):
         return side_of(analyze(path, options))
@@ -118,17 +132,19 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
 
 def fit_sweep_runs(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db_path: str | None = None,
                    as_json: bool = False, options: Options = Options(), accept: list[float] = (),
-                   server_logs: list[str] = (), extrapolate: bool = False) -> Output:
+                   server_logs: list[str] = (), extrapolate: bool = False, baseline: str | None = None,
+                   allow_mixed: bool = False) -> Output:
     """`specprof sweep`: the cost model over runs with different numbers of draft steps (run directories, nsys or
-    Kineto traces, or `@ID` of the results database)."""
+    Kineto traces, or `@ID` of the results database); `baseline`: a plain-decode run to state the best K
+    against."""
     db = store.connect(db_path, create=False) if db_path else None
-    result = load_sweep(runs, steps, max_steps, db, options, accept, server_logs, extrapolate)
+    result = load_sweep(runs, steps, max_steps, db, options, accept, server_logs, extrapolate, baseline, allow_mixed)
     return Output(json_render.dumps(json_render.sweep(result)) if as_json else terminal.sweep(result))
 
 
 def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db=None,
                options: Options = Options(), accept: list[float] = (), server_logs: list[str] = (),
-               extrapolate: bool = False) -> Sweep:
+               extrapolate: bool = False, baseline: str | None = None, allow_mixed: bool = False) -> Sweep:
     """Analyse each run (a run directory or a trace), or read it from the results store `db` (`@ID`), and fit the
     cost model (derived/sweep.py). Accept lengths come from each run's sidecar, else from `accept` or
     `server_logs` (one per run, in order); without any, the cost models alone."""
@@ -155,7 +171,8 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
             sidecars = sc.read_sidecars(files.sidecars) if files.sidecars else None
             yield path, sweep_run(files, a, sidecars, a.crosscheck)
 
-    return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate)
+    plain = baseline_of(baseline) if baseline else None
+    return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate, plain, allow_mixed)
 
 
 def cache_info() -> Output:

@@ -298,6 +298,43 @@ def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None,
     return None, None
 
 
+_MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--hidden", "--target-layers",
+                "--draft-error")
+_TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
+_TEXT_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
+
+
+def _text_flag(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+    return None
+
+
+def setup_of(files: RunFiles, sidecars: sc.Sidecars | None) -> dict | None:
+    """What makes runs one workload, from the traced command line (the sidecar header's argv, else the run's
+    manifest.json): engine (the tracer's preset, else the program), model (the target and draft model flags),
+    tp (tensor-parallel size, 1 when not given). None when no command line is known."""
+    argv, preset = None, None
+    if sidecars is not None and sidecars.headers:
+        argv = sidecars.headers[0].get("argv")
+        preset = sidecars.files["preset"][0] if sidecars.files.height else None
+    recorded = manifest(files.path) if os.path.isdir(files.path) else None
+    if recorded is not None:
+        argv = argv or recorded.get("command")
+        preset = preset or recorded.get("preset")
+    if isinstance(argv, str):
+        argv = shlex.split(argv)
+    if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+        return None
+    engine = preset or next((a for a in argv if "sglang" in a or a == "reference"), os.path.basename(argv[0])
+                            if argv else None)
+    model = {name.lstrip("-"): _text_flag(argv, name) for name in _MODEL_FLAGS if _text_flag(argv, name)}
+    return {"engine": engine, "model": model, "tp": _flag(argv, _TP_FLAGS) or 1}
+
+
 @dataclass
 class SweepRun:
     """One run's inputs to the sweep fit; the results store keeps them (analyzer/app/store.py), so that
@@ -316,6 +353,7 @@ class SweepRun:
     # draft_ns, verify_ns per cycle of the run without nsys: GPU time between the tracer's CUDA events
     events: pl.DataFrame | None = None
     accept_source: str | None = None  # where accept_len came from
+    setup: dict | None = None  # engine, model, tp from the traced command line (`setup_of`); None when unknown
 
     @property
     def period_ns(self) -> int | None:
@@ -336,12 +374,13 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
         total_ns=pl.col("attributed").sum(),
         draft_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft").sum(),
-        verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum())
-    cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns")
+        verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum(),
+        extend_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft_extend").sum())
+    cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns", "extend_busy_ns")
     if sidecars is None:
         return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
-                        accept_len=None, batch=None)
+                        accept_len=None, batch=None, setup=setup_of(files, None))
     check = check if check is not None else cc.crosscheck(a.trace, sidecars)
     if a.cycles.height and not cc.aligned(check):
         raise SpecprofError(f"{files.path}: its sidecar does not line up with its trace (no clock-sync mark and no "
@@ -363,25 +402,38 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
         if ev.height:
             events = ev.group_by("file", "index", maintain_order=True).agg(
                 draft_ns=pl.col("ns").filter(pl.col("phase") == "draft").sum(),
-                verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum()).filter(
-                pl.col("verify_ns") > 0).select("draft_ns", "verify_ns")
+                verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum(),
+                extend_ns=pl.col("ns").filter(pl.col("phase") == "draft_extend").sum()).filter(
+                pl.col("verify_ns") > 0).select("draft_ns", "verify_ns", "extend_ns")
     return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
                     accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
-                    periods=periods, events=events, accept_source="sidecar" if accept is not None else None)
+                    periods=periods, events=events, accept_source="sidecar" if accept is not None else None,
+                    setup=setup_of(files, sidecars))
 
 
 def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,
-              accept: list[float] = (), extrapolate: bool = False) -> Sweep:
+              accept: list[float] = (), extrapolate: bool = False, baseline: Baseline | None = None,
+              allow_mixed: bool = False) -> Sweep:
     """Fit the cost model (derived/sweep.py) over the runs' inputs: `runs` gives (the run as the user named it,
     its inputs), in order; `steps`: the draft steps of each run when the command line does not say; `accept`:
     each run's mean accept length, when its sidecar has no counts (given by the user, or from a server log);
-    `extrapolate`: recommend among unmeasured step counts too."""
-    run_rows, cycle_rows, count_rows, period_rows, event_rows = [], [], [], [], []
-    for run, (path, sr) in enumerate(runs):
-        k, tokens = (steps[run], steps[run] + 1) if steps else (sr.steps, sr.tokens)
+    `extrapolate`: recommend among unmeasured step counts too; `baseline`: the plain-decode step (`--baseline`;
+    a K = 0 run among `runs` is one too); `allow_mixed`: fit runs of different setups anyway."""
+    run_rows, cycle_rows, count_rows, period_rows, event_rows, extend_rows = [], [], [], [], [], []
+    plain, setups = [], []
+    run = 0
+    for i, (path, sr) in enumerate(runs):
+        k, tokens = (steps[i], steps[i] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
             raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "
                                 "give --steps K once per run", path)
+        if sr.setup is not None:
+            setups.append((path, {**sr.setup, "batch": sr.batch}))
+        if k == 0:  # plain decoding: the baseline, not a point of the fit
+            plain.append((path, sr))
+            continue
+        if accept and accept[i] is not None:
+            sr = SweepRun(**{**sr.__dict__, "accept_len": accept[i], "accept_source": "given"})
         seen = sr.accepts
         if seen.height and int(seen["correct"].max()) > k:
             raise SpecprofError(f"{path}: a request accepted {int(seen['correct'].max())} draft tokens in one cycle, "
@@ -393,14 +445,17 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
                                       "draft_busy_ns", "verify_busy_ns"))
         if sr.events is not None and sr.events.height:
             event_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns"))
+            if "extend_ns" in sr.events.columns:
+                extend_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), ns="extend_ns"))
+        elif "extend_busy_ns" in wide.columns:
+            extend_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), ns="extend_busy_ns"))
         accept_len, accept_source = sr.accept_len, sr.accept_source
-        if accept:
-            accept_len, accept_source = accept[run], "given"
+        if accept_source == "given":
             if accept_len > k + 1:
                 raise SpecprofError(f"{path}: accept length {accept_len} given for K={k}: a cycle accepts at most "
                                     f"K + 1 = {k + 1} tokens per request", path)
         count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
-                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "correct"))
+                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "cycle", "correct"))
         if sr.periods is not None:
             period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
         means = wide.mean()
@@ -408,10 +463,44 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
                          "accept_len": accept_len, "accept_source": accept_source, "batch": sr.batch,
                          "rest_ns": int(means["total_ns"][0] - means["draft_ns"][0] - means["verify_ns"][0]),
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
+        run += 1
+    if setups and not allow_mixed:
+        from analyzer.derived.compare import differences
+        differ = differences(setups)
+        if differ:
+            raise SpecprofError("the runs are not one workload: " + "; ".join(differ) + " (a sweep fits one "
+                                "setup at several K; --allow-mixed fits them anyway)")
+    if plain:
+        if baseline is not None or len(plain) > 1:
+            raise SpecprofError("more than one plain-decode baseline: " + ", ".join(
+                [p for p, _ in plain] + ([baseline.source] if baseline is not None else [])) + "; give one")
+        baseline = plain_baseline(*plain[0])
     # (draft_ns and verify_ns per run come from the sweep, on the basis it fits them on)
     table = pl.DataFrame(run_rows, schema={
         "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
         "accept_len": pl.Float64, "accept_source": pl.Utf8, "batch": pl.Float64, "rest_ns": pl.Int64,
         "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
+    if not run_rows:
+        raise SpecprofError("specprof sweep needs speculative runs at two or more step counts; the runs given are "
+                            "all plain decoding (K = 0)")
     return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
-                 max_steps, pl.concat(event_rows) if event_rows else None, extrapolate)
+                 max_steps, pl.concat(event_rows) if event_rows else None, extrapolate,
+                 pl.concat(extend_rows) if len(extend_rows) == len(run_rows) else None,
+                 baseline.measure if baseline is not None else None, baseline.source if baseline else None)
+
+
+def plain_baseline(path: str, sr: SweepRun) -> Baseline:
+    """A K = 0 run among a sweep's runs as its plain-decode baseline: its step period without nsys where it has
+    one, else its attributed cycle under nsys (said)."""
+    if sr.accept_len is not None and sr.accept_len > 1.0:
+        raise SpecprofError(f"{path}: given as K = 0, but its requests accepted draft tokens (accept length "
+                            f"{sr.accept_len:.3f}): not a plain decode", path)
+    if os.path.exists(path):  # the run's files: the same step as `analyze --baseline` takes
+        return baseline_of(path)
+    if sr.periods is not None and sr.periods.height:
+        m = econ.mean_measure(sr.periods["period"].to_numpy())
+        where = "step period without nsys"
+    else:
+        m = econ.mean_measure(sr.cycles["total_ns"].to_numpy())
+        where = "attributed GPU time per step under nsys (no run without nsys beside it)"
+    return Baseline(int(round(m.value)), f"{path}: {where}, {m.n} steps", [], sr.batch, m)

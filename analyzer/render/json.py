@@ -316,14 +316,19 @@ def sweep(s: Sweep) -> dict:
         "basis": s.basis,
         "phase_basis": s.phase_basis,
         "extrapolate": s.extrapolate,
+        "model_ok": s.model_ok, "contradictions": s.contradictions, "drift": s.drift,
+        "baseline_ms": ms_or_null(s.baseline_ns), "baseline_source": s.baseline_source,
+        "beats_plain": s.beats_plain,
         "acceptance": {"positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
-                                      "rate": num(r["rate"], 4)} for r in s.acceptance.iter_rows(named=True)],
+                                      "rate": num(r["rate"], 4), "assumed": r["assumed"]}
+                                     for r in s.acceptance.iter_rows(named=True)],
                        "pooled_rate": num(s.pooled_rate, 4)},
         "predictions": [
             {"steps": r["steps"], "tokens": r["tokens"], "accept_len": num(r["accept_len"], 4),
              "measured_accept_len": num(r["measured_accept_len"], 4), "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2), "measured": r["measured"],
-             "extrapolated": r["extrapolated"]}
+             "extrapolated": r["extrapolated"], "assumed": r["assumed"], "speedup": num(r["speedup"], 4),
+             "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4))}
             for r in s.predictions.iter_rows(named=True)
         ],
         "recommended_steps": s.recommended_steps,

@@ -396,7 +396,8 @@ def sweep(s: Sweep) -> str:
                  + table(["fit", "fixed ms", "95% CI", "per unit ms", "95% CI", "runs 95% CI", "lack of fit ms",
                           "per unit"], fits, "lrrrrrrl"))
     if s.acceptance.height:
-        acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}", f_num(r["rate"])]
+        acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}",
+                f"assumed {s.pooled_rate:.3f}" if r["assumed"] else f_num(r["rate"])]
                for r in s.acceptance.iter_rows(named=True)]
         parts.append(f"Acceptance per draft position (pooled over the runs that drafted it; pooled "
                      f"{s.pooled_rate:.3f})\n" + table(["position", "reached", "accepted", "rate"], acc))
@@ -404,15 +405,21 @@ def sweep(s: Sweep) -> str:
         pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
                  f_num(r["accept_len"]), f_num(r["measured_accept_len"]), f_ms_or_dash(r["cycle_ns"]),
                  f_num(r["tokens_per_s"], 0), f_num(r["tokens_per_s_per_request"], 1),
-                 "measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated")]
+                 ("measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated"))
+                 + (", assumed acceptance" if r["assumed"] else "")]
+                + ([f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2)] if s.baseline_ns else [])
                 for r in s.predictions.iter_rows(named=True)]
         cycle = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
         parts.append(f"Predicted throughput (cycle from the fit of the {cycle}; accept length predicted from the "
                      "acceptance per position, beside the measured one)\n" + table(
-                         ["K", "tokens", "accept len", "measured", "cycle ms", "tokens/s", "per request", "K is"],
-                         pred, "rrrrrrrl"))
+                         ["K", "tokens", "accept len", "measured", "cycle ms", "tokens/s", "per request", "K is"]
+                         + (["vs plain (95% CI)"] if s.baseline_ns else []), pred, "rrrrrrrlr"))
     head = f"Recommendation: K = {s.recommended_steps}" if s.recommended_steps is not None else \
         "No recommendation: the cost models alone"
+    if s.beats_plain is False:
+        head = f"Recommendation: plain decoding (the best step count, K = {s.recommended_steps}, loses to it)"
+    elif s.recommended_steps is not None and s.baseline_ns and s.beats_plain is None:
+        head += " (against plain decoding: a wash)"
     parts.append(head + "\n" + bullets(s.reasoning))
     if s.notes:
         parts.append("Notes\n" + bullets(s.notes))
