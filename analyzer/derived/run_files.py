@@ -26,7 +26,7 @@ from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import BASELINE_DIR, RunFiles, manifest
+from analyzer.readers.inputs import BASELINE_DIR, RunFiles, manifest, twin_dirs
 from analyzer.readers.load import load_trace
 from analyzer.readers.sglang_log import read_server_log
 
@@ -134,14 +134,8 @@ def baseline_of(path: str, step_range: str | None = None) -> Baseline:
 
 
 def twin_sidecars(path: str) -> list[str]:
-    """The sidecars of a run directory's twins without nsys: RUN/no-nsys/, then its repeats RUN/no-nsys-2/,
-    RUN/no-nsys-3/, ... (`specprof capture --no-nsys --repeat N`)."""
-    out = sc.find(os.path.join(path, BASELINE_DIR))
-    i = 2
-    while os.path.isdir(os.path.join(path, f"{BASELINE_DIR}-{i}")):
-        out += sc.find(os.path.join(path, f"{BASELINE_DIR}-{i}"))
-        i += 1
-    return out
+    """The sidecars of a run directory's twins without nsys (readers/inputs.py `twin_dirs`)."""
+    return [f for d in twin_dirs(path) for f in sc.find(d)]
 
 
 def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
@@ -359,7 +353,8 @@ class SweepRun:
     def period_ns(self) -> int | None:
         if self.periods is None or not self.periods.height:
             return None
-        return int(round(self.periods["period"].mean()))
+        twins = self.periods["twin"].to_list() if "twin" in self.periods.columns else None
+        return int(round(econ.mean_measure(self.periods["period"].to_numpy(), twins).value))
 
 
 def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
@@ -394,7 +389,8 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
     if baseline is not None:
         keep = cc.window_cycles(baseline, window["index"].min(), window["index"].max()).select("file", "index")
         periods = econ.cycle_periods(baseline.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
-            .filter(~pl.col("idle")).select("index", "period")
+            .filter(~pl.col("idle")).join(econ.run_of(baseline.files), on="file", how="left") \
+            .select("index", "period", twin="run")  # twin: the repeated run (RUN/no-nsys, RUN/no-nsys-2, ...)
         ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
         if not ev.height and files.baseline_ground_truth:
             # the reference engine's own CUDA events of its run without nsys (its measured cycles)
@@ -457,7 +453,9 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
         count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
                                       pl.lit(k, dtype=pl.Int64).alias("steps"), "cycle", "correct"))
         if sr.periods is not None:
-            period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
+            twin = pl.col("twin") if "twin" in sr.periods.columns else pl.lit(None, dtype=pl.Utf8)
+            period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period",
+                                                 twin=twin))
         means = wide.mean()
         run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens, "cycles": wide.height,
                          "accept_len": accept_len, "accept_source": accept_source, "batch": sr.batch,

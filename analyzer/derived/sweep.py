@@ -424,7 +424,10 @@ def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, counts: 
             if r["measured"]:  # as measured: the run's own accept length and cycle, as `analyze` says them
                 run = runs.filter(pl.col("steps") == r["steps"])["run"][0]
                 if basis == "cycle_unprofiled" and periods is not None:
-                    c = econ.mean_measure(periods.filter(pl.col("run") == run)["period_ns"].to_numpy())
+                    mine = periods.filter(pl.col("run") == run)
+                    twins = mine["twin"].to_list() if "twin" in mine.columns and mine["twin"].null_count() == 0 \
+                        else None  # repeated runs without nsys: their spread is in the interval
+                    c = econ.mean_measure(mine["period_ns"].to_numpy(), twins)
                 else:
                     c = econ.mean_measure(cyc.filter(pl.col("run") == run)["total_ns"].to_numpy())
                 s = (r["measured_accept_len"] if r["measured_accept_len"] is not None else r["accept_len"]) \

@@ -113,6 +113,18 @@ class RunFiles:
     server_log: str | None = None  # RUN/server.log: the server's own log beside its capture
 
 
+def twin_dirs(path: str) -> list[str]:
+    """A run directory's twins without nsys: RUN/no-nsys, then its repeats RUN/no-nsys-2, RUN/no-nsys-3, ...
+    (`specprof capture --no-nsys --repeat N`), as long as they follow on."""
+    out, i = [], 2
+    if os.path.isdir(os.path.join(path, BASELINE_DIR)):
+        out.append(os.path.join(path, BASELINE_DIR))
+        while os.path.isdir(os.path.join(path, f"{BASELINE_DIR}-{i}")):
+            out.append(os.path.join(path, f"{BASELINE_DIR}-{i}"))
+            i += 1
+    return out
+
+
 def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> RunFiles:
     """The files of a run: a run directory, or a trace file plus the sidecars given."""
     if not os.path.exists(path):
@@ -123,7 +135,7 @@ def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> 
     if baseline_sidecars:
         files.baseline = list(baseline_sidecars)
     elif is_dir and os.path.isdir(os.path.join(path, BASELINE_DIR)):
-        files.baseline = sc.find(os.path.join(path, BASELINE_DIR))
+        files.baseline = [f for d in twin_dirs(path) for f in sc.find(d)]
         files.baseline_auto = bool(files.baseline)
     if is_dir:
         files.ground_truth = gt.find(path)

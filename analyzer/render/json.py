@@ -196,7 +196,8 @@ def crosscheck(c: CrossCheck) -> dict:
                  "cycles_without": r["cycles_without"], "with_ms": ms_or_null(r["with_ns"]),
                  "without_ms": ms_or_null(r["without_ns"]),
                  "ratio": num(r["ratio"], 4), "ratio_ci95": [num(r["ratio_lo"], 4), num(r["ratio_hi"], 4)],
-                 "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"]}
+                 "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"],
+                 "noise_pct": num(r["noise_pct"], 2)}
                 for r in c.inflation.iter_rows(named=True)
             ],
         }

@@ -244,8 +244,10 @@ def crosscheck(c: CrossCheck) -> str:
         rows = []
         for r in c.inflation.iter_rows(named=True):
             verdict = r["verdict"]
-            if verdict in ("inflated", "shorter"):
+            if verdict in ("inflated", "shorter", "within noise", "noise"):
                 verdict += f" {(r['ratio'] - 1) * 100:+.0f}%"
+            if verdict.startswith("noise"):
+                verdict += " (faster under the profiler: run-to-run)"
             rows.append([r["measure"], clean(r["phase"], 32), f_ms_or_dash(r["with_ns"]), f_ms_or_dash(r["without_ns"]),
                          f_x(r["ratio"]), f"{r['ratio_lo']:.2f}..{r['ratio_hi']:.2f}", verdict])
         base = ", ".join(clean(p) for p in c.baseline)
