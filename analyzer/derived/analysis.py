@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from analyzer.core.attribution import Attribution
 from analyzer.derived.breakdown import CycleBreakdown
 from analyzer.derived.crosscheck import CrossCheck
-from analyzer.derived.economics import Economics
+from analyzer.derived.economics import Economics, SyncTimerEstimate
 from analyzer.derived.ranks import Ranks
 
 
@@ -24,11 +24,14 @@ class Analysis(Attribution):
     # Where one decode cycle goes, phase by phase, on the stream the cycle runs on (derived/breakdown.py): None
     # with fewer than two cycles.
     cycle_breakdown: CycleBreakdown | None = None
+    # What synchronize timers at every phase boundary would add (derived/economics.py): None without cycles.
+    sync_timers: SyncTimerEstimate | None = None
 
     @classmethod
     def of(cls, a: Attribution, crosscheck: CrossCheck | None = None, economics: Economics | None = None,
-           ranks: Ranks | None = None, cycle_breakdown: CycleBreakdown | None = None) -> Analysis:
+           ranks: Ranks | None = None, cycle_breakdown: CycleBreakdown | None = None,
+           sync_timers: SyncTimerEstimate | None = None) -> Analysis:
         """An Analysis of the attribution `a` (its tables shared, not copied)."""
         base = {f.name: getattr(a, f.name) for f in fields(Attribution)}
         return cls(**base, crosscheck=crosscheck, economics=economics, ranks=ranks,
-                   cycle_breakdown=cycle_breakdown)
+                   cycle_breakdown=cycle_breakdown, sync_timers=sync_timers)

@@ -388,3 +388,177 @@ def _wins(row: dict):
     if row["speedup_lo"] is not None and row["speedup_lo"] <= 1 <= row["speedup_hi"]:
         return None
     return row["speedup"] > 1
+
+
+# -- what synchronize timers would cost ---------------------------------------------------------------------------
+
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
+              "cuStreamSynchronize")
+
+
+@dataclass
+class SyncTimerEstimate:
+    """What `torch.cuda.synchronize()` before and after every phase, with the host clock in between (the usual
+    hand-made timers), would add to this capture, estimated from its own timeline (`sync_timer_estimate`).
+
+    phases: phase, instances, events_ns (the phase's GPU time as in-stream events at its boundaries would read
+    it, unsynchronised: from when the stream reaches the phase's start to its last op's end), timer_ns (what the
+    timer would read: from the synchronize before the phase to the one after it), inflation_pct;
+    cycle_ns / synced_cycle_ns: the mean busy cycle period as captured and with the timers; cycle_inflation_pct;
+    sync_ns: one synchronize call's own cost (from the trace's synchronize calls, else 0 and said);
+    syncs_per_cycle; cycles: periods averaged."""
+
+    phases: pl.DataFrame
+    cycle_ns: int
+    synced_cycle_ns: int
+    cycle_inflation_pct: float
+    sync_ns: int
+    syncs_per_cycle: float
+    cycles: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _launch_latency(ops: pl.DataFrame) -> int:
+    """The launch latency of an op on an idle stream: the 5th percentile of (start - launch call start) over ops
+    that found their stream idle (the previous op on it had ended before the launch)."""
+    o = ops.filter(pl.col("launch_start").is_not_null()).sort("pid", "device", "stream", "start").with_columns(
+        prev=pl.col("end").shift(1).over("pid", "device", "stream"))
+    idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
+    lat = (idle["start"] - idle["launch_start"]).filter((idle["start"] - idle["launch_start"]) >= 0)
+    return int(lat.quantile(0.05, "nearest")) if lat.len() else 0
+
+
+def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.DataFrame, api: pl.DataFrame,
+                        grouping: tuple[str, ...] = ("cycle",)) -> SyncTimerEstimate | None:
+    """Estimate, from one capture's timeline, what a synchronize at every phase boundary (before and after each
+    phase of the cycle, as hand-made timers do) would add, per phase and per cycle (docs/economics.md).
+
+    Between two consecutive synchronize points the GPU starts idle. The time from one to the next becomes the
+    longer of the host's work in it (as captured, less the time the host spent blocked on GPU work launched
+    before it, which the synchronize already waited for) and the GPU work launched in it, replayed from an idle
+    GPU: each op starts at max(the previous op's end on its stream, its launch + the launch latency) plus the gap
+    it had after both in the capture, so an undisturbed segment replays as captured. Then the synchronize call
+    itself. What the timers remove is the launch-queue overlap: a phase whose host work ran while the GPU still
+    finished the one before now waits for it, then launches. `ops`: the attribution's (launch_start, kind,
+    stream, pid); `ranges`: its ranges (phase, cycle); `cycles`: its cycles; `api`: the trace's calls. None
+    without two consecutive cycles with phases."""
+    phases = ranges.filter(pl.col("cycle").is_not_null() & pl.col("phase").is_not_null()
+                           & ~pl.col("name").is_in(list(grouping)))
+    if not phases.height or cycles.height < 2:
+        return None
+    lat = _launch_latency(ops)
+    sync_calls = api.filter(pl.col("name").cast(pl.Utf8).is_in(list(SYNC_CALLS)))
+    notes = []
+    o = ops.filter(pl.col("launch_start").is_not_null()).sort("pid", "device", "stream", "start").with_columns(
+        prev=pl.col("end").shift(1).over("pid", "device", "stream"))
+    o = o.with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
+                                                                        - pl.col("launch_start")))
+    o = o.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
+    o = o.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort("launch_start")
+    sync_ns = 0
+    if sync_calls.height:
+        sync_ns = int((sync_calls["end"] - sync_calls["start"]).quantile(0.1, "nearest"))
+    else:
+        notes.append("no synchronize call in the trace to measure one's own cost: counted as 0, so the estimate "
+                     "is the launch-queue overlap the timers remove alone (a lower bound)")
+    rows, periods, synced = [], [], []
+    cyc = cycles.sort("pid", "start")
+    for pid in cyc["pid"].unique().to_list():
+        mine = cyc.filter(pl.col("pid") == pid)
+        ph = phases.filter(pl.col("pid") == pid).sort("start")
+        po = o.filter(pl.col("pid") == pid)
+        p_launch = po["launch_start"].to_numpy()
+        p_end, p_start = po["end"].to_numpy(), po["start"].to_numpy()
+        p_ready, p_gap = po["ready"].to_numpy(), po["gap"].to_numpy()
+        p_stream = (po["device"] * 1_000_000 + po["stream"]).to_numpy()
+        p_memcpy = (po["kind"].cast(pl.Utf8) == "memcpy").to_numpy()
+        api_t = np.sort(api.filter(pl.col("pid") == pid)["start"].to_numpy())
+        starts = mine["start"].to_numpy()
+        ids = mine["cycle"].to_list()
+        period_all = np.diff(starts)
+        if not len(period_all):
+            continue
+        median = float(np.median(period_all))
+        parts = ph.partition_by("cycle", as_dict=True)
+        empty = ph.clear()
+        by_cycle = {c: parts.get((c,), empty) for c in ids}
+        window = int(2 * median)  # how far back a host read's copy or a phase's earlier work is looked for
+        for i in range(len(ids) - 1):
+            here, nxt = by_cycle[ids[i]], by_cycle[ids[i + 1]]
+            if not here.height or not nxt.height or period_all[i] > IDLE_GAP_FACTOR * median:
+                continue
+            points = []
+            for r in here.iter_rows(named=True):
+                points += [(r["start"], "start", r["phase"]), (r["end"], "end", r["phase"])]
+            points.sort()
+            points.append((int(nxt["start"].min()), "start", None))
+            total = 0
+            timer_start = {}
+            for j in range(len(points) - 1):
+                t0, t1 = points[j][0], points[j + 1][0]
+                dur = _synced_segment(t0, t1, p_launch, p_start, p_end, p_ready, p_gap, p_stream, p_memcpy,
+                                      api_t, window) + sync_ns
+                kind, name = points[j][1], points[j][2]
+                if kind == "start":
+                    timer_start[name] = total
+                total += dur
+                if points[j + 1][1] == "end":
+                    name_end = points[j + 1][2]
+                    rows.append((name_end, total - timer_start.get(name_end, total - dur),
+                                 _events_time(points, j + 1, name_end, here, p_launch, p_end, p_stream, lat,
+                                              window)))
+            first = points[0][0]
+            periods.append(points[-1][0] - first)
+            synced.append(total)
+    if not periods:
+        return None
+    per = pl.DataFrame(rows, schema={"phase": pl.Utf8, "timer_ns": pl.Int64, "events_ns": pl.Int64}, orient="row")
+    table = per.group_by("phase", maintain_order=True).agg(
+        instances=pl.len(), events_ns=pl.col("events_ns").mean().round().cast(pl.Int64),
+        timer_ns=pl.col("timer_ns").mean().round().cast(pl.Int64)).with_columns(
+        inflation_pct=pl.when(pl.col("events_ns") > 0).then(
+            100.0 * (pl.col("timer_ns") / pl.col("events_ns") - 1)))
+    c, s = float(np.mean(periods)), float(np.mean(synced))
+    return SyncTimerEstimate(
+        phases=table.select("phase", "instances", "events_ns", "timer_ns", "inflation_pct"),
+        cycle_ns=int(round(c)), synced_cycle_ns=int(round(s)), cycle_inflation_pct=100.0 * (s / c - 1),
+        sync_ns=sync_ns, syncs_per_cycle=2.0 * len(rows) / len(periods), cycles=len(periods), notes=notes)
+
+
+def _synced_segment(t0, t1, launch, start, end, ready, gap, stream, memcpy, api_t, window) -> int:
+    """The time from a synchronize at t0 to the next synchronize point t1, with the GPU idle at t0 (see
+    `sync_timer_estimate`). `launch` sorted; earlier work is looked for `window` ns back."""
+    host = t1 - t0
+    a, b, c = np.searchsorted(launch, [t0 - window, t0, t1])
+    # the host blocked, at the start, on a copy of earlier work (a host read): the synchronize did that wait
+    cand = np.arange(a, b)
+    cand = cand[memcpy[a:b] & (end[a:b] <= t1)]
+    if len(cand):
+        waited_until = int(end[cand].max())
+        k = np.searchsorted(api_t, t0)
+        first_call = api_t[k] if k < len(api_t) else t1
+        if waited_until > t0 and first_call >= waited_until:
+            host -= waited_until - t0
+    gpu_end = t0
+    last: dict = {}
+    for k in range(b, c):
+        s = max(last.get(stream[k], t0), ready[k]) + gap[k]
+        e = s + (end[k] - start[k])
+        last[stream[k]] = e
+        gpu_end = max(gpu_end, e)
+    return int(max(host, gpu_end - t0))
+
+
+def _events_time(points, j, phase, here, launch, end, stream, lat, window) -> int:
+    """The phase's GPU time as in-stream events at its boundaries read it in the capture: from when its stream
+    reached the phase's start (the later of the work before it and the start + the launch latency) to the end
+    of its last op."""
+    r = here.filter(pl.col("phase") == phase).row(0, named=True)
+    a, b, c = np.searchsorted(launch, [r["start"] - window, r["start"], r["end"]])
+    if c == b:
+        return 0
+    ids, counts = np.unique(stream[b:c], return_counts=True)
+    s_id = ids[counts.argmax()]
+    earlier = end[a:b][stream[a:b] == s_id]
+    begin = max(int(earlier.max()) if len(earlier) else 0, r["start"] + lat)
+    return int(max(0, end[b:c].max() - begin))

@@ -247,7 +247,9 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
         economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
     ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
-    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown)
+    timers = econ.sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown,
+                       sync_timers=timers)
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------

@@ -110,6 +110,7 @@ def _document(a: Analysis) -> dict:
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
+        "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
         **ranks(a.ranks),
     }
@@ -243,6 +244,17 @@ def crosscheck(c: CrossCheck) -> dict:
             ]},
         "notes": c.notes,
     }
+
+
+def sync_timers(t) -> dict:
+    """derived/economics.py SyncTimerEstimate."""
+    return {"cycle_ms": ms_or_null(t.cycle_ns), "synced_cycle_ms": ms_or_null(t.synced_cycle_ns),
+            "cycle_inflation_pct": num(t.cycle_inflation_pct, 2), "sync_ms": ms_or_null(t.sync_ns),
+            "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles,
+            "per_phase": [{"phase": r["phase"], "instances": r["instances"], "events_ms": ms_or_null(r["events_ns"]),
+                           "timer_ms": ms_or_null(r["timer_ns"]), "inflation_pct": num(r["inflation_pct"], 2)}
+                          for r in t.phases.iter_rows(named=True)],
+            "notes": t.notes}
 
 
 def _pair(lo, hi):

@@ -303,6 +303,20 @@ def economics(e: Economics) -> str:
     return text
 
 
+def sync_timers(t) -> str:
+    rows = [[clean(r["phase"], 32), f"{r['instances']:,}", f_ms_or_dash(r["events_ns"]), f_ms_or_dash(r["timer_ns"]),
+             "-" if r["inflation_pct"] is None else f"{r['inflation_pct']:+.1f}%"] for r in t.phases.iter_rows(named=True)]
+    text = ("Synchronize timers: what torch.cuda.synchronize() before and after every phase would add (estimated "
+            f"from this capture's timeline, {t.cycles:,} cycles; docs/economics.md)\n"
+            f"  cycle {f_ms_or_dash(t.cycle_ns)} ms -> {f_ms_or_dash(t.synced_cycle_ns)} ms with the timers "
+            f"({t.cycle_inflation_pct:+.1f}%, {t.syncs_per_cycle:g} synchronize calls per cycle); per phase, its GPU "
+            "time as in-stream events read it against what the timer would read\n"
+            + table(["phase", "inst", "events ms", "timer ms", "timer reads"], rows, "lrrrr"))
+    if t.notes:
+        text += "\n" + bullets(t.notes)
+    return text
+
+
 def cycle_breakdown(a: Analysis) -> str | None:
     b = a.cycle_breakdown
     if b is None:
@@ -334,6 +348,8 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
         parts.append(crosscheck(a.crosscheck))
     if a.economics is not None:
         parts.append(economics(a.economics))
+    if getattr(a, "sync_timers", None) is not None:
+        parts.append(sync_timers(a.sync_timers))
     if a.notes:
         parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in a.notes))
     return "\n\n".join(parts) + "\n"
