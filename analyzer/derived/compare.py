@@ -57,7 +57,9 @@ def differences(setups: list[tuple[str, dict]]) -> list[str]:
     requests per cycle, beyond BATCH_TOLERANCE). `setups`: (run, {"engine", "model", "tp", "batch"}) with None
     for what is unknown (not compared). One phrase per difference, naming the runs' values."""
     out = []
-    for key, word in (("engine", "engines"), ("model", "models"), ("tp", "tensor-parallel sizes")):
+    for key, word in (("engine", "engines"), ("model", "models"), ("tp", "tensor-parallel sizes"),
+                      ("topk", "draft tree widths (--speculative-eagle-topk)"),
+                      ("continuous_steps", "--num-continuous-decode-steps")):
         seen = {}
         for run, s in setups:
             value = s.get(key)

@@ -163,6 +163,7 @@ class Economics:
     waits: pl.DataFrame | None = None  # phase, share_of_cycle, wait_share: the GPU waiting on the host
     baseline_lo_ns: int | None = None  # the baseline step's 95 % interval (None for a given number)
     baseline_hi_ns: int | None = None
+    draft_tree: dict | None = None  # DraftShape.as_tree(): a tree draft's topk and tokens; None for a chain
 
     @property
     def headline(self) -> dict | None:
@@ -388,6 +389,71 @@ def _wins(row: dict):
     if row["speedup_lo"] is not None and row["speedup_lo"] <= 1 <= row["speedup_hi"]:
         return None
     return row["speedup"] > 1
+
+
+# -- the draft's shape: chain or tree, grouped decode steps ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class DraftShape:
+    """What the traced command line says of the draft: K (`steps`), SGLang's `--speculative-eagle-topk` (`topk`,
+    1: a chain) and `--speculative-num-draft-tokens`, `--num-continuous-decode-steps`, and the engine's version."""
+
+    steps: int | None = None
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    continuous_steps: int = 1
+    version: str | None = None
+
+    @property
+    def tree(self) -> bool:
+        return self.topk > 1
+
+    @property
+    def verify_tokens(self) -> int | None:
+        """Tokens per request the verify forward checks: the tree's draft tokens (SGLang's
+        --speculative-num-draft-tokens), K + 1 for a chain (which SGLang enforces when topk is 1)."""
+        if self.tree and self.num_draft_tokens is not None:
+            return self.num_draft_tokens
+        return None if self.steps is None else self.steps + 1
+
+    @property
+    def max_accept_len(self) -> int | None:
+        """The most one cycle can accept per request: one path of K drafts, and the bonus token."""
+        return None if self.steps is None else self.steps + 1
+
+    def as_tree(self) -> dict | None:
+        """JSON `draft_tree`: None for a chain draft."""
+        if not self.tree:
+            return None
+        return {"topk": self.topk, "num_draft_tokens": self.num_draft_tokens, "verify_tokens": self.verify_tokens,
+                "steps": self.steps, "max_accept_len": self.max_accept_len}
+
+
+# SGLang versions whose source was read for --num-continuous-decode-steps: the option is declared
+# (srt/arg_groups/fields/schedule.py) and nothing else reads it.
+CONTINUOUS_STEPS_UNUSED = ("0.5.23",)
+
+
+def shape_notes(shape: DraftShape) -> list[str]:
+    """Plain sentences on a tree draft and on grouped decode steps."""
+    out = []
+    if shape.tree:
+        tokens = shape.verify_tokens
+        out.append(f"tree draft (--speculative-eagle-topk {shape.topk}): each of the K={shape.steps} steps keeps "
+                   f"{shape.topk} candidates, and verify checks {tokens if tokens is not None else 'an unknown number of'}"
+                   " draft tokens per request, not K + 1; a cycle still accepts at most K + 1 = "
+                   f"{shape.max_accept_len} tokens per request (one path of the tree, and the bonus token)")
+    if shape.continuous_steps > 1:
+        if shape.version in CONTINUOUS_STEPS_UNUSED:
+            out.append(f"--num-continuous-decode-steps {shape.continuous_steps}: SGLang {shape.version} declares the "
+                       "option but nothing in it reads it, so the decode cycles are single steps, as traced")
+        else:
+            out.append(f"--num-continuous-decode-steps {shape.continuous_steps} with SGLang "
+                       f"{shape.version or '(version unknown)'}, whose handling of it specprof has not checked: each "
+                       "traced cycle is one speculative forward (one verify) either way, so cycle times and accept "
+                       "lengths stay per forward; steps run back to back show as cycles without the scheduler's gap "
+                       "between them; compare only runs with the same setting")
+    return out
 
 
 # -- what synchronize timers would cost ---------------------------------------------------------------------------

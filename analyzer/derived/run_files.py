@@ -22,6 +22,7 @@ from analyzer.derived import economics as econ
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.breakdown import CycleBreakdown, cycle_breakdown
 from analyzer.derived.ranks import per_rank, sidecar_ranks
+from analyzer.derived.economics import shape_notes
 from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import ground_truth as gt
@@ -241,6 +242,10 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
     breakdown = cycle_breakdown(a)
     economics = economics_for(a, feeding, baseline if feeding is not None else None, check, baseline_ns, baseline_source, econ_notes, steps,
                               breakdown, files.path, baseline_measure)
+    if economics is not None:
+        shape = shape_of(files, feeding)
+        economics.draft_tree = shape.as_tree()
+        economics.notes.extend(shape_notes(shape))
     head = economics.headline if economics is not None else None
     if head is not None and head["batch"] is not None and baseline_batch is not None \
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
@@ -273,6 +278,31 @@ def _flag(argv: list[str], names: tuple[str, ...]) -> int | None:
                 except ValueError:
                     return None
     return None
+
+
+_TOPK_FLAGS = ("--speculative-eagle-topk", "--speculative_eagle_topk")
+_CONTINUOUS_FLAGS = ("--num-continuous-decode-steps", "--num_continuous_decode_steps")
+
+
+def shape_of(files: RunFiles, sidecars: sc.Sidecars | None) -> econ.DraftShape:
+    """The draft's shape from the traced command line (the sidecar header's argv, else the manifest's command)
+    and the engine's version (the sidecar header's, else the manifest's)."""
+    argv, version = None, None
+    if sidecars is not None and sidecars.headers:
+        argv = sidecars.headers[0].get("argv")
+        version = (sidecars.headers[0].get("versions") or {}).get("sglang")
+    recorded = manifest(files.path) if os.path.isdir(files.path) else None
+    if recorded is not None:
+        argv = argv or recorded.get("command")
+        version = version or (recorded.get("versions") or {}).get("sglang")
+    if isinstance(argv, str):
+        argv = shlex.split(argv)
+    if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+        return econ.DraftShape()
+    return econ.DraftShape(steps=_flag(argv, _STEP_FLAGS), topk=_flag(argv, _TOPK_FLAGS) or 1,
+                           num_draft_tokens=_flag(argv, _TOKEN_FLAGS),
+                           continuous_steps=_flag(argv, _CONTINUOUS_FLAGS) or 1,
+                           version=version if isinstance(version, str) else None)
 
 
 def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None, int | None]:
@@ -328,7 +358,8 @@ def setup_of(files: RunFiles, sidecars: sc.Sidecars | None) -> dict | None:
     engine = preset or next((a for a in argv if "sglang" in a or a == "reference"), os.path.basename(argv[0])
                             if argv else None)
     model = {name.lstrip("-"): _text_flag(argv, name) for name in _MODEL_FLAGS if _text_flag(argv, name)}
-    return {"engine": engine, "model": model, "tp": _flag(argv, _TP_FLAGS) or 1}
+    return {"engine": engine, "model": model, "tp": _flag(argv, _TP_FLAGS) or 1,
+            "topk": _flag(argv, _TOPK_FLAGS) or 1, "continuous_steps": _flag(argv, _CONTINUOUS_FLAGS) or 1}
 
 
 @dataclass
@@ -483,10 +514,12 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
     if not run_rows:
         raise SpecprofError("specprof sweep needs speculative runs at two or more step counts; the runs given are "
                             "all plain decoding (K = 0)")
+    tree = max((s.get("topk") or 1 for _, s in setups), default=1)
     return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
                  max_steps, pl.concat(event_rows) if event_rows else None, extrapolate,
                  pl.concat(extend_rows) if len(extend_rows) == len(run_rows) else None,
-                 baseline.measure if baseline is not None else None, baseline.source if baseline else None)
+                 baseline.measure if baseline is not None else None, baseline.source if baseline else None,
+                 tree_topk=tree)
 
 
 def plain_baseline(path: str, sr: SweepRun) -> Baseline:

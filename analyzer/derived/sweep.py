@@ -213,7 +213,8 @@ def resolvable(row: dict) -> bool:
 
 def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | None,
           max_steps: int | None = None, events: pl.DataFrame | None = None, extrapolate: bool = False,
-          extend: pl.DataFrame | None = None, baseline=None, baseline_source: str | None = None) -> Sweep:
+          extend: pl.DataFrame | None = None, baseline=None, baseline_source: str | None = None,
+          tree_topk: int = 1) -> Sweep:
     """The cost model from per-run and per-cycle tables.
 
     runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null), accept_len (measured or
@@ -228,6 +229,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     extend: run, ns (draft_extend's time per cycle, on the phases' basis) or None: K-independent work, whose
       drift between runs shows they differ by more than K
     baseline: the plain-decode step (economics.Measure) or None; baseline_source: where it came from
+    tree_topk: the widest draft tree among the runs (SGLang's --speculative-eagle-topk; 1: chains)
     """
     notes: list[str] = []
     if runs["steps"].n_unique() < 2:
@@ -282,13 +284,17 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
         contradictions.append(basis)
     model_ok = not contradictions and drift is None
     steps_measured = runs["steps"].n_unique()
-    predict = model_ok and steps_measured >= 3
+    predict = model_ok and steps_measured >= 3 and tree_topk == 1
+    if tree_topk > 1:
+        notes.append(f"tree drafts (--speculative-eagle-topk {tree_topk}): verify's token count is the tree's "
+                     "(--speculative-num-draft-tokens), not K + 1, and how it grows with K is the user's choice: "
+                     "nothing is predicted beyond the measured step counts")
     if not model_ok:
         notes.append("the fits contradict the cost model (" + ", ".join(
             f"{n}: {_per_unit_text(fit_table, n)}" for n in contradictions)
             + (("; " if contradictions else "") + drift if drift else "")
             + "): nothing is predicted from them; the step counts are compared only as measured")
-    elif not predict:
+    elif steps_measured < 3:
         notes.append(f"{steps_measured} step counts: a line through two points cannot show whether the costs are "
                      "straight in K; 3 or more step counts are needed to predict the ones not measured")
     per_run = {r["steps"]: r for r in runs.iter_rows(named=True)}

@@ -284,6 +284,7 @@ def economics(e: Economics) -> dict:
             for r in e.estimates.iter_rows(named=True)
         ],
         "baseline_ms_ci": _pair(ms_or_null(e.baseline_lo_ns), ms_or_null(e.baseline_hi_ns)),
+        "draft_tree": e.draft_tree,
         "profiled_only": e.profiled_only,
         "gpu_waits_on_host": None if e.waits is None else [
             {"phase": r["phase"], "share_of_cycle": num(r["share_of_cycle"], 6), "wait_share": num(r["wait_share"], 6)}
