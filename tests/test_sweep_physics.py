@@ -111,3 +111,20 @@ def test_differences_name_batch_sizes():
     out = differences([("a", {**same, "batch": 8.0}), ("b", {**same, "batch": 16.0})])
     assert out == ["different batch sizes: 8 requests per cycle (a), 16 requests per cycle (b)"]
     assert load_sweep(REFERENCE).model_ok is True
+
+
+def test_a_run_whose_sidecar_does_not_line_up_gives_the_sweep_nothing_of_it(tmp_path):
+    # K = 4's trace and manifest with K = 2's sidecar (another run): its accept counts must not enter the fit
+    import os
+    run = tmp_path / "k4"
+    run.mkdir()
+    for name in ("run.sqlite", "manifest.json"):
+        os.symlink(FIXTURES / "reference-k4" / name, run / name)
+    side = next((FIXTURES / "reference-k2").glob("specprof-sidecar.*.jsonl"))
+    os.symlink(side, run / side.name)
+    d = _sweep(REFERENCE[0], str(run), REFERENCE[2])
+    k4 = next(r for r in d["runs"] if r["steps"] == 4)
+    assert k4["accept_len"] is None and k4["accept_source"] is None
+    assert any("does not line up with its trace" in n for n in d["notes"])
+    # the acceptance counts are the K = 2 and K = 6 runs' alone
+    assert d["acceptance"]["positions"][0]["reached"] == 1600

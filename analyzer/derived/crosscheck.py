@@ -63,7 +63,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analyzer.derived.economics import cycle_periods
+from analyzer.derived.economics import cycle_periods, run_of
+from analyzer.derived.intervals import t975
 from analyzer.model.trace import Trace
 from analyzer.readers.sidecar import Sidecars
 
@@ -392,8 +393,6 @@ def twin_noise(times: pl.DataFrame, runs: pl.DataFrame) -> dict[str, float]:
     t = times.join(runs, on="file", how="left")
     if t["run"].n_unique() < 2:
         return {}
-    from analyzer.derived.sweep import t975
-
     cycles = t.filter(pl.col("phase") == CYCLE).group_by("run").agg(n=pl.len())
     out = {}
     for phase in t["phase"].unique().to_list():
@@ -459,8 +458,6 @@ def inflation(profiled: Sidecars, baseline: Sidecars, first: int | None, last: i
     n_wo = wo.filter(pl.col("phase") == CYCLE).height
     seen = [p for p in w.group_by("phase").agg(pl.col("ns").sum()).sort("ns", descending=True)["phase"].to_list()
             if p not in (CYCLE, PERIOD)]
-    from analyzer.derived.economics import run_of
-
     rows = _ratio_rows("cpu", w, wo, n_w, n_wo, seen + [CYCLE, PERIOD], twin_noise(wo, run_of(baseline.files)))
     if gt_with is None and gt_without is None and profiled.gpu_time.height and baseline.gpu_time.height:
         gt_with, gt_without = events_per_cycle(profiled, first, last), events_per_cycle(baseline, first, last)

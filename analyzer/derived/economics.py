@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analyzer.derived.sweep import t975
+from analyzer.derived.intervals import Measure, band, mean_measure, t975  # noqa: F401 (the economics' API)
 
 # A gap between two cycles longer than this many median periods is idle time (no batch to run, a prefill
 # of new requests), not part of a cycle's cost: such periods are left out and counted.
@@ -58,52 +58,6 @@ ESTIMATE_SCHEMA = {
     "speedup_hi": pl.Float64, "break_even_lo": pl.Float64, "break_even_hi": pl.Float64, "runs": pl.Int64,
     "interval_basis": pl.Utf8,
 }
-
-
-@dataclass(frozen=True)
-class Measure:
-    """A measured mean with its 95 % half-width: from the per-cycle scatter (t, n - 1 degrees of freedom), or,
-    where repeated runs exist and their means spread wider, from the run means (t, runs - 1); `half` None for a
-    number given by the user (no interval)."""
-
-    value: float
-    half: float | None
-    n: int
-    runs: int = 1
-    basis: str = "cycles"  # "cycles" | "runs" | "given"
-
-    @property
-    def rel(self) -> float:
-        return 0.0 if not self.half or not self.value else abs(self.half / self.value)
-
-    @property
-    def lo(self) -> float | None:
-        return None if self.half is None else self.value - self.half
-
-    @property
-    def hi(self) -> float | None:
-        return None if self.half is None else self.value + self.half
-
-
-def mean_measure(values, runs=None) -> Measure | None:
-    """The mean of `values` with its 95 % interval; `runs` (one label per value): the repeated run each value
-    belongs to. With two runs or more the mean is the mean of the run means and the interval the wider of the
-    per-value one and the run means' (run-to-run noise is what a single run's cycles cannot show)."""
-    v = np.asarray(values, dtype=float)
-    if not len(v):
-        return None
-    half = t975(len(v) - 1) * float(v.std(ddof=1)) / math.sqrt(len(v)) if len(v) > 1 else math.inf
-    if runs is not None:
-        labels = np.asarray(runs)
-        names = list(dict.fromkeys(labels.tolist()))
-        if len(names) > 1:
-            means = np.array([v[labels == r].mean() for r in names])
-            between = t975(len(means) - 1) * float(means.std(ddof=1)) / math.sqrt(len(means))
-            value = float(means.mean())
-            if between > half:
-                return Measure(value, between, len(v), len(names), "runs")
-            return Measure(value, half, len(v), len(names), "cycles")
-    return Measure(float(v.mean()), half, len(v))
 
 
 def run_of(files: pl.DataFrame) -> pl.DataFrame:
@@ -124,8 +78,7 @@ def period_measure(cycles: pl.DataFrame, key: str = "pid", keep: pl.DataFrame | 
     if busy.is_empty():
         return None
     if runs is not None:
-        busy = busy.join(runs.rename({"file": key}) if "file" in runs.columns and key != "file" else runs,
-                         on=key, how="left")
+        busy = busy.join(runs.rename({"file": key}) if key != "file" else runs, on=key, how="left")
     return mean_measure(busy["period"].to_numpy(), busy["run"].to_list() if runs is not None else None)
 
 
@@ -218,15 +171,6 @@ def accept_stats(cycles: pl.DataFrame) -> tuple[float | None, float | None, int]
     return correct / requests + 1.0, requests / known.height, requests
 
 
-def _band(value: float | None, *rels: float | None) -> tuple[float | None, float | None]:
-    """value x (1 -+ r), r the components' relative 95 % half-widths added in quadrature (delta method for a
-    product or quotient of independent means); (None, None) when the value or a component's interval is unknown."""
-    if value is None or any(r is None or not math.isfinite(r) for r in rels):
-        return None, None
-    r = math.sqrt(sum(x * x for x in rels))
-    return max(0.0, value * (1 - r)), value * (1 + r)
-
-
 def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, accept_len: float | None,
              batch: float | None, baseline_ns: int | None, draft_steps: int | None = None,
              cycle: Measure | None = None, accept: Measure | None = None, baseline: Measure | None = None) -> dict:
@@ -264,9 +208,9 @@ def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, acc
             if accept_len is not None:
                 row["speedup"] = accept_len * baseline_ns / cycle_ns
         if row["tokens_per_s"] is not None:
-            row["tokens_per_s_lo"], row["tokens_per_s_hi"] = _band(row["tokens_per_s"], rl, rc)
-        row["speedup_lo"], row["speedup_hi"] = _band(row["speedup"], rl, rb, rc)
-        row["break_even_lo"], row["break_even_hi"] = _band(row["break_even_accept_len"], rb, rc)
+            row["tokens_per_s_lo"], row["tokens_per_s_hi"] = band(row["tokens_per_s"], rl, rc)
+        row["speedup_lo"], row["speedup_hi"] = band(row["speedup"], rl, rb, rc)
+        row["break_even_lo"], row["break_even_hi"] = band(row["break_even_accept_len"], rb, rc)
     row["verdict"] = verdict_sentence(row)
     return row
 
@@ -545,19 +489,19 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
         if not len(period_all):
             continue
         median = float(np.median(period_all))
-        parts = ph.partition_by("cycle", as_dict=True)
-        empty = ph.clear()
-        by_cycle = {c: parts.get((c,), empty) for c in ids}
+        by_cycle: dict = {}
+        for r in ph.select("cycle", "phase", "start", "end").iter_rows():
+            by_cycle.setdefault(r[0], []).append(r[1:])
         window = int(2 * median)  # how far back a host read's copy or a phase's earlier work is looked for
         for i in range(len(ids) - 1):
-            here, nxt = by_cycle[ids[i]], by_cycle[ids[i + 1]]
-            if not here.height or not nxt.height or period_all[i] > IDLE_GAP_FACTOR * median:
+            here, nxt = by_cycle.get(ids[i]), by_cycle.get(ids[i + 1])
+            if not here or not nxt or period_all[i] > IDLE_GAP_FACTOR * median:
                 continue
             points = []
-            for r in here.iter_rows(named=True):
-                points += [(r["start"], "start", r["phase"]), (r["end"], "end", r["phase"])]
+            for phase, t_start, t_end in here:
+                points += [(t_start, "start", phase, t_end), (t_end, "end", phase, t_start)]
             points.sort()
-            points.append((int(nxt["start"].min()), "start", None))
+            points.append((min(r[1] for r in nxt), "start", None, None))
             total = 0
             timer_start = {}
             for j in range(len(points) - 1):
@@ -569,10 +513,9 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
                     timer_start[name] = total
                 total += dur
                 if points[j + 1][1] == "end":
-                    name_end = points[j + 1][2]
+                    name_end, began = points[j + 1][2], points[j + 1][3]
                     rows.append((name_end, total - timer_start.get(name_end, total - dur),
-                                 _events_time(points, j + 1, name_end, here, p_launch, p_end, p_stream, lat,
-                                              window)))
+                                 _events_time(began, points[j + 1][0], p_launch, p_end, p_stream, lat, window)))
             first = points[0][0]
             periods.append(points[-1][0] - first)
             synced.append(total)
@@ -607,24 +550,24 @@ def _synced_segment(t0, t1, launch, start, end, ready, gap, stream, memcpy, api_
             host -= waited_until - t0
     gpu_end = t0
     last: dict = {}
-    for k in range(b, c):
-        s = max(last.get(stream[k], t0), ready[k]) + gap[k]
-        e = s + (end[k] - start[k])
-        last[stream[k]] = e
-        gpu_end = max(gpu_end, e)
+    for st, r, g, d in zip(stream[b:c].tolist(), ready[b:c].tolist(), gap[b:c].tolist(),
+                           (end[b:c] - start[b:c]).tolist()):
+        e = max(last.get(st, t0), r) + g + d
+        last[st] = e
+        if e > gpu_end:
+            gpu_end = e
     return int(max(host, gpu_end - t0))
 
 
-def _events_time(points, j, phase, here, launch, end, stream, lat, window) -> int:
-    """The phase's GPU time as in-stream events at its boundaries read it in the capture: from when its stream
-    reached the phase's start (the later of the work before it and the start + the launch latency) to the end
-    of its last op."""
-    r = here.filter(pl.col("phase") == phase).row(0, named=True)
-    a, b, c = np.searchsorted(launch, [r["start"] - window, r["start"], r["end"]])
+def _events_time(t_start, t_end, launch, end, stream, lat, window) -> int:
+    """The GPU time of the phase run from t_start to t_end on the host, as in-stream events at its boundaries
+    read it in the capture: from when its stream reached the phase's start (the later of the work before it and
+    the start + the launch latency) to the end of its last op."""
+    a, b, c = np.searchsorted(launch, [t_start - window, t_start, t_end])
     if c == b:
         return 0
     ids, counts = np.unique(stream[b:c], return_counts=True)
     s_id = ids[counts.argmax()]
     earlier = end[a:b][stream[a:b] == s_id]
-    begin = max(int(earlier.max()) if len(earlier) else 0, r["start"] + lat)
+    begin = max(int(earlier.max()) if len(earlier) else 0, t_start + lat)
     return int(max(0, end[b:c].max() - begin))

@@ -381,6 +381,7 @@ class SweepRun:
     events: pl.DataFrame | None = None
     accept_source: str | None = None  # where accept_len came from
     setup: dict | None = None  # engine, model, tp from the traced command line (`setup_of`); None when unknown
+    unaligned: bool = False  # its sidecar did not line up with its trace, so it gave nothing
 
     @property
     def period_ns(self) -> int | None:
@@ -405,15 +406,15 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
         verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum(),
         extend_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft_extend").sum())
     cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns", "extend_busy_ns")
-    if sidecars is None:
-        return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
+    unaligned = False
+    if sidecars is not None:
+        check = check if check is not None else cc.crosscheck(a.trace, sidecars)
+        unaligned = bool(a.cycles.height) and not cc.aligned(check)
+    if sidecars is None or unaligned:  # a sidecar of another run feeds nothing
+        return SweepRun(path=files.path, steps=k if not unaligned else steps_of(files, None)[0],
+                        tokens=tokens if not unaligned else steps_of(files, None)[1], cycles=cycles,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
-                        accept_len=None, batch=None, setup=setup_of(files, None))
-    check = check if check is not None else cc.crosscheck(a.trace, sidecars)
-    if a.cycles.height and not cc.aligned(check):
-        raise SpecprofError(f"{files.path}: its sidecar does not line up with its trace (no clock-sync mark and no "
-                            "matching sequence of cycle durations: the sidecar of another run?); the sweep takes "
-                            "accept counts only from the run the trace holds", files.path)
+                        accept_len=None, batch=None, setup=setup_of(files, None), unaligned=unaligned)
     first, last = _aligned(check)
     window = cc.window_cycles(sidecars, first, last)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
@@ -451,7 +452,10 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
     run_rows, cycle_rows, count_rows, period_rows, event_rows, extend_rows = [], [], [], [], [], []
     plain, setups = [], []
     run = 0
+    unaligned = []
     for i, (path, sr) in enumerate(runs):
+        if sr.unaligned:
+            unaligned.append(path)
         k, tokens = (steps[i], steps[i] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
             raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "
@@ -515,11 +519,14 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
         raise SpecprofError("specprof sweep needs speculative runs at two or more step counts; the runs given are "
                             "all plain decoding (K = 0)")
     tree = max((s.get("topk") or 1 for _, s in setups), default=1)
-    return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
+    result = sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
                  max_steps, pl.concat(event_rows) if event_rows else None, extrapolate,
                  pl.concat(extend_rows) if len(extend_rows) == len(run_rows) else None,
                  baseline.measure if baseline is not None else None, baseline.source if baseline else None,
                  tree_topk=tree)
+    result.notes += [f"{path}: its sidecar does not line up with its trace (the sidecar of another run?): its "
+                     "accept counts and cycles feed nothing here" for path in unaligned]
+    return result
 
 
 def plain_baseline(path: str, sr: SweepRun) -> Baseline:

@@ -37,13 +37,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from analyzer.derived import economics as econ
+from analyzer.derived.intervals import t975
 from analyzer.errors import SpecprofError
-
-# t quantiles at 0.975 for 1..30 degrees of freedom; beyond, a Cornish-Fisher expansion (error < 1e-4).
-_T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
-         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
-         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
-_Z975 = 1.959963984540054
 
 FIT_SCHEMA = {
     "name": pl.Utf8, "x": pl.Utf8, "source": pl.Utf8, "fixed_ns": pl.Float64, "per_unit_ns": pl.Float64,
@@ -52,17 +48,6 @@ FIT_SCHEMA = {
     "per_unit_runs_lo_ns": pl.Float64, "per_unit_runs_hi_ns": pl.Float64, "n": pl.Int64, "runs": pl.Int64,
     "lack_of_fit_ns": pl.Float64,
 }
-
-
-def t975(dof: int) -> float:
-    """The 0.975 quantile of Student's t with `dof` degrees of freedom."""
-    if dof < 1:
-        return math.inf
-    if dof <= len(_T975):
-        return _T975[dof - 1]
-    z, v = _Z975, float(dof)
-    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3))
 
 
 @dataclass
@@ -391,12 +376,10 @@ def extend_drift(extend: pl.DataFrame, runs: pl.DataFrame) -> str | None:
     """draft_extend (run, ns per cycle) is K-independent work: when the runs' means differ by more than
     DRIFT_TOLERANCE and beyond their 95% intervals, while their accept lengths agree within it, the runs differ
     by something other than K (run-to-run drift): the sentence that says so, else None."""
-    from analyzer.derived.economics import mean_measure
-
     per = []
     for r in runs.iter_rows(named=True):
         v = extend.filter(pl.col("run") == r["run"])["ns"].to_numpy()
-        m = mean_measure(v) if len(v) else None
+        m = econ.mean_measure(v) if len(v) else None
         if m is not None and m.value > 0:
             per.append((r["steps"], r["accept_len"], m))
     if len(per) < 2:
@@ -417,8 +400,6 @@ def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, counts: 
                       periods: pl.DataFrame | None, cyc: pl.DataFrame, basis: str) -> pl.DataFrame:
     """The predictions with speedup, speedup_lo, speedup_hi against the plain-decode step `baseline` (a
     Measure, or None): 95% intervals at the measured K from their runs' cycles and accept counts."""
-    from analyzer.derived import economics as econ
-
     cols = {"speedup": pl.Float64, "speedup_lo": pl.Float64, "speedup_hi": pl.Float64}
     if baseline is None or not pred.height:
         return pred.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items()])
@@ -445,7 +426,7 @@ def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, counts: 
                     L = econ.accept_measure(per) if per.height else None
                 rl = L.rel if L is not None else (0.0 if r["measured_accept_len"] is not None else None)
                 rb = baseline.rel if baseline.half is not None else 0.0
-                lo, hi = econ._band(s, rl, rb, c.rel if c is not None else None)
+                lo, hi = econ.band(s, rl, rb, c.rel if c is not None else None)
         out.append({**r, "speedup": s, "speedup_lo": lo, "speedup_hi": hi})
     return pl.DataFrame(out, schema={**pred.schema, **cols}, orient="row")
 
