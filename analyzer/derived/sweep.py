@@ -240,8 +240,15 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     basis = "cycle"
     if periods is not None and periods.height and periods["run"].n_unique() == runs.height:
         p = periods.join(runs.select("run", "steps"), on="run")
+        group = p["run"]
+        if "twin" in p.columns and p["twin"].null_count() == 0 and p["twin"].n_unique() > p["run"].n_unique():
+            # repeated twins (RUN/no-nsys, RUN/no-nsys-2, ...): each is a run of its own for the run-means fit,
+            # so that its interval holds the run-to-run noise
+            group = (p["run"] * 1_000_000 + p["twin"].rank("dense").cast(pl.Int64)).alias("run")
+            notes.append("the cycle without nsys is fitted over every repeated twin: each counts as a run in "
+                         "the 'runs' interval, which so holds the run-to-run noise")
         fits.append(fit_row("cycle_unprofiled", "steps", "cycle period without nsys (baseline sidecars)",
-                            p["steps"], p["period_ns"], p["run"]))
+                            p["steps"], p["period_ns"], group))
         basis = "cycle_unprofiled"
     elif periods is not None and periods.height:
         notes.append("only some runs have a baseline sidecar (without nsys): predictions use the cycle time "
@@ -265,16 +272,20 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     # not move with K; and a line through two step counts tests nothing.
     drift = extend_drift(extend, runs) if extend is not None else None
     contradictions = [r["name"] for r in fit_table.iter_rows(named=True) if contradicts(r)]
-    if cycle_fit["per_unit_ns"] < 0 and basis not in contradictions:
-        contradictions.append(basis)
-    model_ok = not contradictions and drift is None
+    # a negative slope within its interval of zero contradicts nothing, but predicts a cycle that shrinks with K
+    negative = cycle_fit["per_unit_ns"] < 0 and basis not in contradictions
+    model_ok = not contradictions and drift is None and not negative
+    if negative:
+        notes.append(f"{basis}: its cost per step comes out negative ({_per_unit_text(fit_table, basis)}), within "
+                     "its interval of zero: the runs do not tell the cost per step, and nothing is predicted "
+                     "from it")
     steps_measured = runs["steps"].n_unique()
     predict = model_ok and steps_measured >= 3 and tree_topk == 1
     if tree_topk > 1:
         notes.append(f"tree drafts (--speculative-eagle-topk {tree_topk}): verify's token count is the tree's "
                      "(--speculative-num-draft-tokens), not K + 1, and how it grows with K is the user's choice: "
                      "nothing is predicted beyond the measured step counts")
-    if not model_ok:
+    if contradictions or drift:
         notes.append("the fits contradict the cost model (" + ", ".join(
             f"{n}: {_per_unit_text(fit_table, n)}" for n in contradictions)
             + (("; " if contradictions else "") + drift if drift else "")
