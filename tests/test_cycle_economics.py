@@ -3,7 +3,8 @@ pays, honestly: with the step count's bound, with a baseline from any plain capt
 only cycle measured was profiled.
 
 Real captures throughout: fixtures/sglang-* (SGLang 0.5.16 on an H200) and fixtures/reference-k* (the
-reference engine); the exports are also read as plain nsys exports, without the run directory and its sidecar.
+reference engine); the exports are also read as plain nsys exports, copied out of the run directory and away from
+its sidecar.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import RunInputs, analyze
+from analyzer.app.analyze import RunInputs
+from analyzer.app.run import Run, baseline_step
 from analyzer.cli import main
 from analyzer.derived import economics as econ
-from analyzer.derived.run_files import baseline_step
 from analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
@@ -31,7 +32,7 @@ def run_json(*args) -> dict:
 
 @pytest.mark.parametrize("run", ["sglang-k4", "sglang-k2", "sglang-plain", "reference-k4", "reference-k4-tp2"])
 def test_the_shares_of_one_cycle_add_up_to_one_and_the_times_to_the_cycle(run):
-    b = analyze(str(FIXTURES / run)).cycle_breakdown
+    b = Run.load(str(FIXTURES / run)).cycle_breakdown
     assert b.phases["share"].sum() == pytest.approx(1.0, abs=1e-9)
     assert b.phases["ns_per_cycle"].sum() == pytest.approx(b.mean_ns, abs=len(b.phases))  # rounding per phase
     assert ((b.phases["busy_share"] >= 0) & (b.phases["busy_share"] <= 1)).all()
@@ -40,7 +41,7 @@ def test_the_shares_of_one_cycle_add_up_to_one_and_the_times_to_the_cycle(run):
 
 def test_the_breakdown_cycle_is_the_cycle_the_sidecar_measured():
     # SGLang K = 4 under nsys: the sidecar's start-to-start period over the same window is 4.360 ms.
-    a = analyze(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4"))
     b = a.cycle_breakdown
     sidecar = a.economics.estimates.filter(a.economics.estimates["source"] == "sidecar under nsys").row(0, named=True)
     assert b.mean_ns == pytest.approx(sidecar["cycle_ns"], rel=0.002)
@@ -84,10 +85,9 @@ def test_a_break_even_above_k_plus_one_says_speculation_cannot_pay_at_any_accept
                                       "plain-decode steps (0.500 ms), more than the 5 tokens per request")
 
 
-def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_much_waited_on_the_host():
+def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_much_waited_on_the_host(export_alone):
     # Plain nsys exports of the reference engine, as someone else's: no run directory, no sidecar, no manifest.
-    doc = run_json(FIXTURES / "reference-k4" / "run.sqlite", "--baseline", FIXTURES / "reference-k0" / "run.sqlite",
-                   "--steps", "4")
+    doc = run_json(export_alone("reference-k4"), "--baseline", FIXTURES / "reference-k0" / "run.sqlite", "--steps", "4")
     e = doc["economics"]
     assert e["profiled_only"] is True
     head = e["estimates"][0]
@@ -100,8 +100,8 @@ def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_mu
     assert waits["draft"]["wait_share"] == pytest.approx(0.427, abs=0.005)
 
 
-def test_the_step_count_unknown_is_said_and_the_check_not_made():
-    e = run_json(FIXTURES / "reference-k4" / "run.sqlite", "--baseline-ms", "1")["economics"]
+def test_the_step_count_unknown_is_said_and_the_check_not_made(export_alone):
+    e = run_json(export_alone("reference-k4"), "--baseline-ms", "1")["economics"]
     assert e["estimates"][0]["draft_steps"] is None and e["estimates"][0]["can_pay"] is None
     assert any("the number of draft steps is unknown" in n for n in e["notes"])
 
@@ -127,7 +127,7 @@ def test_a_plain_sglang_sidecar_is_a_baseline_of_decode_cycles_only():
     sides = read_sidecars(find(str(FIXTURES / "sglang-plain" / "no-nsys")))
     prefill = sides.cycles.filter(~sides.cycles["decode"])
     assert prefill.height >= 2  # the 8 requests were prefilled in several batches: cycles too, not steps
-    ns, source, notes, batch = baseline_step(str(FIXTURES / "sglang-plain"))
+    ns, source, notes, batch, _ = baseline_step(str(FIXTURES / "sglang-plain"))
     assert "sidecar without nsys, its capture window, 120 steps of 8 requests" in source and batch == 8.0
     assert ns == pytest.approx(1_808_000, rel=0.001)
 
@@ -141,6 +141,7 @@ def test_estimate_rows_are_pure_functions_of_their_numbers():
     assert econ.estimate("x", False, 10, 3_000_000, 2.0, 8.0, 1_000_000)["can_pay"] is None
 
 
-def test_inputs_can_name_the_step_count():
-    a = analyze(str(FIXTURES / "reference-k4" / "run.sqlite"), inputs=RunInputs(baseline_ms=1.0, steps=6))
+def test_inputs_can_name_the_step_count(export_alone):
+    # the export alone: no sidecar, no command line that says K
+    a = Run.load(str(export_alone("reference-k4")), inputs=RunInputs(baseline_ms=1.0, steps=6))
     assert a.economics.estimates["can_pay"].to_list() == [True]

@@ -1,9 +1,8 @@
-"""A run's files (readers/inputs.py `RunFiles`: the tracer's sidecars, the run without nsys, ground truth, a
-server log, a baseline run) -> what they add to the attribution of its trace: the cross-check, the economics
-and the per-rank results (`enrich`, which makes the `Analysis`), and the sweep's inputs (`sweep_run`).
-
-This module reads the files through the readers and calls the pure analyses (crosscheck, economics, ranks);
-it prints nothing.
+"""What a run's other files add to the attribution of its trace, from their parsed tables (model/run_data.py
+`RunData`: the tracer's sidecars, the run without nsys, ground truth, a server log, a baseline step): the
+cross-check (`crosscheck_of`), the economics (`economics_of`), the draft steps of the traced command line
+(`steps_of`), a baseline's step time (`sidecar_step`, `trace_step`) and the sweep's inputs (`sweep_run`,
+`fit_sweep`). Pure functions of tables: the files are read by app/run.py.
 """
 
 from __future__ import annotations
@@ -19,21 +18,13 @@ import polars as pl
 from analyzer.core.attribution import Attribution
 from analyzer.derived import crosscheck as cc
 from analyzer.derived import economics as econ
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.breakdown import CycleBreakdown, cycle_breakdown
-from analyzer.derived.ranks import per_rank, sidecar_ranks
+from analyzer.derived.breakdown import CycleBreakdown
 from analyzer.derived.economics import shape_notes
 from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
-from analyzer.readers import ground_truth as gt
-from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import BASELINE_DIR, RunFiles, manifest, twin_dirs
-from analyzer.readers.load import load_trace
-from analyzer.readers.sglang_log import read_server_log
-
-
-def _sidecars(paths: list[str]) -> sc.Sidecars | None:
-    return sc.read_sidecars(paths) if paths else None
+from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
+from analyzer.model.sidecars import Sidecars
+from analyzer.model.trace import Trace
 
 
 def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
@@ -45,62 +36,37 @@ def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
     return None, None
 
 
-def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, list[str], float | None]:
-    """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes, mean requests
-    per step or None when unknown); `baseline_of` with its interval."""
-    b = baseline_of(path, step_range)
-    return b.ns, b.source, b.notes, b.batch
+def trace_step(trace: Trace, path: str, step_range: str | None = None) -> BaselineStep:
+    """The plain-decode step time of a non-speculative run's trace without a sidecar (any nsys or Kineto
+    capture at `path`): a step is one range named `step_range` (default `cycle`, then `decode`), measured start
+    to start on its thread."""
+    names = [step_range] if step_range else [cc.CYCLE, "decode"]
+    for name in names:
+        steps = trace.ranges.filter(pl.col("name") == name)
+        if steps.height >= 2:
+            break
+    cyc = steps.sort("pid", "tid", "start").with_columns(
+        pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
+    m = econ.period_measure(cyc)
+    if m is None:
+        tried = " or ".join(f"`{name}`" for name in names)
+        raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
+                            "baseline; name the range that marks one decode step with --baseline-range NAME",
+                            path)
+    under = cc.profiler_name(trace)
+    return BaselineStep(int(round(m.value)), f"{path}: trace `{name}` ranges under {under}, {m.n} steps", [], None,
+                        m)
 
 
-@dataclass
-class Baseline:
-    """A plain-decode baseline run's step: mean ns, where from, notes, mean requests per step (None when
-    unknown) and the step time's `Measure` (its 95 % interval)."""
-
-    ns: int
-    source: str
-    notes: list[str]
-    batch: float | None
-    measure: econ.Measure
-
-
-def baseline_of(path: str, step_range: str | None = None) -> Baseline:
-    """The plain-decode step of a non-speculative run.
-
-    A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
-    sidecars; then its trace's ranges). A step is one traced decode cycle (SGLang without speculation:
-    `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start,
-    over the sidecar's capture window when it has one. In a trace without a sidecar (any nsys or Kineto
-    capture), a step is one range named `step_range` (default `cycle`, then `decode`). A run that accepted
-    draft tokens is speculative, not a plain decode: refused."""
+def sidecar_step(sides: Sidecars, path: str, where: str, profiled: Sidecars | None = None) -> BaselineStep:
+    """The plain-decode step time of a non-speculative run from its sidecars (read from `path`; `where`: which
+    ones, in the user's words), with its 95 % interval: a step is one traced decode cycle (SGLang without
+    speculation: `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start
+    to start, over the sidecar's capture window when it has one; repeated twins (one folder each) give the
+    interval of their means where wider. A run that accepted draft tokens is speculative: refused. `profiled`:
+    the run's own sidecars under the profiler, when `sides` are its twins without it: a profiled run that is
+    faster shows the runs' noise, and the interval is widened to hold it."""
     notes: list[str] = []
-    profiled_twin = None
-    if path.endswith(".jsonl") and os.path.isfile(path):
-        paths, where = [path], "sidecar"
-    elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
-        paths, where = twin_sidecars(path), "sidecar without nsys"
-        profiled_twin = sc.find(path) or None
-    elif os.path.isdir(path) and sc.find(path):
-        paths, where = sc.find(path), "sidecar under nsys"
-    else:
-        trace = load_trace(path)
-        names = [step_range] if step_range else [cc.CYCLE, "decode"]
-        for name in names:
-            steps = trace.ranges.filter(pl.col("name") == name)
-            if steps.height >= 2:
-                break
-        cyc = steps.sort("pid", "tid", "start").with_columns(
-            pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
-        m = econ.period_measure(cyc)
-        if m is None:
-            tried = " or ".join(f"`{name}`" for name in names)
-            raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
-                                "baseline; name the range that marks one decode step with --baseline-range NAME",
-                                path)
-        under = cc.profiler_name(trace)
-        return Baseline(int(round(m.value)), f"{path}: trace `{name}` ranges under {under}, {m.n} steps", notes,
-                        None, m)
-    sides = sc.read_sidecars(paths)
     window = cc.window_cycles(sides, None, None)
     m = econ.period_measure(sides.cycles, key="file", keep=window, runs=econ.run_of(sides.files))
     if m is None:
@@ -119,10 +85,9 @@ def baseline_of(path: str, step_range: str | None = None) -> Baseline:
                             "engine with --steps 0) or --baseline-ms", path)
     if m.runs > 1:
         where += f", {m.runs} repeated runs"
-    if profiled_twin:
+    if profiled is not None:
         # the profiler cannot make a run faster: a profiled twin that is faster shows the runs' own noise
-        twin = sc.read_sidecars(profiled_twin)
-        t = econ.period_measure(twin.cycles, key="file", keep=cc.window_cycles(twin, None, None))
+        t = econ.period_measure(profiled.cycles, key="file", keep=cc.window_cycles(profiled, None, None))
         if t is not None and m.half is not None and t.value < m.value - m.half - (t.half or 0):
             gap = (m.value - t.value) / m.value
             notes.append(f"the baseline's own run under nsys steps in {t.value / 1e6:.3f} ms, {gap:.0%} faster than "
@@ -131,22 +96,26 @@ def baseline_of(path: str, step_range: str | None = None) -> Baseline:
                          "hold it (repeat the baseline without nsys to measure its noise)")
             m = econ.Measure(m.value, max(m.half, m.value - t.value), m.n, max(m.runs, 2), "runs")
     source = f"{path}: {where}, {m.n} steps" + (f" of {batch:g} requests" if batch is not None else "")
-    return Baseline(int(round(m.value)), source, notes, batch, m)
+    return BaselineStep(int(round(m.value)), source, notes, batch, m)
 
 
-def twin_sidecars(path: str) -> list[str]:
-    """The sidecars of a run directory's twins without nsys (readers/inputs.py `twin_dirs`)."""
-    return [f for d in twin_dirs(path) for f in sc.find(d)]
+def given_step(baseline_ms: float) -> BaselineStep:
+    """The plain-decode step time given in ms (--baseline-ms)."""
+    if not 0 < baseline_ms < math.inf:
+        raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
+    ns = int(round(baseline_ms * 1e6))
+    return BaselineStep(ns, "given with --baseline-ms", [], None, econ.Measure(ns, None, 0, basis="given"))
 
 
-def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
+def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str], steps: int | None = None, breakdown: CycleBreakdown | None = None,
                   run: str | None = None, baseline_measure: econ.Measure | None = None) -> econ.Economics | None:
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
     the trace's cycles with the accept length unknown. None when there is nothing to estimate. `steps`: the
     draft steps K (the most a cycle can accept is K + 1); `breakdown`: the decode cycle's, for how much of it the
-    GPU waited on the host; `run`: the run's path, for the hint of how to measure it without the profiler."""
+    GPU waited on the host; `run`: the run's directory (None: a trace file alone), for the hint of how to measure
+    it without the profiler."""
     rows = []
     under = cc.profiler_name(a.trace)
     base_m = baseline_measure if baseline_measure is not None else (
@@ -182,79 +151,51 @@ def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sid
         waits = breakdown.phases.filter(pl.col("busy_share").is_not_null()).select(
             "phase", share_of_cycle="share", wait_share=1 - pl.col("busy_share"))
     twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
-            f"analyze {run} again" if run and os.path.isdir(run) else
+            f"analyze {run} again" if run else
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
     return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
 
 
-def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
-           baseline_ms: float | None = None, log_interval: int | None = None, steps: int | None = None,
-           baseline_range: str | None = None) -> Analysis:
-    """The Analysis of the attribution `a`: with the per-rank results, and the cross-check and the economics where
-    the data for them is present. `log_interval` None: the server's own --decode-log-interval, read from its
-    command line in the sidecar's header, else SGLang's default. `steps`: the draft steps K, when the traced
-    command line does not say; `baseline_range`: the range that marks one decode step in a baseline trace
-    without a sidecar."""
-    sidecars = _sidecars(files.sidecars)
-    baseline = _sidecars(files.baseline)
-    found_log = server_log is None and files.server_log is not None and sidecars is not None \
-        and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
-    server_log = server_log or (files.server_log if found_log else None)
-    log = read_server_log(server_log) if server_log else None
-    check = None
-    if log is not None and log_interval is None:
-        given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in sidecars.headers]
-        log_interval = next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
-    if sidecars is not None:
-        check = cc.crosscheck(
-            a.trace, sidecars, baseline,
-            gt.read_ground_truth(files.ground_truth) if files.ground_truth and baseline else None,
-            gt.read_ground_truth(files.baseline_ground_truth) if files.baseline_ground_truth else None,
-            log, log_interval)
-        if files.baseline_auto:
-            check.notes.insert(0, f"baseline (without nsys) found in {os.path.join(files.path, BASELINE_DIR)}")
-        if found_log:
-            check.notes.insert(0, f"server log found: {server_log}")
-        check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
-    elif log is not None:
-        raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
-                            "sidecar too (--sidecar FILE, or a run directory)", server_log)
-    econ_notes: list[str] = []
-    feeding = sidecars
-    if sidecars is not None and check is not None and a.cycles.height and not cc.aligned(check):
+def crosscheck_of(a: Attribution, data: RunData) -> cc.CrossCheck | None:
+    """The cross-check of the attribution `a` against its run's sidecars (and the run without nsys, ground truth
+    and the server log, where `data` has them); None without a sidecar. The files the loader found without
+    being given are said first in its notes."""
+    if data.sidecars is None:
+        return None
+    check = cc.crosscheck(a.trace, data.sidecars, data.baseline, data.ground_truth, data.baseline_ground_truth,
+                          data.server_log, data.log_interval)
+    check.notes[:0] = data.found
+    check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, data.sidecars)
+    return check
+
+
+def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, breakdown: CycleBreakdown | None
+                 ) -> econ.Economics | None:
+    """Does speculation pay, for the attribution `a` of the run whose files `data` holds (`check`: its
+    cross-check; `breakdown`: its decode cycle's breakdown): `economics_for` with the baseline step and the
+    draft steps (given, else from the traced command line)."""
+    step = data.baseline_step
+    notes = list(step.notes) if step else []
+    feeding = data.sidecars
+    if feeding is not None and check is not None and a.cycles.height and not cc.aligned(check):
         feeding = None  # a sidecar of another run: its accept counts and cycles are not this trace's
-        econ_notes.append("the sidecar does not line up with the trace (see the cross-check): it feeds nothing "
-                          "here, neither the accept length nor the cycle time")
-    baseline_ns = baseline_source = baseline_batch = baseline_measure = None
-    if baseline_ms is not None and baseline_run is not None:
-        raise SpecprofError(f"--baseline {baseline_run} and --baseline-ms {baseline_ms:g} both give the plain-decode "
-                            "step: give one of them")
-    if baseline_ms is not None:
-        if not 0 < baseline_ms < math.inf:
-            raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
-        baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
-    elif baseline_run is not None:
-        b = baseline_of(baseline_run, baseline_range)
-        baseline_ns, baseline_source, baseline_batch, baseline_measure = b.ns, b.source, b.batch, b.measure
-        econ_notes.extend(b.notes)
-    if steps is None:
-        steps = steps_of(files, feeding)[0]
-    breakdown = cycle_breakdown(a)
-    economics = economics_for(a, feeding, baseline if feeding is not None else None, check, baseline_ns, baseline_source, econ_notes, steps,
-                              breakdown, files.path, baseline_measure)
+        notes.append("the sidecar does not line up with the trace (see the cross-check): it feeds nothing here, "
+                     "neither the accept length nor the cycle time")
+    shape = shape_of(data if feeding is not None else RunData(manifest=data.manifest))
+    steps = data.steps if data.steps is not None else shape.steps
+    economics = economics_for(a, feeding, data.baseline if feeding is not None else None, check,
+                              step.ns if step else None, step.source if step else None, notes, steps, breakdown,
+                              data.folder, step.measure if step else None)
     if economics is not None:
-        shape = shape_of(files, feeding)
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
     head = economics.headline if economics is not None else None
-    if head is not None and head["batch"] is not None and baseline_batch is not None \
-            and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
-        economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
+    batch = step.batch if step else None
+    if head is not None and head["batch"] is not None and batch is not None \
+            and abs(batch - head["batch"]) > 0.01 * head["batch"]:
+        economics.notes.append(f"the baseline ran {batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
-    ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
-    timers = econ.sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
-    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown,
-                       sync_timers=timers)
+    return economics
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------
@@ -280,54 +221,18 @@ def _flag(argv: list[str], names: tuple[str, ...]) -> int | None:
     return None
 
 
+def log_interval(data: RunData) -> int:
+    """The server's --decode-log-interval: from its command line in the sidecar's headers, else SGLang's."""
+    headers = data.sidecars.headers if data.sidecars else []
+    given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in headers]
+    return next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
+
+
 _TOPK_FLAGS = ("--speculative-eagle-topk", "--speculative_eagle_topk")
 _CONTINUOUS_FLAGS = ("--num-continuous-decode-steps", "--num_continuous_decode_steps")
-
-
-def shape_of(files: RunFiles, sidecars: sc.Sidecars | None) -> econ.DraftShape:
-    """The draft's shape from the traced command line (the sidecar header's argv, else the manifest's command)
-    and the engine's version (the sidecar header's, else the manifest's)."""
-    argv, version = None, None
-    if sidecars is not None and sidecars.headers:
-        argv = sidecars.headers[0].get("argv")
-        version = (sidecars.headers[0].get("versions") or {}).get("sglang")
-    recorded = manifest(files.path) if os.path.isdir(files.path) else None
-    if recorded is not None:
-        argv = argv or recorded.get("command")
-        version = version or (recorded.get("versions") or {}).get("sglang")
-    if isinstance(argv, str):
-        argv = shlex.split(argv)
-    if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
-        return econ.DraftShape()
-    return econ.DraftShape(steps=_flag(argv, _STEP_FLAGS), topk=_flag(argv, _TOPK_FLAGS) or 1,
-                           num_draft_tokens=_flag(argv, _TOKEN_FLAGS),
-                           continuous_steps=_flag(argv, _CONTINUOUS_FLAGS) or 1,
-                           version=version if isinstance(version, str) else None)
-
-
-def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None, int | None]:
-    """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
-    manifest.json. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
-    argvs = [h.get("argv") for h in (sidecars.headers if sidecars else [])]
-    recorded = manifest(files.path) if os.path.isdir(files.path) else None
-    if recorded is not None:
-        argvs.append(recorded.get("command"))
-    for argv in argvs:
-        if isinstance(argv, str):
-            argv = shlex.split(argv)
-        if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
-            continue
-        steps = _flag(argv, _STEP_FLAGS)
-        if steps is not None:
-            tokens = _flag(argv, _TOKEN_FLAGS)
-            return steps, tokens if tokens is not None else steps + 1
-    return None, None
-
-
 _MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--hidden", "--target-layers",
                 "--draft-error")
 _TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
-_TEXT_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path")
 
 
 def _text_flag(argv: list[str], name: str) -> str | None:
@@ -339,27 +244,66 @@ def _text_flag(argv: list[str], name: str) -> str | None:
     return None
 
 
-def setup_of(files: RunFiles, sidecars: sc.Sidecars | None) -> dict | None:
-    """What makes runs one workload, from the traced command line (the sidecar header's argv, else the run's
-    manifest.json): engine (the tracer's preset, else the program), model (the target and draft model flags),
-    tp (tensor-parallel size, 1 when not given). None when no command line is known."""
-    argv, preset = None, None
-    if sidecars is not None and sidecars.headers:
-        argv = sidecars.headers[0].get("argv")
-        preset = sidecars.files["preset"][0] if sidecars.files.height else None
-    recorded = manifest(files.path) if os.path.isdir(files.path) else None
-    if recorded is not None:
-        argv = argv or recorded.get("command")
-        preset = preset or recorded.get("preset")
+def _command(data: RunData) -> tuple[list[str] | None, str | None, str | None]:
+    """(the traced command line, the tracer's preset, the engine's version): the sidecar header's, else the
+    run's manifest's."""
+    argv = preset = version = None
+    if data.sidecars is not None and data.sidecars.headers:
+        head = data.sidecars.headers[0]
+        argv, version = head.get("argv"), (head.get("versions") or {}).get("sglang")
+        preset = data.sidecars.files["preset"][0] if data.sidecars.files.height else None
+    if data.manifest is not None:
+        argv = argv or data.manifest.get("command")
+        preset = preset or data.manifest.get("preset")
+        version = version or (data.manifest.get("versions") or {}).get("sglang")
     if isinstance(argv, str):
         argv = shlex.split(argv)
     if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+        argv = None
+    return argv, preset, version if isinstance(version, str) else None
+
+
+def shape_of(data: RunData) -> econ.DraftShape:
+    """The draft's shape from the traced command line: K, SGLang's --speculative-eagle-topk and
+    --speculative-num-draft-tokens, --num-continuous-decode-steps, and the engine's version."""
+    argv, _, version = _command(data)
+    if argv is None:
+        return econ.DraftShape()
+    return econ.DraftShape(steps=_flag(argv, _STEP_FLAGS), topk=_flag(argv, _TOPK_FLAGS) or 1,
+                           num_draft_tokens=_flag(argv, _TOKEN_FLAGS),
+                           continuous_steps=_flag(argv, _CONTINUOUS_FLAGS) or 1, version=version)
+
+
+def setup_of(data: RunData) -> dict | None:
+    """What makes runs one workload, from the traced command line: engine (the tracer's preset, else the
+    program), model (the target and draft model flags), tp (tensor-parallel size, 1 when not given), topk and
+    continuous_steps (the draft's shape). None when no command line is known."""
+    argv, preset, _ = _command(data)
+    if argv is None:
         return None
-    engine = preset or next((a for a in argv if "sglang" in a or a == "reference"), os.path.basename(argv[0])
-                            if argv else None)
+    engine = preset or next((a for a in argv if "sglang" in a or a == "reference"),
+                            os.path.basename(argv[0]) if argv else None)
     model = {name.lstrip("-"): _text_flag(argv, name) for name in _MODEL_FLAGS if _text_flag(argv, name)}
     return {"engine": engine, "model": model, "tp": _flag(argv, _TP_FLAGS) or 1,
             "topk": _flag(argv, _TOPK_FLAGS) or 1, "continuous_steps": _flag(argv, _CONTINUOUS_FLAGS) or 1}
+
+
+def steps_of(data: RunData) -> tuple[int | None, int | None]:
+    """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
+    manifest. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
+    argvs = [h.get("argv") for h in (data.sidecars.headers if data.sidecars else [])]
+    if data.manifest is not None:
+        argvs.append(data.manifest.get("command"))
+    for argv in argvs:
+        if isinstance(argv, str):
+            argv = shlex.split(argv)
+        if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+            continue
+        steps = _flag(argv, _STEP_FLAGS)
+        if steps is not None:
+            tokens = _flag(argv, _TOKEN_FLAGS)
+            return steps, tokens if tokens is not None else steps + 1
+    return None, None
 
 
 @dataclass
@@ -380,8 +324,9 @@ class SweepRun:
     # draft_ns, verify_ns per cycle of the run without nsys: GPU time between the tracer's CUDA events
     events: pl.DataFrame | None = None
     accept_source: str | None = None  # where accept_len came from
-    setup: dict | None = None  # engine, model, tp from the traced command line (`setup_of`); None when unknown
+    setup: dict | None = None  # engine, model, tp, draft shape from the traced command line (`setup_of`)
     unaligned: bool = False  # its sidecar did not line up with its trace, so it gave nothing
+    plain_step: BaselineStep | None = None  # a K = 0 run's plain-decode step, as `analyze --baseline` takes it
 
     @property
     def period_ns(self) -> int | None:
@@ -391,12 +336,12 @@ class SweepRun:
         return int(round(econ.mean_measure(self.periods["period"].to_numpy(), twins).value))
 
 
-def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
-              check: cc.CrossCheck | None = None) -> SweepRun:
-    """The sweep's inputs from an analysed run and its sidecars (`check`: the run's cross-check, when made). A
-    run without a sidecar gives its phase times alone: no accept counts, no cycles of a run without nsys."""
-    baseline = _sidecars(files.baseline)
-    k, tokens = steps_of(files, sidecars)
+def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> SweepRun:
+    """The sweep's inputs from the attribution `a` of the run whose files `data` holds (`check`: its
+    cross-check, made when it has sidecars). A run without a sidecar gives its phase times alone: no accept
+    counts, no cycles of a run without nsys."""
+    sidecars, baseline = data.sidecars, data.baseline
+    k, tokens = steps_of(data)
     # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's)
     wide = a.cycle_phases.group_by("cycle", maintain_order=True).agg(
         draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
@@ -406,15 +351,19 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
         verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum(),
         extend_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft_extend").sum())
     cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns", "extend_busy_ns")
-    unaligned = False
-    if sidecars is not None:
-        check = check if check is not None else cc.crosscheck(a.trace, sidecars)
-        unaligned = bool(a.cycles.height) and not cc.aligned(check)
-    if sidecars is None or unaligned:  # a sidecar of another run feeds nothing
-        return SweepRun(path=files.path, steps=k if not unaligned else steps_of(files, None)[0],
-                        tokens=tokens if not unaligned else steps_of(files, None)[1], cycles=cycles,
+    plain = None
+    if k == 0 and (baseline is not None or sidecars is not None):  # plain decoding: a sweep's baseline
+        plain = sidecar_step(baseline, data.path, "sidecar without nsys", sidecars) if baseline is not None \
+            else sidecar_step(sidecars, data.path, "sidecar under nsys")
+    unaligned = sidecars is not None and bool(a.cycles.height) and check is not None and not cc.aligned(check)
+    if sidecars is None or unaligned:  # (a sidecar of another run feeds nothing)
+        if unaligned:
+            k, tokens = steps_of(RunData(manifest=data.manifest))
+        return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
-                        accept_len=None, batch=None, setup=setup_of(files, None), unaligned=unaligned)
+                        accept_len=None, batch=None, setup=setup_of(RunData(manifest=data.manifest)
+                                                                     if unaligned else data),
+                        unaligned=unaligned, plain_step=None if unaligned else plain)
     first, last = _aligned(check)
     window = cc.window_cycles(sidecars, first, last)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
@@ -426,23 +375,23 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
             .filter(~pl.col("idle")).join(econ.run_of(baseline.files), on="file", how="left") \
             .select("index", "period", twin="run")  # twin: the repeated run (RUN/no-nsys, RUN/no-nsys-2, ...)
         ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
-        if not ev.height and files.baseline_ground_truth:
+        if not ev.height and data.baseline_ground_truth is not None:
             # the reference engine's own CUDA events of its run without nsys (its measured cycles)
-            ev = gt.read_ground_truth(files.baseline_ground_truth).with_columns(file=pl.lit(0, pl.Int64))
+            ev = data.baseline_ground_truth.with_columns(file=pl.lit(0, pl.Int64))
         if ev.height:
             events = ev.group_by("file", "index", maintain_order=True).agg(
                 draft_ns=pl.col("ns").filter(pl.col("phase") == "draft").sum(),
                 verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum(),
                 extend_ns=pl.col("ns").filter(pl.col("phase") == "draft_extend").sum()).filter(
                 pl.col("verify_ns") > 0).select("draft_ns", "verify_ns", "extend_ns")
-    return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
+    return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                     accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
                     periods=periods, events=events, accept_source="sidecar" if accept is not None else None,
-                    setup=setup_of(files, sidecars))
+                    setup=setup_of(data), plain_step=plain)
 
 
 def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,
-              accept: list[float] = (), extrapolate: bool = False, baseline: Baseline | None = None,
+              accept: list[float] = (), extrapolate: bool = False, baseline: BaselineStep | None = None,
               allow_mixed: bool = False) -> Sweep:
     """Fit the cost model (derived/sweep.py) over the runs' inputs: `runs` gives (the run as the user named it,
     its inputs), in order; `steps`: the draft steps of each run when the command line does not say; `accept`:
@@ -529,18 +478,14 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
     return result
 
 
-def plain_baseline(path: str, sr: SweepRun) -> Baseline:
-    """A K = 0 run among a sweep's runs as its plain-decode baseline: its step period without nsys where it has
-    one, else its attributed cycle under nsys (said)."""
+def plain_baseline(path: str, sr: SweepRun) -> BaselineStep:
+    """A K = 0 run among a sweep's runs as its plain-decode baseline: the step `analyze --baseline` takes from its
+    files (`SweepRun.plain_step`), else its attributed cycle under nsys (said)."""
     if sr.accept_len is not None and sr.accept_len > 1.0:
         raise SpecprofError(f"{path}: given as K = 0, but its requests accepted draft tokens (accept length "
                             f"{sr.accept_len:.3f}): not a plain decode", path)
-    if os.path.exists(path):  # the run's files: the same step as `analyze --baseline` takes
-        return baseline_of(path)
-    if sr.periods is not None and sr.periods.height:
-        m = econ.mean_measure(sr.periods["period"].to_numpy())
-        where = "step period without nsys"
-    else:
-        m = econ.mean_measure(sr.cycles["total_ns"].to_numpy())
-        where = "attributed GPU time per step under nsys (no run without nsys beside it)"
-    return Baseline(int(round(m.value)), f"{path}: {where}, {m.n} steps", [], sr.batch, m)
+    if sr.plain_step is not None:
+        return sr.plain_step
+    m = econ.mean_measure(sr.cycles["total_ns"].to_numpy())
+    where = "attributed GPU time per step under nsys (no sidecar beside it)"
+    return BaselineStep(int(round(m.value)), f"{path}: {where}, {m.n} steps", [], sr.batch, m)
