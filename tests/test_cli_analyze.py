@@ -167,3 +167,20 @@ def test_several_traces_keep_the_options_that_hold_for_any_run(option):
         alone = json.loads(CliRunner().invoke(main, ["analyze", str(path), *option, "--json", "-q"]).stdout)
         assert run["analysis"]["economics"] == alone["economics"]
         assert run["analysis"]["economics"]["baseline_ms"] is not None
+
+
+def test_a_server_log_without_accept_lines_in_a_run_folder_is_a_note_not_an_error(tmp_path):
+    # `specprof capture` keeps every run's output as RUN/server.log, also a run whose server prints no `accept len`
+    # line (the reference engine, a short run); given with --server-log, the same log is still an error.
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(K4, run)
+    (run / "server.log").write_text("reference: K=4 cycles=100 tokens/s=3263.7\n")
+    result = CliRunner().invoke(main, ["analyze", str(run), "--no-cache", "-q", "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["crosscheck"]["notes"]
+    assert f"server log found ({run / 'server.log'}) but it has no `accept len:` line: accept length not checked" \
+        in notes
+    given = CliRunner().invoke(main, ["analyze", str(run), "--no-cache", "-q", "--server-log", str(run / "server.log")])
+    assert given.exit_code == 2 and "no `accept len:` line" in given.output

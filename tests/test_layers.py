@@ -27,8 +27,9 @@ LAYERS = [
     ("cli", ("analyzer.cli", "analyzer.__main__")),
 ]
 TRACER_MAY_IMPORT = {"analyzer", "analyzer.errors"}
-# The analyzer's only imports of tracer/: the console script adds the `capture` and `reference` commands.
-ANALYZER_TO_TRACER = {("analyzer.cli", "tracer.cli")}
+# The analyzer's only imports of tracer/: the console script adds the `capture` and `reference` commands, and a
+# lone .nsys-rep is exported with the nsys that `specprof capture` would use (tracer.capture.find_nsys).
+ANALYZER_TO_TRACER = {("analyzer.cli", "tracer.cli"), ("analyzer.readers.nsys_report", "tracer.capture")}
 COMPILED = {"analyzer._scan", "analyzer.readers._sqlite_pages"}  # C modules: no source to read
 # The analyses are pure, tables in and tables out: they import no reader (app/ reads the files for them).
 PURE = ("core", "derived")

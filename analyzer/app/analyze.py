@@ -32,14 +32,15 @@ class Options:
     rules: tuple[Rule, ...] = ()  # category rules, tried first; empty: the built-in ones alone
     cache: bool = True
     window: Window = Window()  # the part of each trace analysed (core/window.py); empty: all of it
+    export_here: bool = False  # a .nsys-rep given alone is exported beside it, not into the cache
 
     @classmethod
     def of(cls, categories_file: str | None = None, grouping=DEFAULT_GROUPING, domains=(), all_domains: bool = False,
-           cache: bool = True, window: Window = Window()) -> Options:
+           cache: bool = True, window: Window = Window(), export_here: bool = False) -> Options:
         """Options from what a user gives: a TOML file of category rules (read here), grouping range names, NVTX
         domains or all of them."""
         return cls(grouping=tuple(grouping), domains=(ALL_DOMAINS,) if all_domains else tuple(domains),
-                   rules=tuple(load_rules(categories_file)), cache=cache, window=window)
+                   rules=tuple(load_rules(categories_file)), cache=cache, window=window, export_here=export_here)
 
     @property
     def rule_list(self) -> list[Rule]:

@@ -25,6 +25,7 @@ from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
 from analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
+from analyzer.readers.nsys_report import exported
 from analyzer.readers.sglang_log import read_server_log
 
 
@@ -38,7 +39,9 @@ class Run(Analysis):
 
     @classmethod
     def load(cls, path: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Run:
-        """The run at `path`: its files found, and what the user gave besides checked, before anything is read."""
+        """The run at `path`: its files found, and what the user gave besides checked, before anything is read. A
+        `.nsys-rep` report given alone is its SQLite export (made with nsys when there is none: readers/nsys_report.py)."""
+        path = exported(path, here=options.export_here, cache=options.cache)
         files = locate(path, inputs.check().sidecars, inputs.baseline_sidecars)
         if inputs.server_log and not files.sidecars:
             raise SpecprofError(f"{inputs.server_log}: the server log is compared with the sidecar's accept counts: "
@@ -119,8 +122,17 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
         and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
     server_log = inputs.server_log or (files.server_log if found_log else None)
     if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
-        data.server_log = read_server_log(server_log)
-        data.log_interval = inputs.log_interval or run_files.log_interval(data)
+        try:
+            data.server_log = read_server_log(server_log)
+        except SpecprofError:
+            if not found_log:
+                raise
+            # `specprof capture` keeps every run's output there: a log without `accept len` lines is no error
+            data.found.append(f"server log found ({server_log}) but it has no `accept len:` line: accept length "
+                              "not checked")
+            found_log = False
+        else:
+            data.log_interval = inputs.log_interval or run_files.log_interval(data)
     if found_log:
         data.found.append(f"server log found: {server_log}")
     if files.baseline_auto:
@@ -128,8 +140,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     if files.found_beside and sidecars is not None:
         data.found.insert(0, f"{files.path} lies in the run directory {files.folder}: its files were used as for "
                              "the directory")
-    if files.ground_truth and baseline is not None:
+    if files.ground_truth:
         data.ground_truth = gt.read_ground_truth(files.ground_truth)
+        data.ground_truth_file = files.ground_truth
     if files.baseline_ground_truth:
         data.baseline_ground_truth = gt.read_ground_truth(files.baseline_ground_truth)
     if inputs.baseline_ms is not None:

@@ -503,6 +503,22 @@ def events_per_cycle(sc: Sidecars, first: int | None, last: int | None) -> pl.Da
         index=pl.col("file") * (1 << 40) + pl.col("index"), phase="phase", ns="ns")
 
 
+def reference_events(truth: pl.DataFrame, sidecars: Sidecars) -> pl.DataFrame | None:
+    """The reference engine's `ground_truth.json` (readers/ground_truth.py: index = measured cycle, from 0) as a
+    sidecar `gpu_time` table, for `ground_truth_check`. The engine runs its warm-up cycles, then the measured ones
+    and nothing after, so measured cycle i is the sidecar's cycle (its cycles - the measured ones) + i. One
+    process only (a TP run writes one file per rank); None when the counts do not fit."""
+    if sidecars.files.height != 1 or not truth.height or not sidecars.cycles.height:
+        return None
+    measured = truth["index"].max() + 1
+    warmup = sidecars.cycles["index"].max() + 1 - measured
+    if warmup < 0 or truth["index"].min() < 0:
+        return None
+    return truth.select(file=pl.lit(sidecars.files["file"][0], pl.Int64),
+                        pid=pl.lit(sidecars.files["pid"][0], pl.Int64),
+                        cycle=pl.col("index") + warmup, phase="phase", ns="ns")
+
+
 def ground_truth_check(ops: pl.DataFrame, charges: pl.DataFrame, cycles: pl.DataFrame, check: "CrossCheck",
                        sidecars: Sidecars, tolerance: float = GT_TOLERANCE, floor_ns: int = GT_FLOOR_NS
                        ) -> pl.DataFrame | None:

@@ -11,7 +11,7 @@ import math
 import os
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -162,10 +162,18 @@ def crosscheck_of(a: Attribution, data: RunData) -> cc.CrossCheck | None:
     being given are said first in its notes."""
     if data.sidecars is None:
         return None
-    check = cc.crosscheck(a.trace, data.sidecars, data.baseline, data.ground_truth, data.baseline_ground_truth,
-                          data.server_log, data.log_interval)
+    truth = data.ground_truth
+    check = cc.crosscheck(a.trace, data.sidecars, data.baseline, truth if data.baseline is not None else None,
+                          data.baseline_ground_truth, data.server_log, data.log_interval)
     check.notes[:0] = data.found
-    check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, data.sidecars)
+    events = data.sidecars
+    if not events.gpu_time.height and truth is not None:
+        # the reference engine's own in-stream CUDA events of this run, when the tracer recorded none
+        recorded = cc.reference_events(truth, events)
+        if recorded is not None:
+            events = replace(events, gpu_time=recorded)
+            check.notes.append(f"ground truth: the reference engine's CUDA events ({data.ground_truth_file})")
+    check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, events)
     return check
 
 

@@ -32,6 +32,7 @@ class RunData:
     sidecars: Sidecars | None = None  # the tracer's sidecars of the profiled run
     baseline: Sidecars | None = None  # the sidecars of the same workload run without the profiler
     ground_truth: pl.DataFrame | None = None  # the reference engine's CUDA events (readers/ground_truth.py)
+    ground_truth_file: str | None = None  # ... and the file they were read from
     baseline_ground_truth: pl.DataFrame | None = None  # ... of the run without the profiler
     server_log: pl.DataFrame | None = None  # the `accept len` lines of SGLang's log (readers/sglang_log.py)
     log_interval: int | None = None  # iterations per `accept len` line (with `server_log`)
