@@ -306,7 +306,13 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
                    "accept length.")
 @click.option("--extrapolate", is_flag=True,
               help="Recommend among every predicted step count, not only the measured ones.")
-def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate):
+@click.option("--baseline", "baseline_run",
+              help="A plain-decode run (run directory, sidecar or trace): the best K is stated against it, with its "
+                   "interval [default: a K = 0 run among RUNS].")
+@click.option("--allow-mixed", is_flag=True,
+              help="Fit runs of different engines, models, batch sizes or tensor-parallel sizes anyway.")
+def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate,
+                  baseline_run, allow_mixed):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
     Each RUN is a run directory made by `specprof capture`, an nsys export or Kineto trace, or @ID: a run of the
@@ -318,7 +324,7 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     best measured step count (docs/economics.md).
     """
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
-                                 accept, list(server_logs), extrapolate))
+                                 accept, list(server_logs), extrapolate, baseline_run, allow_mixed))
 
 
 @main.command("compare")
@@ -332,7 +338,9 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
 @_window_options
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
-def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path):
+@click.option("--allow-mixed", is_flag=True,
+              help="Compare runs of different engines, models or tensor-parallel sizes anyway.")
+def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path, allow_mixed):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle; per phase instance where
     either run has no cycles, docs/economics.md).
 
@@ -341,7 +349,7 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
     B is slower than A by more than PCT percent (for CI pipelines).
     """
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
-                               fail_pct))
+                               fail_pct, allow_mixed))
 
 
 @main.command("export")

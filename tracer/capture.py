@@ -491,6 +491,19 @@ def plan(
     )
 
 
+def repeat_dirs(run_dir: str | os.PathLike | None, repeat: int) -> list[Path | None]:
+    """The run directories of `repeat` repeated runs without nsys: DIR, then DIR-2, DIR-3, ... (the analyzer reads
+    RUN/no-nsys and RUN/no-nsys-2, ... as repeats of one run's twin, docs/economics.md). One run: [run_dir]."""
+    if repeat < 1:
+        raise SpecprofError(f"--repeat must be at least 1, not {repeat}")
+    if repeat == 1:
+        return [Path(run_dir) if run_dir is not None else None]
+    if run_dir is None:
+        raise SpecprofError("--repeat N writes DIR, DIR-2, ... DIR-N: give the first with -o DIR (RUN/no-nsys)")
+    base = Path(run_dir)
+    return [base] + [base.with_name(f"{base.name}-{i}") for i in range(2, repeat + 1)]
+
+
 def describe(plan: Plan) -> str:
     """What --dry-run prints: the exact nsys command (the workload's own with --no-nsys), the environment
     additions and the steps after it."""
