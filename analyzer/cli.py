@@ -1,4 +1,9 @@
-"""The `specprof` console script. It only parses options and calls the library."""
+"""The `specprof` console script. It only parses options and calls the library.
+
+Each command imports what it uses when it runs: `specprof --help` loads click alone, and `capture` (which a GPU
+server host runs with only the tracer, nvtx and click installed) loads nothing of the analysis stack (polars,
+numpy, the store): tests/test_cli_imports.py checks `sys.modules`.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,6 @@ import sys
 import click
 
 from analyzer import __version__
-from analyzer.app import commands
-from analyzer.app.analyze import Options, RunInputs, Window
-from analyzer.app.traces import Outputs
 from analyzer.errors import SpecprofError
 
 
@@ -40,9 +42,11 @@ def _remember_all_domains(ctx, param, value):
         ctx.meta["all_domains"] = True
 
 
-def _options(categories_file, grouping, domains, no_cache=False) -> Options:
-    """How a trace is analysed, from the options of `_analysis_options` (and --no-cache), with the window of
-    `_window_options` when the command has them."""
+def _options(categories_file, grouping, domains, no_cache=False):
+    """How a trace is analysed (app/analyze.py `Options`), from the options of `_analysis_options` (and
+    --no-cache), with the window of `_window_options` when the command has them."""
+    from analyzer.app.analyze import Options, Window
+
     meta = click.get_current_context().meta
     return Options.of(categories_file, grouping, domains, bool(meta.get("all_domains")), cache=not no_cache,
                       window=meta.get("window", Window()))
@@ -74,6 +78,8 @@ def _remember_window(ctx, param, value):
     got = ctx.meta.setdefault("window_parts", {})
     got[param.name] = value
     if len(got) == 3:
+        from analyzer.app.analyze import Window
+
         time = got["time_window"]
         ns = None if time is None else tuple(None if x is None else round(x * 1e6) for x in time)
         try:
@@ -206,6 +212,10 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
     sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics
     (docs/crosscheck.md, docs/economics.md).
     """
+    from analyzer.app import commands
+    from analyzer.app.analyze import RunInputs
+    from analyzer.app.traces import Outputs
+
     _say(commands.analyze_traces(
         trace, _options(categories_file, grouping, domains, no_cache),
         RunInputs(sidecars=tuple(sidecars), baseline_sidecars=tuple(baseline_sidecars), server_log=server_log,
@@ -221,6 +231,8 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON (specprof.runs/1).")
 def runs_command(db_path, as_json):
     """List the runs in a results database (docs/store.md): `@ID` names one for compare and sweep."""
+    from analyzer.app import commands
+
     _say(commands.list_runs(db_path, as_json))
 
 
@@ -240,6 +252,9 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
     """
+    from analyzer.app import commands
+    from analyzer.app.analyze import RunInputs
+
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
                                RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms)))
 
@@ -275,6 +290,9 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     zero is "not resolvable"), the acceptance per draft position, predicted throughput per step count and the
     best measured step count (docs/economics.md).
     """
+    from analyzer.app import commands
+    from analyzer.app.analyze import Options
+
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
                                  accept, list(server_logs), extrapolate))
 
@@ -298,6 +316,8 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
     `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when
     B is slower than A by more than PCT percent (for CI pipelines).
     """
+    from analyzer.app import commands
+
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
                                fail_pct))
 
@@ -315,6 +335,8 @@ def export_command(trace, perfetto_file, categories_file, grouping, domains, no_
     capture`. The Perfetto trace holds each GPU stream's ops and its tiling by phase and category (idle
     included), each thread's ranges and launch calls, and a flow from each launch to its ops.
     """
+    from analyzer.app import commands
+
     _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache)))
 
 
@@ -327,12 +349,16 @@ def cache_group():
 @cache_group.command("info")
 def cache_info_command():
     """Where the cache is, how large, and which exports it holds."""
+    from analyzer.app import commands
+
     _say(commands.cache_info())
 
 
 @cache_group.command("clear")
 def cache_clear_command():
     """Remove every entry of the cache (the next analysis of each export reads it again)."""
+    from analyzer.app import commands
+
     _say(commands.cache_clear())
 
 
