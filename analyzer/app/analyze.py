@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer import progress
-from analyzer.app import analysis_cache
+from analyzer.app import analysis_cache, window_reads
 from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from analyzer.core.categories import Rule, default_rules, load_rules
-from analyzer.core.window import Window, select
+from analyzer.core.window import Window
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.run_files import enrich
 from analyzer.readers.inputs import locate, resolve
-from analyzer.readers.load import load_trace
 
 
 @dataclass(frozen=True)
@@ -66,10 +65,7 @@ def attribution(path: str, options: Options = Options()) -> Attribution:
     """The attribution of the trace at `path` (a file or a run directory), or of the part of it that
     `options.window` keeps, through the caches."""
     rules = options.rule_list
-    trace = load_trace(path, cache=options.cache)
-    if options.window:
-        with progress.step("selecting the window"):
-            trace = select(trace, options.window, options.grouping)
+    trace = window_reads.load(path, options.window, options.grouping, options.cache)
     if not options.cache or trace.meta.format != "nsys-sqlite":
         return attribute(trace, grouping=options.grouping, rules=rules, domains=options.domains)
     export = resolve(path)
