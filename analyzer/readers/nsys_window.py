@@ -1,29 +1,29 @@
 """Reading only the part of an nsys export that a window keeps (--cycle-window, --time-window, --skip-warmup).
 
 A window keeps the GPU ops launched in it and the CUDA calls that start in it (core/window.py says exactly what).
-`read_window(path, span)` reads the export in two passes, straight from its B-tree pages:
+`read_window(path, span)` reads:
 
-1. The NVTX table whole (the cycle ranges are in it; the ranges and marks are kept as for any window), then the
-   narrow columns that decide what the window keeps: each GPU op's start, end, device, stream, process and
-   correlation id, and each CUDA launch call's start, thread and correlation id (the same launch calls the full
-   read keeps, through the same code: `nsys_sqlite._read_api`). Each row is tagged with where it lies: its
-   table, its group of leaf pages (rowid order) and its place in the group. `span(ranges, first_start)` (the
-   caller's: core/window.py's bounds) gives the window's hull [t0, t1) on the trace's clock.
-2. Only the rows the window can keep, with every column (names too): the ops whose launch call starts in the
-   hull (their own start where they have none), the launch calls that start in it. Those rows are read by
-   their groups of leaves, again through the full reader's code (`_read_ops`, `_read_api`), so they are
-   decoded as in a full read.
+1. The NVTX table whole (the cycle ranges are in it; ranges and marks are kept as for any window); `span(ranges,
+   first_start)` (the caller's: core/window.py's bounds) gives the window's hull [t0, t1) on the trace's clock.
+2. The zones of the GPU-op tables and of the CUDA-call table: per run of ZONE_LEAVES leaf pages (rowid order),
+   its rows and each column's least and greatest value (start, end, correlation id, ...), computed by the page
+   reader in C as it walks and checks every page, keeping no row.
+3. Only the zones that can hold what the window needs: the calls that start in [t0, t1), every call and op
+   sharing a correlation id with them (the launch calls the full read keeps are those an op carries, the
+   earlier of a runtime call and its driver call), the ops that start in the window (kept by their own start
+   when no launch call carries them anywhere: the calls of their correlation ids are looked up by zone), and
+   the zones that reach into the kept ops' span (to number them).
+4. The kept rows, with every column (names too), by rowid (only the leaves that can hold them), through the
+   full reader's own code (`nsys_sqlite._read_ops`, `_read_api`), so they are decoded as in a full read.
 
-Nothing is assumed about the order of rows in a table (time-ordered, or not): which rows are read is decided
-from the data itself, row by row, so the result is the full read's, cut. What the full read would have
-numbered (each op's `op_id`: its place among all the export's ops in start order) and counted (the ops in the
-whole export, its first op's start and last op's end) is computed in the first pass and returned with the Trace (`Whole`):
-core/window.py's `select` then keeps from it exactly what it keeps from the whole trace
-(tests/test_window_reads.py).
-
-The first pass reads every row of four to six integer columns; the second reads a window's rows. Where a
-table cannot be read from its pages (no C module, a record that overflows its page, SPECPROF_SQLITE_PAGES=0)
-`read_window` returns None and the caller reads the whole export.
+Nothing is assumed about the order of the rows (time order, or not): a zone is read whenever its bounds allow a
+row the window needs, so rows out of order cost reads, never results. What the full read would have numbered
+(each op's `op_id`: its place among all the export's ops in (start, end) order) and counted (the ops of the
+whole export, its first op's start and last op's end, the devices) comes from the zones (`Whole`):
+core/window.py's `select` then keeps from the part exactly what it keeps from the whole trace
+(tests/test_window_reads.py). Where a table cannot be read from its pages (no C module, a record that
+overflows its page, SPECPROF_SQLITE_PAGES=0), or a zone shows what only a full read reports (a NULL where nsys
+always writes a value), `read_window` returns None and the caller reads the export whole.
 """
 
 from __future__ import annotations
