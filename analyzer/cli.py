@@ -194,10 +194,11 @@ def main():
               help="Append the run(s) to this results database (SQLite, docs/store.md); the same run again is "
                    "left as it is.")
 @click.option("--jobs", "-j", type=click.IntRange(1), default=1, show_default=True,
-              help="Several traces: analyse them in parallel, one process per file.")
+              help="Several traces: analyse them in parallel, one process per file; one nsys export of several "
+                   "processes (a TP capture): one task per process (docs/multirank.md).")
 @click.option("--dask", "dask_address", metavar="ADDRESS",
-              help="Several traces: analyse them on the Dask scheduler at ADDRESS (tcp://host:8786; "
-                   "docs/multirank.md).")
+              help="Several traces, or the processes of one nsys export: analyse them on the Dask scheduler at "
+                   "ADDRESS (tcp://host:8786; docs/multirank.md).")
 def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, no_cache,
                     cycle_limit, phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
                     baseline_range, baseline_ms, steps, quiet, db_path, jobs, dask_address):

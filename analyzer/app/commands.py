@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from analyzer import progress
-from analyzer.app import store
+from analyzer.app import process_tasks, store
 from analyzer.app import traces as many
 from analyzer.app.analyze import Options, RunInputs, analyze
 from analyzer.derived.compare import compare_charges, side_of
@@ -39,7 +39,8 @@ def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunI
     (--csv/--parquet), the HTML report (--html, one trace) and the results store (--db) when asked for."""
     traces = expand(paths)
     progress.enable(progress.wanted(quiet))  # bars on stderr once an analysis has taken seconds
-    if len(traces) > 1:
+    if len(traces) > 1 or (not (html_file or db_path or outputs.csv_dir or outputs.parquet_dir)
+                           and process_tasks.wanted(traces[0], options, jobs, dask)):
         return _several(traces, options, outputs, html_file, db_path, jobs, dask, argv)
     path = traces[0]
     a = analyze(path, options, inputs)
@@ -69,7 +70,8 @@ def _several(traces: list[str], options: Options, outputs: many.Outputs, html_fi
     if html_file:
         raise SpecprofError(f"{html_file}: --html takes one trace; give the traces one at a time", html_file)
     outputs = replace(outputs, text=not outputs.as_json, store=db_path is not None)
-    several = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask)
+    several = process_tasks.analyze_all(traces[0], options, outputs, jobs=jobs, dask=dask) if len(traces) == 1 \
+        else many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask)
     digests = several.digests
     said = []
     if db_path:

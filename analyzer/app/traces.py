@@ -86,7 +86,11 @@ def summary_row(a: Analysis) -> dict:
 def digest(path: str, options: Options, outputs: Outputs) -> Digest:
     """Read, analyse and enrich one trace (or run directory); render and record what `outputs` asks for. The
     unit of work of `analyze_all`, run where the trace is."""
-    a = analyze(path, options)
+    return digest_of(analyze(path, options), path, options, outputs)
+
+
+def digest_of(a: Analysis, path: str, options: Options, outputs: Outputs) -> Digest:
+    """The digest of the analysis `a` of the trace at `path` (what `digest` returns)."""
     trace = resolve(path)
     meta = a.trace.meta
     d = Digest(path=path, trace=trace, rank=meta.rank, row=summary_row(a),

@@ -21,9 +21,9 @@
  *       leaves:  a bytes-like slice of what leaves() returned, on LEAF_SIZE boundaries
  *       columns: tuple of record column indices to return; -1 returns each row's rowid (kind b'i')
  *       kinds:   bytes, one per column: b'i' (int64) or b'b' (binary: text bytes)
- *       filters: tuple of (column, bitmap: bytes, outside: bool, null: bool): a row is kept when, for every
- *                filter, its integer value v has bit v set in bitmap (LSB first), or lies outside the
- *                bitmap and `outside` is true, or is NULL and `null` is true.
+ *       filters: tuple of (column, bitmap: bytes, outside: bool, null: bool[, base: int]): a row is kept when,
+ *                for every filter, its integer value v has bit v - base set in bitmap (LSB first; base 0
+ *                unless given), or lies outside the bitmap and `outside` is true, or is NULL and `null` is true.
  *       defaults: per record column from the first, what a record too short to hold it gives (ALTER TABLE
  *                ... ADD COLUMN ... DEFAULT): None (NULL), an int, or bytes (text); columns past it: NULL.
  *       notnull: bytes, one per record column from the first: 1 where the column is declared NOT NULL.
@@ -413,6 +413,7 @@ typedef struct {
     const uint8_t *bits;
     uint64_t nbits;
     int outside, null;
+    int64_t base; /* the bitmap's bit 0 stands for this value */
 } filter_t;
 
 /* The value of integer serial type t (1..6, 8, 9) at p. */
@@ -597,8 +598,10 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                     if (t == 0) {
                         keep = filters[f].null;
                     } else if ((t >= 1 && t <= 6) || t == 8 || t == 9) {
-                        int64_t x = int_value(t, where[filters[f].index]);
-                        if (x >= 0 && (uint64_t)x < filters[f].nbits)
+                        int64_t v = int_value(t, where[filters[f].index]);
+                        /* (in unsigned arithmetic: a value below base wraps past the bitmap, as it must) */
+                        uint64_t x = (uint64_t)v - (uint64_t)filters[f].base;
+                        if (x < filters[f].nbits)
                             keep = (filters[f].bits[x >> 3] >> (x & 7)) & 1;
                         else
                             keep = filters[f].outside;
@@ -801,7 +804,8 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         PyObject *f = PyTuple_GetItem(filters_obj, i);
         PyObject *bits;
         int idx, outside, null;
-        if (!f || !PyArg_ParseTuple(f, "iO!pp", &idx, &PyBytes_Type, &bits, &outside, &null)) goto fail;
+        long long base = 0;
+        if (!f || !PyArg_ParseTuple(f, "iO!pp|L", &idx, &PyBytes_Type, &bits, &outside, &null, &base)) goto fail;
         if (idx < 0 || idx >= MAX_COLUMNS) {
             PyErr_SetString(PyExc_ValueError, "a filter's column index is out of range");
             goto fail;
@@ -811,6 +815,7 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         filters[i].index = idx;
         filters[i].bits = (const uint8_t *)PyBytes_AsString(bits);
         filters[i].nbits = (uint64_t)PyBytes_Size(bits) * 8;
+        filters[i].base = (int64_t)base;
         filters[i].outside = outside;
         filters[i].null = null;
     }
