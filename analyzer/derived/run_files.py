@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from analyzer import progress
 from analyzer.core.attribution import Attribution
 from analyzer.derived import crosscheck as cc
 from analyzer.derived import economics as econ
@@ -146,8 +147,9 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
     command line in the sidecar's header, else SGLang's default. `steps`: the draft steps K, when the traced
     command line does not say; `baseline_range`: the range that marks one decode step in a baseline trace
     without a sidecar."""
-    sidecars = _sidecars(files.sidecars)
-    baseline = _sidecars(files.baseline)
+    with progress.step("reading the sidecars"):
+        sidecars = _sidecars(files.sidecars)
+        baseline = _sidecars(files.baseline)
     found_log = server_log is None and files.server_log is not None and sidecars is not None \
         and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
     server_log = server_log or (files.server_log if found_log else None)
@@ -157,16 +159,18 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
         given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in sidecars.headers]
         log_interval = next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
     if sidecars is not None:
-        check = cc.crosscheck(
-            a.trace, sidecars, baseline,
-            gt.read_ground_truth(files.ground_truth) if files.ground_truth and baseline else None,
-            gt.read_ground_truth(files.baseline_ground_truth) if files.baseline_ground_truth else None,
-            log, log_interval)
+        with progress.step("cross-checking with the sidecar"):
+            check = cc.crosscheck(
+                a.trace, sidecars, baseline,
+                gt.read_ground_truth(files.ground_truth) if files.ground_truth and baseline else None,
+                gt.read_ground_truth(files.baseline_ground_truth) if files.baseline_ground_truth else None,
+                log, log_interval)
         if files.baseline_auto:
             check.notes.insert(0, f"baseline (without nsys) found in {os.path.join(files.path, BASELINE_DIR)}")
         if found_log:
             check.notes.insert(0, f"server log found: {server_log}")
-        check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
+        with progress.step("checking against the CUDA events"):
+            check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
     elif log is not None:
         raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
                             "sidecar too (--sidecar FILE, or a run directory)", server_log)
@@ -177,19 +181,23 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
             raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
         baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
     elif baseline_run is not None:
-        baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run, baseline_range)
+        with progress.step("reading the baseline run"):
+            baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run, baseline_range)
         econ_notes.extend(more)
     if steps is None:
         steps = steps_of(files, sidecars)[0]
-    breakdown = cycle_breakdown(a)
-    economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes, steps,
-                              breakdown, files.path)
+    with progress.step("breaking the cycles down"):
+        breakdown = cycle_breakdown(a)
+    with progress.step("the economics"):
+        economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes, steps,
+                                  breakdown, files.path)
     head = economics.headline if economics is not None else None
     if head is not None and head["batch"] is not None and baseline_batch is not None \
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
-    ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
+    with progress.step("per-rank results"):
+        ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
     return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown)
 
 
