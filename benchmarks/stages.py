@@ -54,10 +54,11 @@ class Recorder:
 
     def __call__(self, event, name, info):
         now, cpu, rss = time.perf_counter(), time.process_time(), rss_bytes()
+        use = resource.getrusage(resource.RUSAGE_SELF)
         with self.lock:
             if event == "start":
                 self.open.append({"step": name, "t0": now, "c0": cpu, "rss_before": rss, "peak_rss": rss,
-                                  "depth": len(self.open)})
+                                  "depth": len(self.open), "s0": use.ru_stime, "f0": use.ru_minflt})
                 return
             for i in range(len(self.open) - 1, -1, -1):
                 if self.open[i]["step"] == name:
@@ -67,6 +68,8 @@ class Recorder:
                 return
         s["wall_s"] = round(now - s.pop("t0"), 3)
         s["cpu_s"] = round(cpu - s.pop("c0"), 3)
+        s["sys_s"] = round(use.ru_stime - s.pop("s0"), 3)  # of it, in the kernel (page faults, reads)
+        s["minor_faults"] = use.ru_minflt - s.pop("f0")
         s["peak_rss"] = max(s["peak_rss"], rss)
         s["rows"] = info.get("done") or None
         self.steps.append(s)
