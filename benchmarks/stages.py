@@ -80,7 +80,8 @@ def measure(path: str, cache: bool = True, tracer_only: bool = False, cycle_wind
     default when a trace has it; else every range is projected (--all-domains), as the peers do.
     `cycle_window`: `A:B`, as --cycle-window takes it."""
     from analyzer import progress
-    from analyzer.app.analyze import Options, analyze
+    from analyzer.app.analyze import Options
+    from analyzer.app.run import Run
     from analyzer.core.attribution import ALL_DOMAINS
     from analyzer.core.window import Window
     from analyzer.render import json as json_render
@@ -95,8 +96,10 @@ def measure(path: str, cache: bool = True, tracer_only: bool = False, cycle_wind
     progress.listen(rec)
     t0, c0 = time.perf_counter(), time.process_time()
     with progress.step("total"):
-        result = analyze(path, Options(domains=domains, cache=cache, window=window))  # as `specprof analyze` does
+        # as `specprof analyze` does (app/run.py): each result computed on first use, each a step of its own
+        result = Run.load(path, Options(domains=domains, cache=cache, window=window))
         trace = result.trace
+        result.attribution, result.crosscheck, result.cycle_breakdown, result.economics, result.ranks
         with progress.step("rendering JSON"):
             text = json_render.render(result)
     rec.stop = True

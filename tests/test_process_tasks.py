@@ -13,7 +13,8 @@ from polars.testing import assert_frame_equal
 
 from analyzer.app import process_tasks
 from analyzer.app import traces as many
-from analyzer.app.analyze import Options, analyze
+from analyzer.app.analyze import Options
+from analyzer.app.run import Run
 from analyzer.cli import main
 from analyzer.core.window import Window
 from analyzer.readers import nsys_sqlite
@@ -27,7 +28,7 @@ EXPORT = str(TP2 / "run.sqlite")
 
 @pytest.fixture(scope="module")
 def whole():
-    return analyze(str(TP2), Options(cache=False))
+    return Run.load(str(TP2), Options(cache=False))
 
 
 @pytest.mark.parametrize("pages", [True, False], ids=["pages", "sqlite"])
@@ -54,22 +55,22 @@ def _rank_phases(doc: dict, rank: int) -> dict:
 
 def test_each_rank_of_the_tasks_is_that_rank_of_the_one_process_analysis(whole):
     several = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs(as_json=True))
-    assert several.one_run and [d.rank for d in several.digests] == [0, 1]
+    assert several.one_run and [d.rank for d in several.outputs] == [0, 1]
     r, doc = whole.ranks, json_render.to_dict(whole)
-    for d in several.digests:
+    for d in several.outputs:
         # the whole phase table, each phase's categories too
         assert {p["name"]: p for p in d.doc["phases"]} == _rank_phases(doc, d.rank)
         assert d.phase_ns == dict(r.phases.filter(pl.col("rank") == d.rank).select("phase", "attributed").iter_rows())
         row = r.ranks.filter(pl.col("rank") == d.rank).row(0, named=True)
         assert (d.row["ops"], d.row["streams"], d.row["busy"]) == (row["ops"], row["streams"], row["busy"])
-    assert_frame_equal(many.skew(several.digests), r.skew)
+    assert_frame_equal(many.skew(several.outputs), r.skew)
 
 
 def test_a_cycle_window_is_taken_per_process(whole):
     window = Window.of(cycles=(10, 30))
-    one = analyze(str(TP2), Options(cache=False, window=window))
+    one = Run.load(str(TP2), Options(cache=False, window=window))
     several = process_tasks.analyze_all(str(TP2), Options(cache=False, window=window), many.Outputs())
-    for d in several.digests:
+    for d in several.outputs:
         assert d.phase_ns == dict(one.ranks.phases.filter(pl.col("rank") == d.rank)
                                   .select("phase", "attributed").iter_rows())
 

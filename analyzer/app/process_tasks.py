@@ -3,8 +3,8 @@ task: with `--jobs N` or `--dask ADDRESS` and a single export whose GPU work com
 
 Each task reads only its process's rows (readers/nsys_sqlite.py `read_nsys_sqlite(path, process=...)`: its GPU
 ops, CUDA calls and NVTX events, picked out by the page reader as it walks the tables), attributes them as any
-trace is attributed, and returns a small digest (app/traces.py `Digest`: the JSON document, the terminal text,
-the summary row, the attributed time per phase), never its op tables. The merge puts the digests in rank order
+trace is attributed, and returns a small output (app/traces.py `TraceOutput`: the JSON document, the terminal
+text, the summary row, the attributed time per phase), never its op tables. The merge puts them in rank order
 and adds the skew across them, as for the ranks of one run given as several traces (docs/multirank.md). Each
 process's figures are those the one-process analysis gives that rank (`ranks` in its JSON:
 tests/test_process_tasks.py on fixtures/reference-k4-tp2).
@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import functools
 import os
+from functools import cached_property
 
 import polars as pl
 
 from analyzer import progress
 from analyzer.app import parallel
 from analyzer.app import traces as many
-from analyzer.app.analyze import Options
-from analyzer.core.attribution import attribute
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.run import Run
+from analyzer.core.attribution import Attribution, attribute
 from analyzer.core.window import select
 from analyzer.derived.ranks import os_pid, sidecar_ranks
-from analyzer.derived.run_files import enrich
 from analyzer.errors import SpecprofError
 from analyzer.model.columns import distinct
 from analyzer.readers import nsys_sqlite as ns
@@ -77,30 +78,46 @@ def _processes(export: str, size: int, mtime_ns: int) -> tuple[int, ...]:
     return tuple(sorted(pids))
 
 
+class ProcessRun(Run):
+    """One process of the export at `files.trace` (its globalPid `pid`), as a run of its own: its GPU ops, CUDA
+    calls and NVTX events only, and no other file of the run (the sidecars and the run without nsys are the
+    whole run's)."""
+
+    def __init__(self, path: str, options: Options, files: RunFiles, pid: int):
+        super().__init__(path, options, RunInputs(), files)
+        self.pid = pid
+
+    @cached_property
+    def attribution(self) -> Attribution:
+        trace = ns.read_nsys_sqlite(self.files.trace, process=self.pid)
+        if self.options.window:
+            with progress.step("selecting the window"):
+                trace = select(trace, self.options.window, self.options.grouping)
+        o = self.options
+        return attribute(trace, grouping=o.grouping, rules=o.rule_list, domains=o.domains)
+
+
 def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 1, dask=None) -> many.Several:
-    """The digests of the processes of the export at `path` that ran GPU work, in rank order."""
+    """The outputs of the processes of the export at `path` that ran GPU work, in rank order."""
     export = resolve(path)
     tasks = [(path, export, pid) for pid in processes(export)]
     with progress.step(f"analysing {len(tasks)} processes", len(tasks), "processes") as step:
         done = parallel.map_paths(_task, tasks, options, outputs, jobs=jobs, dask=dask, done=step.advance)
     ranks = _ranks([(pid, device, osp) for (_, _, pid), (_, device, osp) in zip(tasks, done)], locate(path))
-    digests = []
-    for (d, _, _), rank in zip(done, ranks):
-        d.rank = rank
-        digests.append(d)
-    digests.sort(key=lambda d: d.rank)
-    return many.Several(digests, True, WHY)
+    outs = []
+    for (out, _, _), rank in zip(done, ranks):
+        out.rank = rank
+        outs.append(out)
+    outs.sort(key=lambda o: o.rank)
+    return many.Several(outs, True, WHY)
 
 
 def _task(task: tuple[str, str, int], options: Options, outputs: many.Outputs):
-    """One process's digest, its first device and its OS process id: the unit of work, run where the export is."""
+    """One process's output, its first device and its OS process id: the unit of work, run where the export is."""
     path, export, pid = task
-    trace = ns.read_nsys_sqlite(export, process=pid)
-    if options.window:
-        trace = select(trace, options.window, options.grouping)
-    a = enrich(attribute(trace, grouping=options.grouping, rules=options.rule_list, domains=options.domains),
-               RunFiles(path=path, trace=export))
-    return many.digest_of(a, path, options, outputs), int(a.ops["device"].min()), os_pid(a.trace.meta, pid)
+    run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid)
+    out = many.produce(run, outputs, alone=False)
+    return out, int(run.ops["device"].min()), os_pid(run.trace.meta, pid)
 
 
 def _ranks(procs: list[tuple[int, int, int]], files: RunFiles) -> list[int]:

@@ -39,7 +39,7 @@ class Window:
 
     first_cycle: int | None = None  # cycles [first_cycle, end_cycle) of each process
     end_cycle: int | None = None
-    start_ns: int | None = None  # [start_ns, end_ns) from the start of the first GPU op
+    start_ns: int | None = None  # [start_ns, end_ns) from the capture's start (TraceMeta.start_ns)
     end_ns: int | None = None
 
     @classmethod
@@ -99,11 +99,11 @@ def _cycle_ranges(ranges: pl.DataFrame, grouping) -> pl.DataFrame:
 
 def _bounds(ranges: pl.DataFrame, origin: int | None, window: Window, grouping, path: str) -> pl.DataFrame:
     """Per process (pid; null: every process without a bound of its own), the window [t0, t1) on the trace's
-    clock, from the trace's ranges and its first GPU op's start (`origin`)."""
+    clock, from the trace's ranges and the capture's start (`origin`: model/trace.py capture_start)."""
     t0, t1 = -INF, INF
     if window.by_time:
         if origin is None:
-            raise SpecprofError(f"{path}: no GPU op in this trace, so no time window", path)
+            raise SpecprofError(f"{path}: nothing in this trace has a time, so no time window", path)
         if window.start_ns is not None:
             t0 = origin + window.start_ns
         if window.end_ns is not None:
@@ -142,23 +142,24 @@ def _with_bounds(df: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
                                                              pl.col("t1").fill_null(rest["t1"]))
 
 
-def hull(ranges: pl.DataFrame, first_start: int | None, window: Window, grouping, path: str) -> tuple[int, int]:
+def hull(ranges: pl.DataFrame, origin: int | None, window: Window, grouping, path: str) -> tuple[int, int]:
     """[t0, t1) on the trace's clock that holds every process's window: what a read of the window's part of an
-    export (readers/nsys_window.py) must hold, from the trace's ranges and its first GPU op's start."""
-    bounds = _bounds(ranges, first_start, window, grouping, path)
+    export (readers/nsys_window.py) must hold, from the trace's ranges and the capture's start (`origin`)."""
+    bounds = _bounds(ranges, origin, window, grouping, path)
     return int(bounds["t0"].min()), int(bounds["t1"].max())
 
 
 def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Trace:
     """The part of `trace` that `window` keeps (the module's docstring says what is kept). `whole`
     (readers/nsys_window.py `Whole`): `trace` holds only the part of an export that a read for this window
-    kept, and `whole` says what the export holds (its GPU ops, its first op's start, its last op's end)."""
+    kept (its `meta.start_ns` the whole capture's), and `whole` says what the export holds (its GPU ops, its
+    first op's start, its last op's end)."""
     if not window:
         return trace
     total = trace.ops.height if whole is None else whole.ops
-    origin = trace.ops["start"].min() if whole is None else whole.first_start
+    first = trace.ops["start"].min() if whole is None else whole.first_start
     last = trace.ops["end"].max() if whole is None else whole.last_end
-    bounds = _bounds(trace.ranges, origin, window, grouping, trace.meta.path)
+    bounds = _bounds(trace.ranges, trace.meta.start_ns, window, grouping, trace.meta.path)
     inside = (pl.col("at") >= pl.col("t0")) & (pl.col("at") < pl.col("t1"))
     launch = trace.api.select("pid", "correlation", launched="start").unique(["pid", "correlation"], keep="first")
     ops = _with_bounds(trace.ops.join(launch, on=["pid", "correlation"], how="left", maintain_order="left"),
@@ -166,8 +167,9 @@ def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Tra
     ops = ops.filter(inside).select(trace.ops.columns)
     if ops.is_empty():
         raise SpecprofError(f"{trace.meta.path}: the window ({window.describe()}) holds no GPU op; the trace's ops "
-                            "run from 0 to "
-                            f"{(last - origin) / 1e6:.1f} ms", trace.meta.path)
+                            "run from "
+                            f"{(first - trace.meta.start_ns) / 1e6:.1f} to "
+                            f"{(last - trace.meta.start_ns) / 1e6:.1f} ms after the capture's start", trace.meta.path)
     api = _with_bounds(trace.api, bounds).with_columns(at=pl.col("start")).filter(inside).select(trace.api.columns)
     ranges = _with_bounds(trace.ranges, bounds).filter((pl.col("start") < pl.col("t1")) & (pl.col("end") > pl.col("t0")))
     is_cycle = pl.col("name").is_in(list(grouping))

@@ -4,7 +4,8 @@ A window keeps the GPU ops launched in it and the CUDA calls that start in it (c
 `read_window(path, span)` reads:
 
 1. The NVTX table whole (the cycle ranges are in it; ranges and marks are kept as for any window); `span(ranges,
-   first_start)` (the caller's: core/window.py's bounds) gives the window's hull [t0, t1) on the trace's clock.
+   start_ns)` (the caller's: core/window.py's bounds) gives the window's hull [t0, t1) on the trace's clock,
+   from the capture's start (the earliest op, launch call, range or mark: found from the zones).
 2. The zones of the GPU-op tables and of the CUDA-call table: per run of ZONE_LEAVES leaf pages (rowid order),
    its rows and each column's least and greatest value (start, end, correlation id, ...), computed by the page
    reader in C as it walks and checks every page, keeping no row.
@@ -280,8 +281,8 @@ def _sound(zones: pl.DataFrame, select: ns.Select, schema: dict) -> bool:
 def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int, int]],
                 ) -> tuple[Trace, Whole] | None:
     """The part of the export at `path` that a window can keep, and what the whole export holds (`Whole`); None
-    when a table cannot be read from its pages (read the export whole then). `span(ranges, first_start)`: the
-    window's hull [t0, t1) on the trace's clock, from the NVTX ranges and the first GPU op's start."""
+    when a table cannot be read from its pages (read the export whole then). `span(ranges, start_ns)`: the
+    window's hull [t0, t1) on the trace's clock, from the NVTX ranges and the capture's start."""
     ex = ns._Export(path)
     try:
         meta = ns._read_meta(ex)
@@ -292,10 +293,11 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
             ranges, marks = ns._read_nvtx(ex, strings, meta, step)
         try:
             with progress.step("planning the window's reads"):
-                plan = _plan(ex, strings, pages, ranges, span)
+                plan = _plan(ex, strings, pages, ranges, marks, span)
             if plan is None:
                 return None
-            whole, devices, kept_ops, kept_api = plan
+            whole, devices, kept_ops, kept_api, start_ns = plan
+            meta.start_ns = start_ns  # the whole capture's start (model/trace.py capture_start), not the part's
             ids = kept_ops.get_column("op_id").sort()
             rows = {t: kept_ops.filter(pl.col("_table") == i).get_column(_ROWID).sort()
                     for i, t in enumerate(ns._GPU_TABLES)}
@@ -328,9 +330,9 @@ def _read_zones(pages: _Pages, select: ns.Select | None, schema: dict, zones: li
     return pl.concat(frames) if frames else pl.DataFrame(schema={**schema, _ROWID: pl.Int64})
 
 
-def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataFrame, span):
-    """(Whole, the devices of the ops, the kept ops' _table, _rowid and op_id, the kept calls' rowids), or None
-    where the zones show what only a full read reports."""
+def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataFrame, marks: pl.DataFrame, span):
+    """(Whole, the devices of the ops, the kept ops' _table, _rowid and op_id, the kept calls' rowids, the
+    capture's start), or None where the zones show what only a full read reports."""
     op_sel = {t: _op_select(ex, t) for t in ns._GPU_TABLES}
     op_zones = {t: pages.zones(sel, _NARROW_OPS) for t, sel in op_sel.items() if sel is not None}
     api_sel = _api_select(ex, strings)
@@ -346,15 +348,28 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
     whole = Whole(ops=count, first_start=first, last_end=every.get_column("max_end").max() if count else None)
     mask = every.select(pl.col("mask_device").bitwise_or()).item() if count else 0
     devices = [d for d in range(64) if mask >> d & 1]
-    if not count:
-        return whole, devices, pl.DataFrame(schema={"_table": pl.Int8, _ROWID: pl.Int64, "op_id": pl.Int64}), \
-            pl.Series(_ROWID, [], pl.Int64)
-    t0, t1 = span(ranges, first)
     pid_of = pl.col("tid") & pl.lit(ns._PID_MASK, dtype=pl.Int64)
-    inside = (pl.col("start") >= t0) & (pl.col("start") < t1)
 
     def calls(zones: list[int]) -> pl.DataFrame:
         return _read_zones(pages, api_sel, _NARROW_API, zones).with_columns(pid=pid_of)
+
+    def carrying(correlations: pl.Series) -> pl.DataFrame:
+        """Every op (pid, correlation) of these correlation ids."""
+        found = [_read_zones(pages, op_sel[t], _NARROW_OPS, _holding(op_zones[t], "correlation", correlations))
+                 .select("pid", "correlation") for t in op_zones]
+        return pl.concat(found).unique() if found else pl.DataFrame(schema={"pid": pl.Int64, "correlation": pl.Int64})
+
+    # the capture's start (model/trace.py capture_start): the earliest op, launch call, range or mark
+    firsts = [first, _first_launch(api_zones, calls, carrying) if api_zones is not None else None,
+              ranges.get_column("start").min() if ranges.height else None,
+              marks.get_column("ts").min() if marks.height else None]
+    firsts = [int(v) for v in firsts if v is not None]
+    start_ns = min(firsts) if firsts else None
+    if not count:
+        return whole, devices, pl.DataFrame(schema={"_table": pl.Int8, _ROWID: pl.Int64, "op_id": pl.Int64}), \
+            pl.Series(_ROWID, [], pl.Int64), start_ns
+    t0, t1 = span(ranges, start_ns)
+    inside = (pl.col("start") >= t0) & (pl.col("start") < t1)
 
     # the calls that start in the window, and every call that shares a correlation id with one of them
     near = calls(_touching(api_zones, "start", t0, t1 - 1)) if api_zones is not None else calls([])
@@ -391,7 +406,23 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
     at = at.with_columns(at=pl.when(pl.col("launched").is_not_null()).then("launched")
                          .when(pl.col("_elsewhere").is_null()).then("start"))  # launched elsewhere: outside
     kept = at.filter((pl.col("at") >= t0) & (pl.col("at") < t1)).select("_table", _ROWID, "start", "end")
-    return whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(_ROWID).sort()
+    return whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(_ROWID).sort(), start_ns
+
+
+def _first_launch(api_zones: pl.DataFrame, calls, carrying) -> int | None:
+    """The start of the earliest CUDA call that launched an op (what the full read keeps): the zones in order of
+    their earliest call, until no zone can hold an earlier one than found."""
+    best = None
+    order = api_zones.with_row_index("_z").filter(pl.col("rows") > 0).sort("min_start")
+    for zone, least in order.select("_z", "min_start").iter_rows():
+        if best is not None and least >= best:
+            break
+        rows = calls([zone])
+        launched = rows.join(carrying(rows.get_column("correlation")), on=["pid", "correlation"], how="semi")
+        if launched.height:
+            m = int(launched.get_column("start").min())
+            best = m if best is None else min(best, m)
+    return best
 
 
 def _launches(calls: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
