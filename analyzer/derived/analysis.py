@@ -18,7 +18,7 @@ from analyzer.core.attribution import Attribution
 from analyzer.derived import run_files
 from analyzer.derived.breakdown import CycleBreakdown, cycle_breakdown
 from analyzer.derived.crosscheck import CrossCheck
-from analyzer.derived.economics import Economics
+from analyzer.derived.economics import Economics, SyncTimerEstimate, sync_timer_estimate
 from analyzer.derived.ranks import Ranks, per_rank, sidecar_ranks
 from analyzer.model.run_data import RunData
 
@@ -58,6 +58,13 @@ class Analysis:
         sidecars = self.data.sidecars
         with progress.step("per-rank results"):
             return per_rank(self.attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
+
+    @cached_property
+    def sync_timers(self) -> SyncTimerEstimate | None:
+        """What synchronize timers at every phase boundary would add to this capture (derived/economics.py):
+        None without two consecutive cycles with phases."""
+        a = self.attribution
+        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
 
     @cached_property
     def sweep_input(self) -> run_files.SweepRun:

@@ -287,6 +287,10 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
     try:
         meta = ns._read_meta(ex)
         strings = ns._read_strings(ex)
+        value, cut = ns.bounded_names(strings.get_column("value"))  # as the full read (read_nsys_sqlite)
+        if cut:
+            strings = strings.with_columns(value)
+            meta.notes.append(ns.names_note(cut, "strings (names of kernels, calls or ranges)"))
         pages = _Pages(ex)
         span_n = ex.row_span("NVTX_EVENTS") if "NVTX_EVENTS" in ex.tables else (0, 0)
         with progress.step("reading NVTX ranges", span_n[1] - span_n[0], "rows") as step:
@@ -296,7 +300,7 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
                 plan = _plan(ex, strings, pages, ranges, marks, span)
             if plan is None:
                 return None
-            whole, devices, kept_ops, kept_api, start_ns = plan
+            whole, devices, kept_ops, kept_api, start_ns, extremes = plan
             meta.start_ns = start_ns  # the whole capture's start (model/trace.py capture_start), not the part's
             ids = kept_ops.get_column("op_id").sort()
             rows = {t: kept_ops.filter(pl.col("_table") == i).get_column(_ROWID).sort()
@@ -318,6 +322,9 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
     finally:
         ex.close()
     trim_c_heap()
+    # as the full read checks the whole export's span: its ops' from the zones, the calls and ranges it kept
+    ns.check_span(path, {"GPU ops": extremes, "CUDA API calls": api if api is not None else pl.DataFrame(),
+                         "NVTX ranges": ranges}, "export it again")
     known_gpus = {g["device"] for g in meta.gpus}
     meta.gpus.extend({"device": d, "name": None} for d in devices if d not in known_gpus)
     trace = Trace(ops=wide if wide.height else empty(OPS_SCHEMA), api=api if api is not None else empty(ns.API_SCHEMA),
@@ -332,7 +339,7 @@ def _read_zones(pages: _Pages, select: ns.Select | None, schema: dict, zones: li
 
 def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataFrame, marks: pl.DataFrame, span):
     """(Whole, the devices of the ops, the kept ops' _table, _rowid and op_id, the kept calls' rowids, the
-    capture's start), or None where the zones show what only a full read reports."""
+    capture's start, the ops' extreme times), or None where the zones show what only a full read reports."""
     op_sel = {t: _op_select(ex, t) for t in ns._GPU_TABLES}
     op_zones = {t: pages.zones(sel, _NARROW_OPS) for t, sel in op_sel.items() if sel is not None}
     api_sel = _api_select(ex, strings)
@@ -365,9 +372,11 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
               marks.get_column("ts").min() if marks.height else None]
     firsts = [int(v) for v in firsts if v is not None]
     start_ns = min(firsts) if firsts else None
+    extremes = every.select(start=pl.concat_list("min_start", "max_start"), end=pl.concat_list("min_end", "max_end")
+                            ).explode("start", "end") if count else pl.DataFrame()
     if not count:
         return whole, devices, pl.DataFrame(schema={"_table": pl.Int8, _ROWID: pl.Int64, "op_id": pl.Int64}), \
-            pl.Series(_ROWID, [], pl.Int64), start_ns
+            pl.Series(_ROWID, [], pl.Int64), start_ns, extremes
     t0, t1 = span(ranges, start_ns)
     inside = (pl.col("start") >= t0) & (pl.col("start") < t1)
 
@@ -406,7 +415,8 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
     at = at.with_columns(at=pl.when(pl.col("launched").is_not_null()).then("launched")
                          .when(pl.col("_elsewhere").is_null()).then("start"))  # launched elsewhere: outside
     kept = at.filter((pl.col("at") >= t0) & (pl.col("at") < t1)).select("_table", _ROWID, "start", "end")
-    return whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(_ROWID).sort(), start_ns
+    return (whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(_ROWID).sort(), start_ns,
+            extremes)
 
 
 def _first_launch(api_zones: pl.DataFrame, calls, carrying) -> int | None:
