@@ -90,7 +90,9 @@ def test_the_dense_plan_interleaves_its_rounds_and_resumes_where_the_budget_stop
     calls = []
     for n in range(20):
         out = tmp_path / f"out{n}"
-        done = call(env, out, "dense", BUDGET_S="6", LAUNCH_GUESS_S="1", FAKE_SECONDS="0.5")
+        # each launch takes its second whatever the start-up of `python3 -m analyzer capture` costs, so that 18
+        # launches never fit in two 6 s budgets
+        done = call(env, out, "dense", BUDGET_S="6", LAUNCH_GUESS_S="1", FAKE_SECONDS="1")
         assert done.returncode == 0, done.stdout + done.stderr
         calls.append(out)
         if "deferred" not in (out / "gpu_runs.log").read_text():

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import fields
 from functools import cached_property
 
+from analyzer import progress
 from analyzer.core.attribution import Attribution
 from analyzer.derived import run_files
 from analyzer.derived.breakdown import CycleBreakdown, cycle_breakdown
@@ -34,24 +35,29 @@ class Analysis:
     def crosscheck(self) -> CrossCheck | None:
         """The cross-check against the tracer's sidecar and the profiler's inflation (docs/crosscheck.md): None
         without a sidecar."""
-        return run_files.crosscheck_of(self.attribution, self.data)
+        with progress.step("cross-checking with the sidecar"):
+            return run_files.crosscheck_of(self.attribution, self.data)
 
     @cached_property
     def cycle_breakdown(self) -> CycleBreakdown | None:
         """Where one decode cycle goes, phase by phase, on the stream the cycle runs on (derived/breakdown.py):
         None with fewer than two cycles."""
-        return cycle_breakdown(self.attribution)
+        with progress.step("breaking the cycles down"):
+            return cycle_breakdown(self.attribution)
 
     @cached_property
     def economics(self) -> Economics | None:
         """Does speculation pay (docs/economics.md): None without a sidecar or a baseline step time."""
-        return run_files.economics_of(self.attribution, self.data, self.crosscheck, self.cycle_breakdown)
+        check, breakdown = self.crosscheck, self.cycle_breakdown  # (each its own step)
+        with progress.step("the economics"):
+            return run_files.economics_of(self.attribution, self.data, check, breakdown)
 
     @cached_property
     def ranks(self) -> Ranks:
         """Per-rank attribution, skew across ranks, the communication wait/transfer split (docs/multirank.md)."""
         sidecars = self.data.sidecars
-        return per_rank(self.attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
+        with progress.step("per-rank results"):
+            return per_rank(self.attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
 
     @cached_property
     def sync_timers(self) -> SyncTimerEstimate | None:
@@ -63,7 +69,9 @@ class Analysis:
     @cached_property
     def sweep_input(self) -> run_files.SweepRun:
         """This run's inputs to the sweep's fit (derived/sweep.py)."""
-        return run_files.sweep_run(self.attribution, self.data, self.crosscheck)
+        check = self.crosscheck
+        with progress.step("the sweep's inputs"):
+            return run_files.sweep_run(self.attribution, self.data, check)
 
 
 def _attribution_field(name: str) -> property:
