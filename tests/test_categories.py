@@ -438,7 +438,7 @@ def test_the_tensor_parallel_capture_shows_allreduce_per_phase_and_rank():
     out = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k4-tp2"), "--no-cache", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
-    assert doc["schema"] == "specprof.analysis/2"
+    assert doc["schema"] == "specprof.analysis/3"
     assert doc["category_parents"] == {k: COMMUNICATION for k in sorted(KINDS)}
     phases = {p["name"]: p["categories"] for p in doc["phases"]}
     assert {ph: c["allreduce"] for ph, c in phases.items() if "allreduce" in c} == {

@@ -29,7 +29,8 @@ class Attribution:
     ops: pl.DataFrame  # projected, categorised ops
     ranges: pl.DataFrame  # ranges with depth, parent, cycle and their GPU projection
     # The tiling of every stream, summed: attributed ns per (device, stream, cycle, phase, category)
-    # (accounting.CHARGE_SCHEMA). The segments themselves are built on demand (`segments`).
+    # (accounting.CHARGE_SCHEMA). The segments themselves are built on demand (`segments`). `phases`,
+    # `categories` and `cycle_phases` hold the cycle streams' charges only (`streams.role`, `home_charges`).
     charges: pl.DataFrame
     phases: pl.DataFrame
     categories: pl.DataFrame
@@ -47,6 +48,11 @@ class Attribution:
     # segments. `segments` builds the whole tiling once and keeps it.
     waits: pl.DataFrame | None = field(default=None, repr=False)
     _segments: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def home_charges(self) -> pl.DataFrame:
+        """The charges of the cycle streams (summary.on_cycle_streams): what `phases` and `cycle_phases` sum."""
+        return summary.on_cycle_streams(self.charges, self.streams)
 
     @property
     def segments(self) -> pl.DataFrame:
@@ -106,24 +112,27 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         del timeline
         charged = accounting.charges(ops, waits)
     tables = {}
-    with progress.step("summarising", 9, "tables") as step:
+    with progress.step("summarising", 8, "tables") as step:
         scanned = accounting.range_scan(ops)  # each range's own ops in one pass, where the C scan is built
         proj = projection.range_projection(ranges, ops, scanned)
         ranges = ranges.join(proj, on="range_id", how="left")
         step.advance()
         per_range = summary.range_busy(ops, scanned)
         del scanned
-        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping, per_range)
+        # Each rank's phases are charged on the stream its cycles ran on; the other streams are side streams.
+        tables["streams"] = summary.stream_table(ops, charged)
+        home = summary.on_cycle_streams(charged, tables["streams"])
+        side = charged.join(home.select("device", "stream").unique(), on=["device", "stream"], how="anti")
+        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, home, grouping, per_range)
         # A window's cycles keep their numbers in the whole trace (core/window.py).
         tables["cycles"] = renumber_cycles(tables["cycles"], trace.meta.extra.get("cycle_index_offset"))
         step.advance()
         if trace.meta.skipped:
             for reason, n in trace.meta.skipped.items():
                 notes.append(f"{n} rows not used: {reason.replace('_', ' ')}")
-        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, charged, grouping, per_range)),
-                           ("categories", lambda: summary.category_table(charged)),
+        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, home, grouping, per_range, side)),
+                           ("categories", lambda: summary.category_table(home)),
                            ("launch", lambda: summary.launch_table(ops)),
-                           ("streams", lambda: summary.stream_table(ops, charged)),
                            ("devices", lambda: summary.device_table(ops)),
                            ("kernels", lambda: summary.top_kernels(ops)),
                            ("unattributed", lambda: summary.unattributed_table(ops))):

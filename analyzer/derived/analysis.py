@@ -1,5 +1,5 @@
 """`Analysis`: the attribution of one trace with what the run's other files add to it, the result that every
-command renders (schema `specprof.analysis/2`, docs/json.md)."""
+command renders (schema `specprof.analysis/3`, docs/json.md)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,11 @@ Everything here is a pure function of the analysis tables (integer ns); renderer
 `Ranks` tables:
 - `ranks`: rank, pid (the trace's process id), os_pid, device, source (how the rank was numbered), ops,
   streams, first, last, wall (first op start to last op end on the rank), busy (union of the rank's ops),
-  attributed (its streams' tiling, summed), comm (communication kernels' GPU time), wait, transfer,
+  attributed (its cycle stream's tiling: the time its phases are
+  charged), comm (communication kernels' GPU time), wait, transfer,
   unmatched (comm time of instances that could not be matched across ranks)
-- `phases`: rank, phase, instances, ops, cpu, gpu_span, gpu_busy, attributed: summary.phase_table over the
-  rank's own ranges, ops and streams
+- `phases`: rank, phase, instances, ops, cpu, gpu_span, gpu_busy, attributed, side_busy: summary.phase_table over
+  the rank's own ranges, ops and streams (attributed on its cycle stream)
 - `categories`: rank, phase, category, ns
 - `skew`: per phase, attributed ns across ranks (a rank without the phase counts 0): ranks (that had it),
   min, max, mean, skew (max - min), skew_pct (100 (max - min) / max), min_rank, max_rank
@@ -33,7 +34,7 @@ Everything here is a pure function of the analysis tables (integer ns); renderer
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -84,6 +85,8 @@ class Ranks:
     collectives: pl.DataFrame
     stragglers: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    # One cycle breakdown per rank that ran decode cycles (derived/breakdown.py), in rank order.
+    breakdowns: list = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -95,6 +98,40 @@ class Ranks:
         if s.is_empty():
             return None
         return s.sort(["last", "caused"], descending=True).row(0, named=True)
+
+    def breakdown_of(self, rank: int):
+        """The cycle breakdown of `rank`, or None."""
+        return next((b for b in self.breakdowns if b.rank == rank), None)
+
+
+def unprofiled_events(inflation: pl.DataFrame | None) -> tuple[pl.DataFrame | None, int | None]:
+    """From the cross-check's inflation table: (phase, ns) the mean GPU time per cycle between each phase's CUDA
+    events in the run without the profiler, and that run's mean cycle period; (None, None) without such a run."""
+    if inflation is None or inflation.is_empty():
+        return None, None
+    gpu = inflation.filter((pl.col("measure") == "gpu") & (pl.col("phase") != "cycle")
+                           & pl.col("without_ns").is_not_null())
+    period = inflation.filter((pl.col("measure") == "cpu") & (pl.col("phase") == "period"))["without_ns"]
+    period_ns = int(round(period[0])) if period.len() and period[0] is not None else None
+    if gpu.is_empty():
+        return None, period_ns
+    return gpu.select("phase", ns=pl.col("without_ns").round().cast(pl.Int64)), period_ns
+
+
+def focus(a: Attribution, m: Ranks, rank: int | None) -> Attribution:
+    """`a` whose phase, category and cycle tables are those of `rank` alone (with several ranks: every per-phase
+    and per-cycle figure is one rank's); `a` itself with one rank."""
+    if m.count < 2 or rank is None:
+        return a
+    row = m.ranks.filter(pl.col("rank") == rank)
+    if row.is_empty():
+        return a
+    pid = row["pid"][0]
+    mine = pl.col("rank") == rank
+    cycles = a.cycles.filter(pl.col("pid") == pid)
+    phases = m.phases.filter(mine).drop("rank")
+    return replace(a, phases=phases, categories=m.categories.filter(mine).drop("rank"), cycles=cycles,
+                   cycle_phases=a.cycle_phases.join(cycles.select("cycle"), on="cycle", how="semi"))
 
 
 def os_pid(meta, pid: int) -> int:
@@ -156,8 +193,9 @@ def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
 
     `tp_ranks`: OS pid -> tensor-parallel rank (from the sidecars, `sidecar_ranks`)."""
     ranks, notes = number_ranks(a, tp_ranks)
-    owners, more = _stream_owners(a.ops)
-    notes += more
+    notes += _stream_owners(a.ops)[1]
+    # Each stream's owner and role (core/summary.py stream_table): a rank's phases are charged on its cycle stream.
+    owners = a.streams.select("device", "stream", "pid", "role")
     charges = a.charges
     ranges = a.ranges.drop([c for c in ("gpu_start", "gpu_end", "gpu_ops", "gpu_launches") if c in a.ranges.columns])
     ph_rows, cat_rows, rank_rows = [], [], []
@@ -166,13 +204,16 @@ def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
     for r in ranks.iter_rows(named=True):
         mine = (pl.col("pid") == r["pid"]) & (pl.col("device") == r["device"])
         ops = a.ops if whole else a.ops.filter(mine)
-        streams = owners.filter(mine).select("device", "stream")
-        ch = charges if whole else charges.join(streams, on=["device", "stream"], how="semi")
+        streams = owners.filter(mine)
+        home = streams.filter(pl.col("role") == "cycle").select("device", "stream")
+        ch = charges.join(home, on=["device", "stream"], how="semi")
         if whole:
             phases, cats = a.phases, a.categories
         else:
+            side = charges.join(streams.filter(pl.col("role") == "side").select("device", "stream"),
+                                on=["device", "stream"], how="semi")
             rng = ranges.filter(pl.col("pid") == r["pid"])
-            phases = summary.phase_table(rng, projection.range_projection(rng, ops), ops, ch, a.grouping)
+            phases = summary.phase_table(rng, projection.range_projection(rng, ops), ops, ch, a.grouping, side=side)
             cats = summary.category_table(ch)
         ph_rows.append(phases.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
         cat_rows.append(cats.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
@@ -180,7 +221,7 @@ def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
         rank_rows.append({**r, "streams": streams.height, "wall": r["last"] - r["first"],
                           "busy": int(busy["busy"].sum() or 0), "attributed": int(ch["ns"].sum() or 0)})
     phase_schema = {"rank": pl.Int64, "phase": pl.Utf8, "instances": pl.Int64, "ops": pl.Int64, "cpu": pl.Int64,
-                    "gpu_span": pl.Int64, "gpu_busy": pl.Int64, "attributed": pl.Int64}
+                    "gpu_span": pl.Int64, "gpu_busy": pl.Int64, "attributed": pl.Int64, "side_busy": pl.Int64}
     phases = (pl.concat([p.select(list(phase_schema)).cast(phase_schema) for p in ph_rows])
               if ph_rows else pl.DataFrame(schema=phase_schema))
     cat_schema = {"rank": pl.Int64, "phase": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64}

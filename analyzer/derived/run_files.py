@@ -20,8 +20,9 @@ from analyzer.core.attribution import Attribution
 from analyzer.derived import crosscheck as cc
 from analyzer.derived import economics as econ
 from analyzer.derived.analysis import Analysis
-from analyzer.derived.breakdown import CycleBreakdown, cycle_breakdown
-from analyzer.derived.ranks import per_rank, sidecar_ranks
+from analyzer.derived import breakdown as bd
+from analyzer.derived.breakdown import CycleBreakdown
+from analyzer.derived.ranks import focus, per_rank, sidecar_ranks, unprofiled_events
 from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import ground_truth as gt
@@ -181,7 +182,12 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
         econ_notes.extend(more)
     if steps is None:
         steps = steps_of(files, sidecars)[0]
-    breakdown = cycle_breakdown(a)
+    ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
+    events, period = unprofiled_events(check.inflation if check is not None else None)
+    per_rank_breakdowns = [bd.with_unprofiled(b, events, period) for b in bd.breakdowns(a, ranks.ranks)]
+    top = ranks.straggler()
+    breakdown = bd.headline(per_rank_breakdowns, top["rank"] if top is not None else None)
+    ranks.breakdowns = per_rank_breakdowns
     economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes, steps,
                               breakdown, files.path)
     head = economics.headline if economics is not None else None
@@ -189,8 +195,9 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
             and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
-    ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
-    return Analysis.of(a, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown)
+    # Several ranks: the tables every renderer shows are the headline rank's (the others are in `ranks`).
+    shown = focus(a, ranks, breakdown.rank if breakdown is not None else None)
+    return Analysis.of(shown, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown)
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------
