@@ -119,14 +119,20 @@ def stream_cycle(ops: pl.DataFrame) -> pl.Expr:
 
 
 def _fill_wait_cycles(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
-    """The cpu_wait pieces that no cycle was open for take the stream cycle (`stream_cycle`) of the op they precede."""
+    """The cpu_wait pieces with no range open and no cycle (the engine between cycles, before an op launched outside
+    every range) take the stream cycle (`stream_cycle`) of the op they precede. (A piece of a range outside every
+    cycle, a prefill before the first cycle, stays in none.)"""
     if waits.is_empty() or not waits.get_column("cycle").has_nulls() or not ops.get_column("cycle").is_not_null().any():
         return waits
-    need = waits.filter(pl.col("cycle").is_null()).select("op_id").unique()
+    loose = pl.col("cycle").is_null() & (pl.col("phase").cast(pl.Utf8) == UNATTRIBUTED)
+    need = waits.filter(loose).select("op_id").unique()
+    if need.is_empty():
+        return waits
     cyc = collect(ops.lazy().select("op_id", "cycle", "device", "stream").with_columns(
         filled=stream_cycle(ops)).join(need.lazy(), on="op_id", how="semi").select("op_id", "filled"))
     return waits.join(cyc, on="op_id", how="left", maintain_order="left").with_columns(
-        cycle=pl.coalesce("cycle", "filled")).drop("filled").cast(SEGMENT_SCHEMA)
+        cycle=pl.when(loose).then(pl.coalesce("cycle", "filled")).otherwise(pl.col("cycle"))).drop(
+        "filled").cast(SEGMENT_SCHEMA)
 
 
 def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
