@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from analyzer.core.attribution import Attribution
+from analyzer.derived import views
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
@@ -88,8 +89,11 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
 
 
 def side_of(a: Attribution) -> tuple[str, int, pl.DataFrame, dict]:
-    """One side of a comparison from an attribution: (label, cycles, charges, phase -> instances)."""
-    return (a.trace.meta.path, a.cycles.height, a.charges, dict(a.phases.select("phase", "instances").iter_rows()))
+    """One side of a comparison from an attribution: (label, cycles, charges, phase -> instances). Per cycle, the
+    charges and cycles of the headline breakdown (one rank's decode cycles on its cycle stream: views.cycle_charges),
+    so that compare's figures are the breakdown's."""
+    charges, cycles = views.cycle_charges(a)
+    return (a.trace.meta.path, cycles, charges, dict(a.phases.select("phase", "instances").iter_rows()))
 
 
 def compare_charges(a: tuple, b: tuple) -> Comparison:

@@ -274,8 +274,12 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
     run without a sidecar gives its phase times alone: no accept counts, no cycles of a run without nsys."""
     baseline = _sidecars(files.baseline)
     k, tokens = steps_of(files, sidecars)
-    # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's)
-    wide = a.cycle_phases.group_by("cycle", maintain_order=True).agg(
+    # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's; over the
+    # headline breakdown's decode cycles, when there is one: the sweep's cycle is the breakdown's)
+    b = getattr(a, "cycle_breakdown", None)
+    per_cycle = a.cycle_phases if b is None or b.per_cycle is None else a.cycle_phases.join(
+        b.per_cycle.select("cycle"), on="cycle", how="semi")
+    wide = per_cycle.group_by("cycle", maintain_order=True).agg(
         draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
         total_ns=pl.col("attributed").sum(),

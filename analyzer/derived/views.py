@@ -88,3 +88,16 @@ def shown_cycles(a) -> pl.DataFrame | None:
     (every cycle) without a breakdown."""
     b = getattr(a, "cycle_breakdown", None)
     return None if b is None or b.per_cycle is None else b.per_cycle.select("cycle")
+
+
+def cycle_charges(a) -> tuple[pl.DataFrame, int]:
+    """The charges behind the headline breakdown, for what compares runs (compare, the results store, the sweep):
+    (charges of the shown rank's cycle stream, with `cycle` null outside the breakdown's decode cycles; how many
+    decode cycles). Without a breakdown: every charge of the cycle streams, and every cycle."""
+    b = getattr(a, "cycle_breakdown", None)
+    home = a.home_charges
+    if b is None or b.per_cycle is None:
+        return home, a.cycles.height
+    mine = home.filter((pl.col("device") == b.device) & (pl.col("stream") == b.stream))
+    keep = b.per_cycle.get_column("cycle").implode()
+    return mine.with_columns(cycle=pl.when(pl.col("cycle").is_in(keep)).then(pl.col("cycle"))), b.cycles

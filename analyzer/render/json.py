@@ -50,6 +50,11 @@ def phase_list(phases, categories) -> list[dict]:
     ]
 
 
+def document(a: Analysis) -> dict:
+    """The document without its `cycles` (an empty list): everything else, as `to_dict` gives it."""
+    return _document(a)
+
+
 def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
     return {**_document(a), "cycles": cycle_list(a, max_cycles)}
 
