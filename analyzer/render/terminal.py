@@ -50,6 +50,11 @@ def header(a: Analysis) -> str:
     return "\n".join(lines)
 
 
+def _all_ranks(a: Analysis) -> str:
+    """The label of a table over every rank (launches and kernels are counted over all of them)."""
+    return f", summed over all {a.ranks.count} ranks" if a.ranks is not None and a.ranks.count > 1 else ""
+
+
 def _scope(a: Analysis) -> str | None:
     """Which rank and stream the per-phase tables are of, when it is not obvious (several ranks or streams)."""
     b = a.cycle_breakdown
@@ -135,7 +140,7 @@ def launch(a: Analysis, limit: int = 20) -> str:
             for r in a.launch.head(limit).iter_rows(named=True)]
     for row in rows:
         row[0] = clean(row[0], 48)
-    return ("Launch overhead (api cpu: time inside launch calls; latency: first op start - launch call start, "
+    return (f"Launch overhead{_all_ranks(a)} (api cpu: time inside launch calls; latency: first op start - launch call start, "
             "queueing included;\n idle latency: the part after the stream drained; queued: launched while the "
             "stream was still busy)\n"
             + table(["phase", "launches", "queued", "api cpu ms", "latency p50 us", "p90 us", "max us",
@@ -157,7 +162,7 @@ def kernels(a: Analysis, limit: int = 20) -> str:
     shown = _shown_phases(a, limit).select("phase")
     rows = [[clean(r["phase"], 48), clean(r["short_name"], 60), r["category"], f"{r['count']:,}", f_ms(r["ns"])]
             for r in a.kernels.join(shown, on="phase", how="semi").iter_rows(named=True)]
-    return "Top kernels per phase\n" + table(["phase", "kernel", "category", "count", "gpu ms"], rows, "lllrr")
+    return f"Top kernels per phase{_all_ranks(a)}\n" + table(["phase", "kernel", "category", "count", "gpu ms"], rows, "lllrr")
 
 
 def unattributed(a: Analysis) -> str:
