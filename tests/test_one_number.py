@@ -179,3 +179,23 @@ def test_the_report_header_leads_with_one_ranks_cycle(tmp_path):
     # the cycle 4.36 ms apart (median 4.21), not the streams' sums; the share to act on, without nsys
     assert "4.21 ms" in tiles and "3.02 ms" in tiles and "verify 32.8%" in tiles and "523.9 ms" in tiles
     assert "9.50" not in tiles and out
+
+
+def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_path, monkeypatch):
+    # The breakdown reads the attribution's charges (no second tiling), and the per-(process, device) tables
+    # behind the per-rank step are cached with the attribution: a cached run makes neither again.
+    from analyzer.app.analyze import Options
+    from analyzer.core import accounting, summary
+
+    monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path))
+    path = str(FIXTURES / "reference-k4-tp2")
+    first = analyze(path, Options(cache=True))
+
+    def recomputed(*args, **kw):
+        raise AssertionError("recomputed on a cached run")
+
+    monkeypatch.setattr(summary, "pair_tables", recomputed)
+    monkeypatch.setattr(accounting, "tile", recomputed)
+    again = analyze(path, Options(cache=True))
+    assert again.ranks.phases.equals(first.ranks.phases) and again.ranks.ranks.equals(first.ranks.ranks)
+    assert [b.phases.equals(c.phases) for b, c in zip(again.ranks.breakdowns, first.ranks.breakdowns)] == [True, True]

@@ -15,6 +15,7 @@ from analyzer import progress
 from analyzer.core import accounting, categories, projection, summary
 from analyzer.core.window import renumber_cycles
 from analyzer.errors import SpecprofError
+from analyzer.model.labels import COMMUNICATION
 from analyzer.model.trace import Trace
 
 DEFAULT_GROUPING = ("cycle",)
@@ -47,6 +48,12 @@ class Attribution:
     # The cpu_wait pieces (accounting.SEGMENT_SCHEMA); with `ops` (which carry prev_end) they give the
     # segments. `segments` builds the whole tiling once and keeps it.
     waits: pl.DataFrame | None = field(default=None, repr=False)
+    # Per (process, device) pair, whatever the ranks' numbering (summary.pair_tables): `pairs`, `pair_phases`,
+    # `pair_categories`, `comm_ops`; None where the attribution was made without them (derived/ranks.py makes them).
+    pairs: pl.DataFrame | None = field(default=None, repr=False)
+    pair_phases: pl.DataFrame | None = field(default=None, repr=False)
+    pair_categories: pl.DataFrame | None = field(default=None, repr=False)
+    comm_ops: pl.DataFrame | None = field(default=None, repr=False)
     _segments: pl.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -112,7 +119,7 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         del timeline
         charged = accounting.charges(ops, waits)
     tables = {}
-    with progress.step("summarising", 8, "tables") as step:
+    with progress.step("summarising", 9, "tables") as step:
         scanned = accounting.range_scan(ops)  # each range's own ops in one pass, where the C scan is built
         proj = projection.range_projection(ranges, ops, scanned)
         ranges = ranges.join(proj, on="range_id", how="left")
@@ -138,6 +145,10 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
                            ("unattributed", lambda: summary.unattributed_table(ops))):
             tables[name] = make()
             step.advance()
+        parents = categories.parents(rules)
+        tables.update(summary.pair_tables(ops, ranges, charged, tables["streams"], grouping, tables["phases"],
+                                          tables["categories"], categories.kinds_of(COMMUNICATION, parents)))
+        step.advance()
     return Attribution(
         trace=trace,
         grouping=grouping,
@@ -145,7 +156,7 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         ranges=ranges,
         charges=charged,
         notes=notes,
-        category_parents=categories.parents(rules),
+        category_parents=parents,
         waits=waits,
         **tables,
     )
