@@ -133,9 +133,9 @@ def headline(per_rank: list[CycleBreakdown], straggler: int | None = None) -> Cy
 def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: int | None) -> CycleBreakdown:
     """`b` with the column of the run without the profiler: `events` (phase, ns: mean GPU time per cycle between
     the phase's CUDA events in that run) and `period_ns` (its mean cycle period). Shares of the unprofiled column
-    are of that period; a phase without events has none."""
+    are of that period; a phase without events has none. Without events, only the period is set."""
     if events is None or events.is_empty():
-        return b
+        return replace(b, unprofiled_mean_ns=None if period_ns is None else int(period_ns))
     ev = events.select(pl.col("phase").cast(pl.Utf8), un=pl.col("ns").cast(pl.Float64))
     phases = b.phases.drop("unprofiled_ns_per_cycle", "ratio", "unprofiled_share").join(
         ev, on="phase", how="left").with_columns(

@@ -184,7 +184,14 @@ def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, basel
         steps = steps_of(files, sidecars)[0]
     ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
     events, period = unprofiled_events(check.inflation if check is not None else None)
-    per_rank_breakdowns = [bd.with_unprofiled(b, events, period) for b in bd.breakdowns(a, ranks.ranks)]
+    every = bd.breakdowns(a, ranks.ranks)
+    # With several ranks, a phase's events are one rank's only where they come from the reference engine's ground
+    # truth (rank 0's file); the sidecars' events are pooled over the ranks, which no rank's breakdown may show.
+    # The period without the profiler is every rank's.
+    pooled = sidecars is not None and baseline is not None and bool(sidecars.gpu_time.height) \
+        and bool(baseline.gpu_time.height)
+    per_rank_breakdowns = [bd.with_unprofiled(b, events if len(every) < 2 or (b.rank == 0 and not pooled) else None,
+                                              period) for b in every]
     top = ranks.straggler()
     breakdown = bd.headline(per_rank_breakdowns, top["rank"] if top is not None else None)
     ranks.breakdowns = per_rank_breakdowns

@@ -7,6 +7,8 @@ All times integer ns.
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 
 from analyzer.model.labels import IDLE_CATEGORIES
@@ -101,3 +103,35 @@ def cycle_charges(a) -> tuple[pl.DataFrame, int]:
     mine = home.filter((pl.col("device") == b.device) & (pl.col("stream") == b.stream))
     keep = b.per_cycle.get_column("cycle").implode()
     return mine.with_columns(cycle=pl.when(pl.col("cycle").is_in(keep)).then(pl.col("cycle"))), b.cycles
+
+
+def timeline_blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> pl.DataFrame:
+    """The timeline's bins (the HTML report draws them): segments (`gpu_key`: device, stream -> row), as blocks: runs of consecutive segments charged to one phase
+    on one stream; when there are more than `budget` runs, fixed time bins named by their main phase."""
+    schema = {"row": pl.Int64, "start": pl.Int64, "end": pl.Int64, "phase": pl.Utf8, "busy": pl.Int64,
+              "ops": pl.Int64, "mixed": pl.Boolean}
+    if segs.is_empty():
+        return pl.DataFrame(schema=schema)
+    s = segs.join(gpu_key, on=["device", "stream"], how="left").sort("row", "start").with_columns(
+        dur=pl.col("end") - pl.col("start"), is_busy=~pl.col("category").is_in(IDLE_CATEGORIES))
+    gap = pl.col("start") != pl.col("end").shift(1).over("row")
+    run = ((pl.col("phase") != pl.col("phase").shift(1).over("row")) | gap).fill_null(True).cum_sum()
+    s = s.with_columns(run=run)
+    runs = s.group_by("row", "run").agg(
+        start=pl.col("start").min(), end=pl.col("end").max(), phase=pl.col("phase").first(),
+        busy=(pl.col("dur") * pl.col("is_busy")).sum(), ops=pl.col("is_busy").sum().cast(pl.Int64),
+    ).with_columns(mixed=pl.lit(False))
+    if runs.height <= budget:
+        return runs.select(list(schema)).sort("row", "start")
+    rows = max(1, gpu_key.height)
+    span = int(s["end"].max() - s["start"].min())
+    width = max(1, math.ceil(span * rows / budget))
+    s = s.with_columns(bin=(pl.col("start") - t0) // width)
+    per = s.group_by("row", "bin", "phase").agg(ns=pl.col("dur").sum(), start=pl.col("start").min(),
+                                                end=pl.col("end").max(),
+                                                busy=(pl.col("dur") * pl.col("is_busy")).sum(),
+                                                ops=pl.col("is_busy").sum().cast(pl.Int64))
+    top = per.sort("ns", descending=True).group_by("row", "bin").agg(
+        phase=pl.col("phase").first(), start=pl.col("start").min(), end=pl.col("end").max(),
+        busy=pl.col("busy").sum(), ops=pl.col("ops").sum(), mixed=(pl.len() > 1))
+    return top.select(list(schema)).sort("row", "start")

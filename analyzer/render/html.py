@@ -299,7 +299,6 @@ def _cycles(a: Analysis, t0: int) -> dict:
     keep = views.shown_cycles(a)
     st = views.cycle_stats(data, keep, ["total", "cpu"])
     stats = {label: {k: ms(v) for k, v in st[label].items() if k != "n"} for label in ("total", "cpu")}
-    in_stats = data["cycle"].is_in(keep["cycle"].implode()) if keep is not None else pl.Series([True] * data.height)
     return {
         "n": data.height,
         "index": data["index"].to_list(),
@@ -307,7 +306,6 @@ def _cycles(a: Analysis, t0: int) -> dict:
         "start": (data["start"] - t0).to_list(),
         "cpu_ms": [ms(x) for x in data["cpu"].to_list()],
         "total_ms": [ms(x) for x in data["total"].to_list()],
-        "in_stats": in_stats.to_list(),
         "phases": {_cut(p): [ms(x) for x in data[p].to_list()] for p in cols},
         "stats": stats,
         "stats_cycles": st["total"]["n"],
@@ -481,7 +479,7 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
         "c": [cat_ix.get(c, -1) for c in idle["category"].to_list()],
     }
 
-    blocks = _blocks(sg.filter(~in_detail), gpu_key, t0, BLOCKS)
+    blocks = views.timeline_blocks(sg.filter(~in_detail), gpu_key, t0, BLOCKS)
     block_cols = {
         "r": blocks["row"].to_list(),
         "s": _delta(blocks["start"].to_numpy() - t0),
@@ -536,38 +534,6 @@ def _delta(values) -> list[int]:
     if arr.size == 0:
         return []
     return np.diff(arr, prepend=0).tolist()
-
-
-def _blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> pl.DataFrame:
-    """Segments outside the detailed windows, as blocks: runs of consecutive segments charged to one phase
-    on one stream; when there are more than `budget` runs, fixed time bins named by their main phase."""
-    schema = {"row": pl.Int64, "start": pl.Int64, "end": pl.Int64, "phase": pl.Utf8, "busy": pl.Int64,
-              "ops": pl.Int64, "mixed": pl.Boolean}
-    if segs.is_empty():
-        return pl.DataFrame(schema=schema)
-    s = segs.join(gpu_key, on=["device", "stream"], how="left").sort("row", "start").with_columns(
-        dur=pl.col("end") - pl.col("start"), is_busy=~pl.col("category").is_in(IDLE_CATEGORIES))
-    gap = pl.col("start") != pl.col("end").shift(1).over("row")
-    run = ((pl.col("phase") != pl.col("phase").shift(1).over("row")) | gap).fill_null(True).cum_sum()
-    s = s.with_columns(run=run)
-    runs = s.group_by("row", "run").agg(
-        start=pl.col("start").min(), end=pl.col("end").max(), phase=pl.col("phase").first(),
-        busy=(pl.col("dur") * pl.col("is_busy")).sum(), ops=pl.col("is_busy").sum().cast(pl.Int64),
-    ).with_columns(mixed=pl.lit(False))
-    if runs.height <= budget:
-        return runs.select(list(schema)).sort("row", "start")
-    rows = max(1, gpu_key.height)
-    span = int(s["end"].max() - s["start"].min())
-    width = max(1, math.ceil(span * rows / budget))
-    s = s.with_columns(bin=(pl.col("start") - t0) // width)
-    per = s.group_by("row", "bin", "phase").agg(ns=pl.col("dur").sum(), start=pl.col("start").min(),
-                                                end=pl.col("end").max(),
-                                                busy=(pl.col("dur") * pl.col("is_busy")).sum(),
-                                                ops=pl.col("is_busy").sum().cast(pl.Int64))
-    top = per.sort("ns", descending=True).group_by("row", "bin").agg(
-        phase=pl.col("phase").first(), start=pl.col("start").min(), end=pl.col("end").max(),
-        busy=pl.col("busy").sum(), ops=pl.col("ops").sum(), mixed=(pl.len() > 1))
-    return top.select(list(schema)).sort("row", "start")
 
 
 # ----------------------------------------------------------------------------------------------
