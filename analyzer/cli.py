@@ -40,12 +40,17 @@ def _remember_all_domains(ctx, param, value):
         ctx.meta["all_domains"] = True
 
 
+def _remember_export_here(ctx, param, value):
+    if value:
+        ctx.meta["export_here"] = True
+
+
 def _options(categories_file, grouping, domains, no_cache=False) -> Options:
     """How a trace is analysed, from the options of `_analysis_options` (and --no-cache), with the window of
     `_window_options` when the command has them."""
     meta = click.get_current_context().meta
     return Options.of(categories_file, grouping, domains, bool(meta.get("all_domains")), cache=not no_cache,
-                      window=meta.get("window", Window()))
+                      window=meta.get("window", Window()), export_here=bool(meta.get("export_here")))
 
 
 def _span(kind):
@@ -89,8 +94,9 @@ def _window_options(command):
                      help="Analyse only cycles A to B-1 of each process (numbered from 0 as in the per-cycle "
                           "table; A: or :B leave a side open). GPU work counts by its launch time."),
         click.option("--time-window", metavar="A:B", callback=_span(float), expose_value=False,
-                     help="Analyse only the GPU work launched from A to B ms after the trace's first GPU op "
-                          "starts (A: or :B leave a side open); the cycles at the edges may be partial."),
+                     help="Analyse only the GPU work launched from A to B ms after the capture's start (its "
+                          "first event: time 0 of the per-cycle table's start ms and of the report's timeline; A: "
+                          "or :B leave a side open); the cycles at the edges may be partial."),
         click.option("--skip-warmup", type=click.IntRange(0), metavar="N", callback=_remember_window,
                      expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
     )):
@@ -133,6 +139,9 @@ def _analysis_options(command):
                           "specprof tracer's domain when the trace has it, else every range."),
         click.option("--all-domains", is_flag=True, expose_value=False, callback=_remember_all_domains,
                      help="Phases from ranges of every NVTX domain (NCCL's own ranges too)."),
+        click.option("--export-here", is_flag=True, expose_value=False, callback=_remember_export_here,
+                     help="A .nsys-rep report given alone: export it to SQLite beside it (RUN.sqlite), not into "
+                          "the cache folder; either way with nsys ($SPECPROF_NSYS, $NSYS, PATH)."),
         click.option("--no-cache", is_flag=True,
                      help="Read the export itself, not the cache of its parsed tables and of its analysis in the "
                           "user's cache folder (nor write one; `specprof cache info`)."),

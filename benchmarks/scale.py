@@ -71,7 +71,7 @@ def scaled_analysis(path: str = FIXTURE, ops: int = 1_000_000) -> Analysis:
     """The analysis of enough time-shifted copies of the capture at `path` to hold at least `ops` GPU ops."""
     trace = load_trace(path)
     copies = max(1, math.ceil(ops / trace.ops.height))
-    return Analysis.of(attribute(scaled_trace(trace, copies)))
+    return Analysis(attribute(scaled_trace(trace, copies)))
 
 
 def main(argv=None) -> int:

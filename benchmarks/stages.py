@@ -86,8 +86,10 @@ def measure(path: str, cache: bool = True, tracer_only: bool = False) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     with progress.step("total"):
         # as `specprof analyze` does; with the cache: the cached tables, or the cached analysis itself
-        result = Analysis.of(attribution(path, Options(domains=domains, cache=cache)))
+        result = Analysis(attribution(path, Options(domains=domains, cache=cache)))
         trace = result.trace
+        with progress.step("per-rank results and the cycle breakdown"):  # (computed on first use: here)
+            result.ranks, result.cycle_breakdown
         with progress.step("rendering JSON"):
             text = json_render.render(result)
     rec.stop = True

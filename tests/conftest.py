@@ -53,6 +53,19 @@ def capture_id(p: Path) -> str:
     return f"{p.parent.name}/{p.name}" if p.name == "run.sqlite" else p.name
 
 
+@pytest.fixture(scope="session")
+def export_alone(tmp_path_factory):
+    """`export_alone("reference-k4")`: that fixture's nsys export copied into a folder of its own, a plain export
+    as someone else's (no sidecar, no manifest, no run directory around it)."""
+
+    def copy(name: str) -> Path:
+        path = tmp_path_factory.mktemp("alone") / f"{name}.sqlite"
+        shutil.copyfile(FIXTURES / name / "run.sqlite", path)
+        return path
+
+    return copy
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     if SHARED is None:

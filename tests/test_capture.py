@@ -477,7 +477,7 @@ def test_manifest_and_run_directory(tools, plugin, workload, tmp_path, monkeypat
     assert record["signals_forwarded"] == []
     sidecar = next(run_dir.glob("specprof-sidecar.*.jsonl")).name
     assert record["files"] == {"report": "run.nsys-rep", "qdstrm": None, "sqlite": "run.sqlite", "sidecars": [sidecar],
-                               "nvidia_stats": ["nvidia_nvtx_gpu_proj_trace.csv"]}  # fmt: skip
+                               "nvidia_stats": ["nvidia_nvtx_gpu_proj_trace.csv"], "server_log": "server.log"}  # fmt: skip
 
     # export and stats ran in the run directory, on its files
     assert [(call["argv"][0], call["cwd"]) for call in tools.calls()[1:]] == [("export", str(run_dir)), ("stats", str(run_dir))]
@@ -492,6 +492,61 @@ def test_manifest_and_run_directory(tools, plugin, workload, tmp_path, monkeypat
     assert seen["SPECPROF_OUT_DIR"] == str(run_dir)
     assert seen["PYTHONPATH"] == str(run_dir / ".bootstrap")
     assert record["env"] == {k: seen[k] for k in ("SPECPROF_TRACE", "SPECPROF_OUT_DIR", "SPECPROF_PRESET", "PYTHONPATH")}
+
+
+TALKING = """
+import sys
+print("server up: stdout line", flush=True)
+print("[2026-11-29 15:32:30 TP0] Decode batch. #running-req: 8, accept len: 2.63,", file=sys.stderr, flush=True)
+sys.stdout.buffer.write(b"no newline at the end, and a byte that is not UTF-8: \\xff")
+"""
+
+
+def test_the_server_log_is_written_into_a_new_run_folder_and_still_shown(tools, workload, tmp_path):
+    # `specprof capture -o runs/eagle3 -- ... | tee runs/eagle3.server.log` lost the log when runs/ did not exist;
+    # capture keeps it itself, in the run folder, where `analyze` finds it (readers/inputs.py SERVER_LOG).
+    from analyzer.readers import inputs
+
+    talking = _script(tmp_path / "talking.py", TALKING)
+    run_dir = tmp_path / "runs" / "eagle3"  # runs/ does not exist yet
+    result = invoke("--nsys", tools.nsys, "-o", run_dir, "--", sys.executable, talking)
+    assert result.exit_code == 0, result.output
+    log = (run_dir / "server.log").read_bytes()
+    # stdout and stderr in the order written (one pipe, as `2>&1 | tee` had it), bytes as they are
+    assert log == (b"server up: stdout line\n[2026-11-29 15:32:30 TP0] Decode batch. #running-req: 8, accept len: "
+                   b"2.63,\nno newline at the end, and a byte that is not UTF-8: \xff")
+    assert result.stdout_bytes == log  # and shown as it came
+    assert read_manifest(run_dir)["files"]["server_log"] == "server.log"
+    assert "server.log" in result.stderr.splitlines()[-1]  # "run written to ...: ..., server.log, manifest.json"
+    assert capture.SERVER_LOG == inputs.SERVER_LOG
+    assert inputs.locate(str(run_dir)).server_log == str(run_dir / "server.log")
+
+
+def test_the_server_log_elsewhere_or_not_at_all(tools, workload, tmp_path):
+    talking = _script(tmp_path / "talking.py", TALKING)
+    (tmp_path / "logs").mkdir()
+    result = invoke("--nsys", tools.nsys, "-o", tmp_path / "a", "--server-log", tmp_path / "logs" / "a.log", "--",
+                    sys.executable, talking)
+    assert result.exit_code == 0, result.output
+    assert b"server up" in (tmp_path / "logs" / "a.log").read_bytes() and not (tmp_path / "a" / "server.log").exists()
+    assert read_manifest(tmp_path / "a")["files"]["server_log"] == str(tmp_path / "logs" / "a.log")
+    result = invoke("--nsys", tools.nsys, "-o", tmp_path / "b", "--no-server-log", "--", sys.executable, talking)
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "b" / "server.log").exists() and read_manifest(tmp_path / "b")["files"]["server_log"] is None
+    # a folder that is not there is one line before anything runs
+    result = invoke("--nsys", tools.nsys, "-o", tmp_path / "c", "--server-log", tmp_path / "nope" / "c.log", "--",
+                    sys.executable, talking)
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"no folder {tmp_path / 'nope'}" in result.output and not (tmp_path / "c").exists()
+    assert [c["argv"][0] for c in tools.calls()].count("profile") == 2
+
+
+def test_dry_run_says_where_the_server_log_goes(tools, workload, tmp_path):
+    result = invoke("--dry-run", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
+    assert result.exit_code == 0
+    assert f"# the command's output (stdout and stderr) is shown and also written to {tmp_path / 'run' / 'server.log'}" \
+        in result.stdout.splitlines()
+    assert not (tmp_path / "run").exists()
 
 
 def test_no_tracer_leaves_the_environment_alone(tools, workload, tmp_path):

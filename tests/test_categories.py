@@ -505,7 +505,7 @@ def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
 
     from analyzer.render import html
 
-    a = Analysis.of(attribute(load_trace(str(FIXTURES / "reference-k4-tp2"))))
+    a = Analysis(attribute(load_trace(str(FIXTURES / "reference-k4-tp2"))))
     cats = [(c["name"], c["color"], c["idle"]) for c in html.view_model(a)["categories"]]
     names = [n for n, _, _ in cats]
     assert ("allreduce", "#D62728", False) in cats
@@ -515,8 +515,9 @@ def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
     # kind of the user's own rules in a further red.
     extra = pl.DataFrame({"phase": ["verify"] * 3, "category": ["all_to_all", "allgather", "my_a2a"],
                           "ns": [5_000_000, 50_000_000, 1_000_000]})
-    b = dataclasses.replace(a, categories=pl.concat([a.categories, extra.cast(a.categories.schema)]),
-                            category_parents={**a.category_parents, "my_a2a": COMMUNICATION})
+    b = Analysis(dataclasses.replace(a.attribution,
+                                     categories=pl.concat([a.categories, extra.cast(a.categories.schema)]),
+                                     category_parents={**a.category_parents, "my_a2a": COMMUNICATION}))
     cats = [(c["name"], c["color"]) for c in html.view_model(b)["categories"] if not c["idle"]]
     kinds = [n for n, _ in cats][-4:]
     assert set(kinds) == {"allreduce", "all_to_all", "allgather", "my_a2a"}

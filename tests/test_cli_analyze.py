@@ -118,13 +118,69 @@ def test_json_text_survives_hostile_phase_names():
     from analyzer.derived.analysis import Analysis
     from analyzer.render import json as json_render
 
-    a = Analysis.of(attribute(load_trace(str(K4))))
+    t = attribute(load_trace(str(K4)))
     hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['
-    a = replace(a, cycle_phases=a.cycle_phases.with_columns(
-        phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase"))))
+    a = Analysis(replace(t, cycle_phases=t.cycle_phases.with_columns(
+        phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase")))))
     text = json_render.render(a)
     doc = json.loads(text)
     assert doc == json.loads(json.dumps(json_render.to_dict(a)))
     assert len(doc["cycles"]) == a.cycles.height
     assert all(hostile in c["phases"] for c in doc["cycles"])
     assert text.count('\n  {"index": ') == a.cycles.height
+
+
+# -- several traces: the run options ------------------------------------------------------------------------------
+
+K2 = FIXTURES / "reference-k2"
+
+
+@pytest.mark.parametrize("option", [["--server-log", "/nonexistent"],
+                                    ["--sidecar", str(next(K4.glob("specprof-sidecar.*.jsonl")))],
+                                    ["--baseline-sidecar", str(next((K4 / "no-nsys").glob("specprof-sidecar.*")))]])
+def test_several_traces_refuse_the_files_of_one_run_in_one_line(option):
+    out = CliRunner().invoke(main, ["analyze", str(K4), str(K2), *option])
+    assert out.exit_code == 2 and out.stdout == "", out.output
+    assert out.stderr.count("\n") == 1 and "belongs to one run, and several traces were given" in out.stderr
+    assert option[0] in out.stderr and "give it with one trace, or give run directories" in out.stderr
+    # one trace with the same option is not refused for being one run's (it is read, or said missing)
+    one = CliRunner().invoke(main, ["analyze", str(K4), *option, "-q"])
+    assert "belongs to one run" not in one.output
+    if option[0] == "--server-log":
+        assert one.exit_code == 2 and "/nonexistent: no such file" in one.stderr
+
+
+def test_several_traces_refuse_a_wrong_baseline_step_before_any_analysis():
+    out = CliRunner().invoke(main, ["analyze", str(K4), str(K2), "--baseline-ms", "-1"])
+    assert out.exit_code == 2 and "--baseline-ms must be a positive number" in out.stderr
+
+
+@pytest.mark.parametrize("option", [["--baseline-ms", "5"], ["--baseline", str(FIXTURES / "reference-k0")],
+                                    ["--baseline", str(FIXTURES / "reference-k0" / "run.sqlite"),
+                                     "--baseline-range", "verify"]])
+def test_several_traces_keep_the_options_that_hold_for_any_run(option):
+    # each trace gets the baseline: its economics is the one it has when analysed alone with it
+    out = CliRunner().invoke(main, ["analyze", str(K4), str(K2), *option, "--json", "-q"])
+    assert out.exit_code == 0, out.output
+    runs = json.loads(out.stdout)["runs"]
+    for run, path in zip(runs, (K4, K2)):
+        alone = json.loads(CliRunner().invoke(main, ["analyze", str(path), *option, "--json", "-q"]).stdout)
+        assert run["analysis"]["economics"] == alone["economics"]
+        assert run["analysis"]["economics"]["baseline_ms"] is not None
+
+
+def test_a_server_log_without_accept_lines_in_a_run_folder_is_a_note_not_an_error(tmp_path):
+    # `specprof capture` keeps every run's output as RUN/server.log, also a run whose server prints no `accept len`
+    # line (the reference engine, a short run); given with --server-log, the same log is still an error.
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(K4, run)
+    (run / "server.log").write_text("reference: K=4 cycles=100 tokens/s=3263.7\n")
+    result = CliRunner().invoke(main, ["analyze", str(run), "--no-cache", "-q", "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["crosscheck"]["notes"]
+    assert f"server log found ({run / 'server.log'}) but it has no `accept len:` line: accept length not checked" \
+        in notes
+    given = CliRunner().invoke(main, ["analyze", str(run), "--no-cache", "-q", "--server-log", str(run / "server.log")])
+    assert given.exit_code == 2 and "no `accept len:` line" in given.output

@@ -346,19 +346,37 @@ def test_cli_terminal_shows_the_sections():
         assert words in result.output
 
 
-def test_cli_a_trace_file_alone_has_no_crosscheck():
-    result = CliRunner().invoke(main, ["analyze", str(run_dir(4) / "run.sqlite"), "--json"])
+def test_cli_a_trace_file_alone_has_no_crosscheck(export_alone):
+    alone = str(export_alone("reference-k4"))
+    result = CliRunner().invoke(main, ["analyze", alone, "--json"])
     doc = json.loads(result.output)
     assert doc["crosscheck"] is None and doc["economics"] is None
-    assert "Cross-check" not in CliRunner().invoke(main, ["analyze", str(run_dir(4) / "run.sqlite")]).output
+    assert "Cross-check" not in CliRunner().invoke(main, ["analyze", alone]).output
     # with a baseline, the economics says what it can without accept counts
-    doc = json.loads(CliRunner().invoke(main, ["analyze", str(run_dir(4) / "run.sqlite"), "--json",
-                                               "--baseline-ms", "2.5"]).output)
+    doc = json.loads(CliRunner().invoke(main, ["analyze", alone, "--json", "--baseline-ms", "2.5"]).output)
     est = doc["economics"]["estimates"]
     assert doc["crosscheck"] is None and [e["source"] for e in est] == ["trace cycle ranges under nsys"]
     assert est[0]["accept_len"] is None and est[0]["speedup"] is None
     assert est[0]["break_even_accept_len"] == pytest.approx(est[0]["cycle_ms"] / 2.5, rel=1e-4)
     assert "accept length unknown" in est[0]["verdict"]
+
+
+@pytest.mark.parametrize("run", ["reference-k4", "sglang-k4"])
+def test_cli_a_trace_file_inside_a_run_directory_is_that_run(run):
+    # RUN/run.sqlite: the directory's sidecars, no-nsys/ and server.log count as when RUN is given, and it is said
+    d = FIXTURES / run
+    whole = json.loads(CliRunner().invoke(main, ["analyze", str(d), "--json"]).output)
+    result = CliRunner().invoke(main, ["analyze", str(d / "run.sqlite"), "--json"])
+    assert result.exit_code == 0, result.output
+    inner = json.loads(result.output)
+    said = f"{d / 'run.sqlite'} lies in the run directory {d}: its files were used as for the directory"
+    assert inner["crosscheck"]["notes"] == [said] + whole["crosscheck"]["notes"]
+    for key in ("economics", "cycle_breakdown", "ranks", "phases"):
+        assert inner[key] == whole[key], key
+    for key in ("consistency", "inflation", "accept", "ground_truth", "alignment"):
+        assert inner["crosscheck"][key] == whole["crosscheck"][key], key
+    if run == "sglang-k4":
+        assert inner["crosscheck"]["accept"] is not None  # its server.log, found beside the export
 
 
 def test_a_torch_profiler_trace_is_cross_checked_too():

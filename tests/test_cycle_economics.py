@@ -3,7 +3,8 @@ pays, honestly: with the step count's bound, with a baseline from any plain capt
 only cycle measured was profiled.
 
 Real captures throughout: fixtures/sglang-* (SGLang 0.5.16 on an H200) and fixtures/reference-k* (the
-reference engine); the exports are also read as plain nsys exports, without the run directory and its sidecar.
+reference engine); the exports are also read as plain nsys exports, copied out of the run directory and away from
+its sidecar.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import RunInputs, analyze
+from analyzer.app.analyze import RunInputs
+from analyzer.app.run import Run, baseline_step
 from analyzer.cli import main
 from analyzer.derived import economics as econ
-from analyzer.derived.run_files import baseline_step
 from analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
@@ -31,7 +32,7 @@ def run_json(*args) -> dict:
 
 @pytest.mark.parametrize("run", ["sglang-k4", "sglang-k2", "sglang-plain", "reference-k4", "reference-k4-tp2"])
 def test_the_shares_of_one_cycle_add_up_to_one_and_the_times_to_the_cycle(run):
-    b = analyze(str(FIXTURES / run)).cycle_breakdown
+    b = Run.load(str(FIXTURES / run)).cycle_breakdown
     assert b.phases["share"].sum() == pytest.approx(1.0, abs=1e-9)
     assert b.phases["ns_per_cycle"].sum() == pytest.approx(b.mean_ns, abs=len(b.phases))  # rounding per phase
     assert ((b.phases["busy_share"] >= 0) & (b.phases["busy_share"] <= 1)).all()
@@ -40,7 +41,7 @@ def test_the_shares_of_one_cycle_add_up_to_one_and_the_times_to_the_cycle(run):
 
 def test_the_breakdown_cycle_is_the_cycle_the_sidecar_measured():
     # SGLang K = 4 under nsys: the sidecar's start-to-start period over the same window is 4.360 ms.
-    a = analyze(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4"))
     b = a.cycle_breakdown
     sidecar = a.economics.estimates.filter(a.economics.estimates["source"] == "sidecar under nsys").row(0, named=True)
     assert b.mean_ns == pytest.approx(sidecar["cycle_ns"], rel=0.002)
@@ -65,11 +66,18 @@ def test_the_breakdown_is_first_in_the_terminal_and_in_json():
 
 # -- honest economics ---------------------------------------------------------------------------------------------
 
-def test_every_estimate_carries_its_step_count_and_whether_it_can_pay():
+def test_every_estimate_carries_its_step_count_and_whether_the_break_even_is_reachable():
     e = run_json(FIXTURES / "sglang-k4", "--baseline", FIXTURES / "sglang-plain")["economics"]
     head = e["estimates"][0]
-    assert head["draft_steps"] == 4 and head["max_accept_len"] == 5 and head["can_pay"] is True
+    assert head["draft_steps"] == 4 and head["max_accept_len"] == 5 and head["break_even_reachable"] is True
     assert e["profiled_only"] is False
+    # a 0.90x speedup beside "yes": the column says what it is (the break-even is within K + 1), not "can pay"
+    assert head["speedup"] == pytest.approx(0.90, abs=0.005) and head["break_even_accept_len"] < 5
+    assert head["can_pay"] is head["break_even_reachable"]  # the former key, kept for readers of /2 (docs/json.md)
+    text = CliRunner().invoke(main, ["analyze", str(FIXTURES / "sglang-k4"), "--baseline", str(FIXTURES / "sglang-plain"),
+                                     "--no-cache", "-q"]).stdout
+    header = next(x for x in text.splitlines() if x.startswith("cycle measured by"))
+    assert header.rstrip().endswith("K  break-even <= K+1") and "can pay" not in text
 
 
 def test_a_break_even_above_k_plus_one_says_speculation_cannot_pay_at_any_acceptance():
@@ -79,19 +87,18 @@ def test_a_break_even_above_k_plus_one_says_speculation_cannot_pay_at_any_accept
     e = run_json(FIXTURES / "sglang-k4", "--baseline-ms", "0.5")["economics"]
     head = e["estimates"][0]
     assert head["break_even_accept_len"] == pytest.approx(6.036, abs=0.001)
-    assert head["can_pay"] is False
+    assert head["break_even_reachable"] is False
     assert head["verdict"].startswith("speculation cannot pay at any acceptance: the cycle (3.018 ms) is 6.04 "
                                       "plain-decode steps (0.500 ms), more than the 5 tokens per request")
 
 
-def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_much_waited_on_the_host():
+def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_much_waited_on_the_host(export_alone):
     # Plain nsys exports of the reference engine, as someone else's: no run directory, no sidecar, no manifest.
-    doc = run_json(FIXTURES / "reference-k4" / "run.sqlite", "--baseline", FIXTURES / "reference-k0" / "run.sqlite",
-                   "--steps", "4")
+    doc = run_json(export_alone("reference-k4"), "--baseline", FIXTURES / "reference-k0" / "run.sqlite", "--steps", "4")
     e = doc["economics"]
     assert e["profiled_only"] is True
     head = e["estimates"][0]
-    assert head["source"] == "trace cycle ranges under nsys" and head["draft_steps"] == 4 and head["can_pay"] is True
+    assert head["source"] == "trace cycle ranges under nsys" and head["draft_steps"] == 4 and head["break_even_reachable"] is True
     assert "trace `cycle` ranges under nsys, 99 steps" in e["baseline_source"]
     line = next(v for v in e["verdict"] if v.startswith("measured under nsys only"))
     assert "the GPU waited for the host 25% of the decode cycle (draft 43% of its time" in line
@@ -100,9 +107,9 @@ def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_mu
     assert waits["draft"]["wait_share"] == pytest.approx(0.427, abs=0.005)
 
 
-def test_the_step_count_unknown_is_said_and_the_check_not_made():
-    e = run_json(FIXTURES / "reference-k4" / "run.sqlite", "--baseline-ms", "1")["economics"]
-    assert e["estimates"][0]["draft_steps"] is None and e["estimates"][0]["can_pay"] is None
+def test_the_step_count_unknown_is_said_and_the_check_not_made(export_alone):
+    e = run_json(export_alone("reference-k4"), "--baseline-ms", "1")["economics"]
+    assert e["estimates"][0]["draft_steps"] is None and e["estimates"][0]["break_even_reachable"] is None
     assert any("the number of draft steps is unknown" in n for n in e["notes"])
 
 
@@ -135,12 +142,13 @@ def test_a_plain_sglang_sidecar_is_a_baseline_of_decode_cycles_only():
 def test_estimate_rows_are_pure_functions_of_their_numbers():
     # synthetic: the bound alone
     row = econ.estimate("x", False, 10, 5_000_000, 2.0, 8.0, 1_000_000, draft_steps=3)
-    assert row["break_even_accept_len"] == 5.0 and row["max_accept_len"] == 4 and row["can_pay"] is False
+    assert row["break_even_accept_len"] == 5.0 and row["max_accept_len"] == 4 and row["break_even_reachable"] is False
     row = econ.estimate("x", False, 10, 3_000_000, 2.0, 8.0, 1_000_000, draft_steps=3)
-    assert row["can_pay"] is True and row["speedup"] == pytest.approx(2 / 3)
-    assert econ.estimate("x", False, 10, 3_000_000, 2.0, 8.0, 1_000_000)["can_pay"] is None
+    assert row["break_even_reachable"] is True and row["speedup"] == pytest.approx(2 / 3)
+    assert econ.estimate("x", False, 10, 3_000_000, 2.0, 8.0, 1_000_000)["break_even_reachable"] is None
 
 
-def test_inputs_can_name_the_step_count():
-    a = analyze(str(FIXTURES / "reference-k4" / "run.sqlite"), inputs=RunInputs(baseline_ms=1.0, steps=6))
-    assert a.economics.estimates["can_pay"].to_list() == [True]
+def test_inputs_can_name_the_step_count(export_alone):
+    # the export alone: no sidecar, no command line that says K
+    a = Run.load(str(export_alone("reference-k4")), inputs=RunInputs(baseline_ms=1.0, steps=6))
+    assert a.economics.estimates["break_even_reachable"].to_list() == [True]

@@ -15,9 +15,9 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
+from analyzer.app.run import baseline_step
 from analyzer.cli import main
 from analyzer.derived import economics as econ
-from analyzer.derived import run_files as runs
 from analyzer.derived.sweep import fit_line
 from analyzer.readers.ground_truth import read_ground_truth
 from analyzer.readers.sidecar import find, read_sidecars
@@ -94,7 +94,7 @@ def test_break_even_is_exact():
     assert row["verdict"].startswith("break-even")
 
 
-def test_unknown_accept_length_is_said(tmp_path):
+def test_unknown_accept_length_is_said(tmp_path, export_alone):
     # Synthetic: the K4 sidecar with its accept counts removed (an engine without a count hook).
     lines = []
     for line in open(find(str(K4))[0]):
@@ -104,8 +104,9 @@ def test_unknown_accept_length_is_said(tmp_path):
         lines.append(json.dumps(r))
     p = tmp_path / "specprof-sidecar.vm.494.jsonl"
     p.write_text("\n".join(lines) + "\n")
-    result = CliRunner().invoke(main, ["analyze", str(K4 / "run.sqlite"), "--sidecar", str(p), "--baseline-ms", "2.4",
-                                       "--json"])
+    # the export alone (beside its run directory's no-nsys/, its headline would come from there)
+    result = CliRunner().invoke(main, ["analyze", str(export_alone("reference-k4")), "--sidecar", str(p),
+                                       "--baseline-ms", "2.4", "--json"])
     est = json.loads(result.output)["economics"]["estimates"][0]
     assert est["accept_len"] is None and est["speedup"] is None and est["tokens_per_s"] is None
     assert "accept length unknown" in est["verdict"] and "exceeds" in est["verdict"]
@@ -129,7 +130,7 @@ def test_idle_gaps_are_left_out_of_the_cycle_period():
 
 
 def test_baseline_from_a_run_directory_prefers_its_sidecar_without_nsys():
-    ns, source, notes, batch = runs.baseline_step(str(FIXTURES / "reference-k2"))
+    ns, source, notes, batch = baseline_step(str(FIXTURES / "reference-k2"))
     starts = [c["start_ns"] for c in raw(find(str(FIXTURES / "reference-k2" / "no-nsys"))[0])]
     periods = [b - a for a, b in zip(starts, starts[1:])]
     busy = [p for p in periods if p <= 3 * statistics.median(periods)]
@@ -164,7 +165,7 @@ def test_the_engine_plain_decode_mode_is_a_baseline(tmp_path):
     s = read_sidecars([path])
     assert s.phases.filter(s.phases["in_cycle"])["name"].unique().to_list() == ["verify"]
     assert econ.accept_stats(s.cycles)[0] == 1.0
-    ns, source, notes, batch = runs.baseline_step(path)
+    ns, source, notes, batch = baseline_step(path)
     assert ns > 0 and notes == [] and "sidecar" in source and batch == 2  # (a cold first step may be idle)
     result = CliRunner().invoke(main, ["analyze", str(K4), "--baseline", path, "--json"])
     e = json.loads(result.output)["economics"]

@@ -36,7 +36,14 @@ def test_directory_without_an_export(tmp_path):
     assert_clean_error(run(tmp_path), tmp_path, ["no nsys SQLite export"])
 
 
-def test_not_sqlite(tmp_path):
+def test_not_sqlite(tmp_path, monkeypatch):
+    # with no nsys to export it (tests/test_nsys_report.py: with one)
+    from tracer import capture
+
+    for name in ("NSYS", "SPECPROF_NSYS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", "/nowhere")
+    monkeypatch.setattr(capture, "SEARCH_ROOT", tmp_path / "no-install-folders")
     p = tmp_path / "report.nsys-rep"
     p.write_bytes(b"\x00\x01binary nsys report, not an export" * 10)
     assert_clean_error(run(p), p, ["not a SQLite file"])
@@ -225,3 +232,21 @@ def test_text_in_the_schema_that_is_not_utf8(tmp_path):
     result = run(path, "--no-cache")
     assert result.exit_code == 0, result.output
     assert "verify" in result.output
+
+
+@pytest.mark.parametrize("name, body", [
+    ("trace.json.gz", None),  # a real Kineto trace, decompressed but still named .gz
+    ("trace.json.gz", b"\x00garbage that is no gzip"),
+    ("run.sqlite.gz", None),
+])
+def test_a_gz_that_is_not_gzip_says_so(tmp_path, shared_dir, name, body):
+    if body is None:
+        import gzip
+
+        src = "torch_kineto/hta_trace_diff__control__control.json.gz" if name.endswith(".json.gz") else None
+        body = gzip.open(shared_dir / src).read() if src else (FIXTURES / "reference-k4" / "run.sqlite").read_bytes()
+    p = tmp_path / name
+    p.write_bytes(body)
+    assert_clean_error(run(p), p, ["not gzip-compressed"])
+    lines = run(p).output
+    assert "no GPU events" not in lines and "truncated" not in lines

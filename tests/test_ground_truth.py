@@ -90,3 +90,58 @@ def test_tensor_parallel_capture_per_rank_matches_each_ranks_events():
         for phase in ("draft", "verify", "draft_extend"):
             expected = truth["mean_ms"][phase]
             assert abs(got[phase] - expected) <= tol(expected), (device, phase, got[phase], expected)
+
+
+def _readme_main_command() -> list[str]:
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if "specprof analyze fixtures/reference-k4" in x)
+    return line.split("specprof ", 1)[1].split(), readme
+
+
+def test_the_readme_main_command_prints_the_ground_truth_the_readme_quotes(tmp_path, monkeypatch):
+    # The reference engine's ground_truth.json of the same run stands in for the tracer's --gpu-events: the
+    # main command prints the table, and the README quotes it as printed.
+    import re
+
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    args, readme = _readme_main_command()
+    assert args[:2] == ["analyze", "fixtures/reference-k4"]
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path / "cache"))
+    args = [str(tmp_path / a) if a.endswith(".html") else a for a in args]
+    result = CliRunner().invoke(main, [*args, "-q"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    start = out.index(next(x for x in out if x.startswith("Ground truth: attributed time per phase instance")))
+    table = out[start + 2:start + 7]
+    quoted = [x[4:] for x in readme.splitlines() if x.startswith("    ") and x[4:] in table]
+    assert quoted == table  # the README's rows are the command's, all of them
+    diffs = [abs(float(m)) for m in re.findall(r" ([+-]\d+\.\d\d)% ", "\n".join(table))]
+    assert len(diffs) == 3
+    claim = float(re.search(r"within (\d+\.\d) % on every phase", readme).group(1))
+    assert max(diffs) <= claim < max(diffs) + 0.1
+    assert "- ground truth: the reference engine's CUDA events (fixtures/reference-k4/ground_truth.json)" in out
+
+
+@pytest.mark.parametrize("run", SPECULATIVE, ids=lambda p: p.name)
+def test_the_check_from_the_engine_events_is_the_per_instance_comparison(run):
+    # The table's attributed and event means are the ones test_attributed_time_matches_cuda_events compares.
+    from analyzer.app.analyze import Options
+    from analyzer.app.run import Run
+
+    truth, per_inst, _, _ = compare(run)
+    check = Run.load(str(run), Options(cache=False)).crosscheck.ground_truth
+    rows = {r["phase"]: r for r in check.iter_rows(named=True)}
+    assert set(rows) == {"draft", "verify", "draft_extend"}  # accept launches no GPU work on the stream
+    for phase, r in rows.items():
+        assert r["instances"] == truth["run"]["cycles"]
+        assert r["events_ns"] / 1e6 == pytest.approx(truth["mean_ms"][phase], abs=1e-6)
+        assert r["attributed_ns"] / 1e6 == pytest.approx(per_inst[phase], abs=1e-6)
+        assert r["verdict"] == "within"

@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 
 from analyzer.app import store
-from analyzer.app.analyze import analyze, locate
+from analyzer.app.run import Run
+from analyzer.readers.inputs import locate
 from analyzer.derived import economics as econ
 from analyzer.derived import views
 from analyzer.derived.compare import compare
-from analyzer.derived.run_files import sweep_run
 from analyzer.readers import sidecar as sc
 from analyzer.render import html, json as json_doc, tables, terminal
 from analyzer.render.format import f_ms, ms
@@ -36,7 +36,7 @@ TOLERANCE = {("sglang-k2", "draft"): 0.035}
 @pytest.fixture(scope="module", params=RUNS)
 def run(request):
     path = str(FIXTURES / request.param)
-    return path, analyze(path)
+    return path, Run.load(path)
 
 
 def _row(text: str, title: str, name: str) -> list[str]:
@@ -103,7 +103,7 @@ def test_each_quantity_has_one_value_everywhere(run, tmp_path):
     # the sweep's cycle
     files = locate(path)
     if files.sidecars and a.cycles.height:
-        sr = sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
+        sr = a.sweep_input
         assert sr.cycles.height == b.cycles
         assert sr.cycles["total_ns"].mean() == pytest.approx(b.mean_ns, abs=1)
         if "verify" in per_phase:
@@ -114,7 +114,7 @@ def test_every_rank_of_a_tp2_capture_breaks_down_its_own_period():
     # Each rank's sidecar period (start to start, under nsys, over the cycles the capture holds) against its
     # breakdown: within 2 %. The headline is one rank's (about 8.1 ms), never the two ranks' cycles in one series.
     path = str(FIXTURES / "reference-k4-tp2")
-    a = analyze(path)
+    a = Run.load(path)
     sides = sc.read_sidecars(locate(path).sidecars)
     by_pid = {r["trace_pid"]: r for r in a.crosscheck.alignment.iter_rows(named=True)}
     assert len(a.ranks.breakdowns) == 2
@@ -141,7 +141,7 @@ def test_every_rank_of_a_tp2_capture_breaks_down_its_own_period():
 def test_the_phases_table_gives_each_phase_what_its_events_measured(name):
     # Verify, draft and draft_extend per instance (the Phases table) against their CUDA events, same run: within
     # 3 %. Idle time of the side streams (two copy streams, busy 1 ms in a 524 ms window) is charged to no phase.
-    a = analyze(str(FIXTURES / name))
+    a = Run.load(str(FIXTURES / name))
     events = {r["phase"]: r["events_ns"] for r in a.crosscheck.ground_truth.iter_rows(named=True)}
     per_inst = {r["phase"]: r["attributed"] / r["instances"] for r in a.phases.iter_rows(named=True) if r["instances"]}
     for phase in events:
@@ -152,7 +152,7 @@ def test_the_phases_table_gives_each_phase_what_its_events_measured(name):
 
 
 def test_sglang_k4_breakdown_has_the_unprofiled_column():
-    a = analyze(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4"))
     b = a.cycle_breakdown
     un = {r["phase"]: r["unprofiled_ns_per_cycle"] for r in b.phases.iter_rows(named=True)}
     assert round(un["verify"] / 1e6, 3) == 0.990 and round(un["draft"] / 1e6, 3) == 0.708
@@ -170,7 +170,7 @@ def test_sglang_k4_breakdown_has_the_unprofiled_column():
 def test_the_report_header_leads_with_one_ranks_cycle(tmp_path):
     from browser import Page, chromium
 
-    a = analyze(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4"))
     out = html.write(a, str(tmp_path / "r.html"))
     with chromium() as browser:
         p = Page(browser, tmp_path / "r.html")
@@ -189,13 +189,14 @@ def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_pa
 
     monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path))
     path = str(FIXTURES / "reference-k4-tp2")
-    first = analyze(path, Options(cache=True))
+    first = Run.load(path, Options(cache=True))
+    assert first.ranks.count == 2 and first.cycle_breakdown is not None  # (a run computes on first use)
 
     def recomputed(*args, **kw):
         raise AssertionError("recomputed on a cached run")
 
     monkeypatch.setattr(summary, "pair_tables", recomputed)
     monkeypatch.setattr(accounting, "tile", recomputed)
-    again = analyze(path, Options(cache=True))
+    again = Run.load(path, Options(cache=True))
     assert again.ranks.phases.equals(first.ranks.phases) and again.ranks.ranks.equals(first.ranks.ranks)
     assert [b.phases.equals(c.phases) for b, c in zip(again.ranks.breakdowns, first.ranks.breakdowns)] == [True, True]

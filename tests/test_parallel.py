@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.app import parallel
-from analyzer.app.analyze import Options
-from analyzer.app.traces import Outputs, digest
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.traces import Outputs, produce_one_of_several
 from analyzer.cli import main
 from conftest import FIXTURES
 
@@ -72,13 +72,33 @@ def test_stored_in_parallel_equals_stored_serially(traces, tmp_path):
         assert rows_a == rows_b, t
 
 
+@pytest.mark.parametrize("run", ["sglang-k4", "reference-k4-tp2"])
+def test_the_inflation_is_the_same_whatever_order_its_rows_come_in(run):
+    # A group-by's row order varies between processes: the inflation's means and intervals must not depend on
+    # it (float sums in that order differ in their last digit; integer sums do not). The same sidecars in
+    # shuffled row orders give one table.
+    from dataclasses import replace
+
+    from analyzer.derived import crosscheck as cc
+    from analyzer.readers.sidecar import find, read_sidecars
+
+    d = FIXTURES / run
+    sides, baseline = read_sidecars(find(str(d))), read_sidecars(find(str(d / "no-nsys")))
+    tables = set()
+    for seed in range(20):
+        shuffled = replace(sides, **{t: getattr(sides, t).sample(fraction=1.0, shuffle=True, seed=seed)
+                                     for t in ("cycles", "phases", "gpu_time")})
+        tables.add(tuple(cc.inflation(shuffled, baseline, 5, 104).rows()))
+    assert len(tables) == 1
+
+
 def test_dask_local_cluster_gives_the_serial_result(traces):
     distributed = pytest.importorskip("dask.distributed")
     outputs = Outputs(as_json=True, store=True)
-    serial = parallel.map_paths(digest, traces, Options(), outputs)
+    serial = parallel.map_paths(produce_one_of_several, traces, Options(), RunInputs(), outputs)
     with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as c, \
             distributed.Client(c) as client:
-        remote = parallel.map_paths(digest, traces, Options(), outputs, dask=client)
+        remote = parallel.map_paths(produce_one_of_several, traces, Options(), RunInputs(), outputs, dask=client)
         # the CLI's path: the scheduler's address
         out = CliRunner().invoke(main, ["analyze", *traces, "--json", "--dask", c.scheduler_address])
     assert [d.path for d in remote] == traces

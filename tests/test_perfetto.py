@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import Options, analyze
+from analyzer.app.analyze import Options
+from analyzer.app.run import Run
 from analyzer.cli import main
 from analyzer.core.attribution import attribute
 from analyzer.derived.analysis import Analysis
@@ -62,7 +63,7 @@ def read(path):
 
 @pytest.mark.parametrize("run", ["reference-k4", "reference-k4-tp2", "sglang-k4", "torch-k4"])
 def test_the_file_holds_every_op_segment_range_and_flow_of_the_analysis(run, tmp_path):
-    a = analyze(str(FIXTURES / run), Options(cache=False))
+    a = Run.load(str(FIXTURES / run), Options(cache=False))
     out = tmp_path / "t.pftrace"
     counts = perfetto.write(a, str(out))
     tracks, slices = read(out)
@@ -109,7 +110,7 @@ def test_names_from_the_trace_stay_inside_their_field(tmp_path):
                            "name": ['draft"\n{}'], "domain": [None]})
     trace = Trace(ops=ops, api=api, ranges=ranges, marks=pl.DataFrame(), meta=TraceMeta(path="synthetic",
                                                                                         format="nsys-sqlite"))
-    a = Analysis.of(attribute(trace))
+    a = Analysis(attribute(trace))
     out = tmp_path / "t.pftrace"
     perfetto.write(a, str(out))
     _, slices = read(out)
@@ -125,7 +126,7 @@ def test_export_command_with_a_window(tmp_path):
     assert str(out) in result.stderr and "ui.perfetto.dev" in result.stderr
     tracks, slices = read(out)
     cycles = {s["args"].get("cycle") for s in slices if "kernels" in tracks[s["track"]].name}
-    a = analyze(str(FIXTURES / "reference-k4"), Options(cache=False))
+    a = Run.load(str(FIXTURES / "reference-k4"), Options(cache=False))
     window_cycles = a.cycles.filter(pl.col("index").is_between(10, 19))["cycle"].cast(pl.Utf8).to_list()
     assert cycles - {None} == set(window_cycles)
 

@@ -24,17 +24,17 @@ def stream(monkeypatch):
 
 
 def test_several_traces_show_their_count_and_the_step_running_now(stream, monkeypatch):
-    real = traces.digest
+    real = traces.produce_one_of_several
 
-    def digest(path, *args):  # each trace's analysis with a step that outlasts a redraw (0.2 s)
+    def produce(path, *args):  # each trace's analysis with a step that outlasts a redraw (0.2 s)
         with progress.step("waiting"):
             time.sleep(3 * progress.REDRAW_S)
         return real(path, *args)
 
-    monkeypatch.setattr(traces, "digest", digest)
+    monkeypatch.setattr(traces, "produce_one_of_several", produce)
     paths = [str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6)]
     several = traces.analyze_all(paths, Options(cache=False), traces.Outputs(text=False))
-    assert len(several.digests) == 3
+    assert len(several.outputs) == 3
     text = stream.getvalue()
     assert "specprof: analysing 3 traces" in text  # the outer step's own line, ended at the end
     assert all(f"specprof: [{i}/3] waiting" in text for i in range(3))  # the step now, after the traces done

@@ -58,3 +58,20 @@ def test_without_a_gpu_the_engine_says_so_in_one_line(tmp_path):
     assert result.exit_code == 2
     assert result.stderr == ("specprof: error: the reference engine needs a GPU: no CUDA GPU is usable here; to try "
                              "it on the CPU, run `specprof reference --tiny --device cpu`\n")
+
+
+def test_without_torch_the_engine_names_the_extra_in_one_line(tmp_path):
+    # A plain `pip install .` has no torch: hide it from this process's imports (sys.modules[...] = None makes
+    # `import torch` raise ImportError, as on a machine without it) and run the real console entry point.
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['torch'] = None; from analyzer.cli import main; sys.argv[0] = 'specprof'; main()"
+    proc = subprocess.run([sys.executable, "-c", code, "reference", "--tiny", "--device", "cpu", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("specprof: error: the reference engine needs PyTorch")
+    assert "pip install 'specprof[gpu]'" in proc.stderr
+    assert not (tmp_path / "ground_truth.json").exists()

@@ -38,7 +38,7 @@ HOSTILE_DOMAIN = "<svg onload=alert(4)>"
 
 @pytest.fixture(scope="module")
 def k4_analysis():
-    return Analysis.of(attribute(load_trace(str(K4))))
+    return Analysis(attribute(load_trace(str(K4))))
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +269,7 @@ LEGENDS = """(() => {
 def test_every_legend_entry_is_shown_whole(browser, tmp_path, width):
     # A real SGLang capture: eight phase entries ((unattributed) last) and seven categories; at 700 px they wrap
     # to several rows, and no entry may be cut off or drawn over another legend's.
-    out = html.write(Analysis.of(attribute(load_trace(str(FIXTURES / "sglang-k4")))), str(tmp_path / "r.html"))
+    out = html.write(Analysis(attribute(load_trace(str(FIXTURES / "sglang-k4")))), str(tmp_path / "r.html"))
     p = Page(browser, Path(out), width=width)
     got = p.page.evaluate(LEGENDS)
     shown = got["legend"] + got["legend2"]
@@ -283,10 +283,58 @@ def test_every_legend_entry_is_shown_whole(browser, tmp_path, width):
                         and b["top"] < a["bottom"]), (a, b)
 
 
+ECONOMICS = """(() => {
+  const root = document.getElementById('economics-chart');
+  const box = e => { const r = e.getBoundingClientRect();
+                     return {text: e.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  return {svg: box(root.querySelector('.main-svg')), y: [...root.querySelectorAll('.ytitle')].map(box),
+          x: [...root.querySelectorAll('.xtitle')].map(box),
+          legend: [...root.querySelectorAll('g.legend .traces')].map(box),
+          table: [...document.querySelectorAll('#economics table.grid tr')].map(r => [...r.cells].map(c => c.textContent))};
+})()"""
+
+
+def _inside(inner, outer):
+    return outer["left"] <= inner["left"] and inner["right"] <= outer["right"] + 1 and \
+        outer["top"] <= inner["top"] and inner["bottom"] <= outer["bottom"] + 1
+
+
+def _overlap(a, b):
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
+@pytest.fixture(scope="module")
+def economics_report(tmp_path_factory):
+    # The README's main command's report: the reference K = 4 run against its plain-decode baseline.
+    out = tmp_path_factory.mktemp("econ") / "report.html"
+    result = CliRunner().invoke(main, ["analyze", str(K4), "--baseline", str(FIXTURES / "reference-k0"), "--html",
+                                       str(out), "--no-cache", "-q"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.mark.parametrize("width", [1400, 700])
+def test_economics_chart_titles_are_whole_and_clear_of_the_legend(browser, economics_report, width):
+    p = Page(browser, economics_report, width=width)
+    got = p.page.evaluate(ECONOMICS)
+    assert p.console_errors() == []
+    (y,), (x,) = got["y"], got["x"]
+    assert y["text"] == "accept length (tokens per cycle)" and x["text"] == "cycle time, ms"
+    assert _inside(y, got["svg"]) and _inside(x, got["svg"]), got  # not clipped by the chart's edges
+    assert len(got["legend"]) == 3
+    for item in got["legend"]:
+        assert _inside(item, got["svg"]), item
+        assert not _overlap(item, x) and not _overlap(item, y), (item, x, y)
+    # the table names the column for what it is: the break-even is within K + 1 tokens per cycle
+    head, *rows = got["table"]
+    assert head[-2:] == ["K", "break-even ≤ K+1"] and "can pay" not in " ".join(head)
+    assert [r[-2:] for r in rows] == [["4", "yes"], ["4", "yes"]]
+
+
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
     """A third-party capture with no cycle ranges: windows are time slices, and every panel still draws."""
     src = shared_dir / "nsys_sqlite" / "nsysai_h100_2gpu_1s.sqlite"
-    a = Analysis.of(attribute(load_trace(str(src))))
+    a = Analysis(attribute(load_trace(str(src))))
     out = html.write(a, str(tmp_path / "r.html"))
     vm = data_of(Path(out).read_text(encoding="utf-8"))
     assert vm["cycles"]["n"] == 0 and set(vm["timeline"]["windows"]["kind"]) == {"slice"}
@@ -302,7 +350,7 @@ def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
 
 def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
     """Two kernels and no ranges: the data block stays plain JSON (no gzip), and the page still draws."""
-    a = Analysis.of(attribute(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite"))))
+    a = Analysis(attribute(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite"))))
     out = Path(html.write(a, str(tmp_path / "r.html")))
     assert '<script type="application/json" id="specprof-data">' in out.read_text(encoding="utf-8")
     p = Page(browser, out)

@@ -13,7 +13,8 @@ import json
 import polars as pl
 import pytest
 
-from analyzer.app.analyze import Options, RunInputs, analyze
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.run import Run
 from analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
 from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 from analyzer.readers import sglang_log
@@ -31,7 +32,7 @@ def analysed():
     def get(name: str, **options):
         key = (name, tuple(sorted(options.items())))
         if key not in cache:
-            cache[key] = analyze(str(FIXTURES / name), Options(cache=False), RunInputs(**options))
+            cache[key] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(**options))
         return cache[key]
 
     return get

@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.app import store, traces
-from analyzer.app.analyze import Options, analyze
+from analyzer.app.analyze import Options
 from analyzer.app.commands import load_sweep
+from analyzer.app.run import Run
 from analyzer.cli import main
 from analyzer.core.attribution import attribute
 from analyzer.derived.compare import compare
@@ -99,7 +100,7 @@ def test_runs_lists_every_run(stored):
 
 
 def test_compare_by_run_id_equals_compare_of_the_files(stored):
-    a, b = analyze(K4), analyze(K6)
+    a, b = Run.load(K4), Run.load(K6)
     files = compare(a, b)
     out = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--json"])
     assert out.exit_code == 0, out.output
@@ -144,11 +145,11 @@ def test_errors_about_stored_runs_are_one_line(stored, tmp_path):
 
 def test_untrusted_names_are_stored_as_data(tmp_path):
     # Synthetic names (no capture has hostile ones): a phase and a kernel named like SQL stay text.
-    a = analyze(K4)
+    a = Run.load(K4)
     evil = "x'); DROP TABLE runs; --"
-    a.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
-                                     .otherwise(pl.col("phase")))
-    a.kernels = a.kernels.with_columns(short_name=pl.lit(evil + " kernel"))
+    a.attribution.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
+                                                 .otherwise(pl.col("phase")))
+    a.attribution.kernels = a.kernels.with_columns(short_name=pl.lit(evil + " kernel"))
     rec = store.record(a, path=K4, trace_path=str(FIXTURES / "reference-k4" / "run.sqlite"),
                        options={"test": "evil"})
     db = store.connect(str(tmp_path / "s.db"))
@@ -171,8 +172,8 @@ def test_two_ranks_with_nccl_are_stored_per_rank(tmp_path, shared_dir):
 
 def test_records_built_in_workers_equal_serial_ones(tmp_path):
     outputs = traces.Outputs(store=True, as_json=True)
-    serial = traces.analyze_all([K4, K6], Options(), outputs).digests
-    pooled = traces.analyze_all([K4, K6], Options(), outputs, jobs=2).digests
+    serial = traces.analyze_all([K4, K6], Options(), outputs).outputs
+    pooled = traces.analyze_all([K4, K6], Options(), outputs, jobs=2).outputs
     for s, p in zip(serial, pooled):
         assert s.doc == p.doc and s.text == p.text and s.row == p.row
         assert s.record.run == p.record.run
@@ -224,7 +225,7 @@ def record_file(tmp_path_factory):
 
     from analyzer.readers.inputs import resolve
 
-    a = analyze(K4)
+    a = Run.load(K4)
     rec = store.record(a, path=K4, trace_path=resolve(K4), options=store.options_of())
     path = tmp_path_factory.mktemp("record") / "record.pickle"
     path.write_bytes(pickle.dumps(rec))

@@ -184,8 +184,8 @@ def test_steps_override_and_errors():
     assert wide.exit_code == 0 and json.loads(wide.output)["recommended_steps"] == peak["steps"]
 
 
-def test_exports_without_sidecars_give_the_cost_models_and_with_accept_lengths_the_throughput():
-    exports = [str(FIXTURES / f"reference-k{k}" / "run.sqlite") for k in (2, 4, 6)]
+def test_exports_without_sidecars_give_the_cost_models_and_with_accept_lengths_the_throughput(export_alone):
+    exports = [str(export_alone(f"reference-k{k}")) for k in (2, 4, 6)]
     steps = ["--steps", "2", "--steps", "4", "--steps", "6"]
     runner = CliRunner()
     unknown = runner.invoke(main, ["sweep", *exports])

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import Options, analyze, attribution
+from analyzer.app.analyze import Options
+from analyzer.app.run import Run
 from analyzer.cli import main
 from analyzer.core.attribution import attribute
 from analyzer.core.window import Window, select
@@ -24,11 +25,11 @@ TP2 = FIXTURES / "reference-k4-tp2"
 
 @pytest.fixture(scope="module")
 def whole():
-    return analyze(str(K4), Options(cache=False))
+    return Run.load(str(K4), Options(cache=False))
 
 
 def windowed(path, **kw):
-    return analyze(str(path), Options(cache=False, window=Window.of(**kw)))
+    return Run.load(str(path), Options(cache=False, window=Window.of(**kw)))
 
 
 def per_cycle(a):
@@ -63,7 +64,7 @@ def test_a_time_window_keeps_the_ops_launched_in_it_and_the_tiling_stays_whole(w
     t0, t1 = 200_000_000, 400_000_000
     trace = load_trace(str(K4))
     part = select(trace, Window.of(time_ns=(t0, t1)))
-    origin = trace.ops["start"].min()
+    origin = trace.meta.start_ns  # the capture's start (tests/test_time_origin.py)
     launched = part.ops.join(trace.api.select("pid", "correlation", at="start"), on=["pid", "correlation"],
                              how="left").with_columns(at=pl.coalesce("at", "start"))
     assert launched["at"].min() >= origin + t0 and launched["at"].max() < origin + t1
@@ -79,7 +80,7 @@ def test_a_time_window_keeps_the_ops_launched_in_it_and_the_tiling_stays_whole(w
 
 def test_each_process_of_a_tp_capture_gets_its_own_cycles():
     # (the attribution: an analysis's tables are the headline rank's, docs/attribution.md)
-    w = attribution(str(TP2), Options(cache=False, window=Window.of(cycles=(5, 15))))
+    w = windowed(TP2, cycles=(5, 15)).attribution
     per_pid = w.cycles.group_by("pid").agg(lo=pl.col("index").min(), hi=pl.col("index").max(), n=pl.len())
     assert per_pid.height == 2
     assert per_pid["lo"].to_list() == [5, 5] and per_pid["hi"].to_list() == [14, 14] and per_pid["n"].to_list() == [10, 10]
@@ -91,12 +92,13 @@ def test_a_kineto_trace_takes_windows_too():
 
 
 def test_windows_that_cannot_be_taken_are_one_clear_error():
+    # (a run's window is taken when its attribution is first read)
     with pytest.raises(SpecprofError, match="no process has more than 100 cycles"):
-        windowed(K4, cycles=(300, None))
+        windowed(K4, cycles=(300, None)).attribution
     with pytest.raises(SpecprofError, match="no cycle ranges"):
-        analyze(str(K4), Options(cache=False, grouping=("nosuch",), window=Window.of(cycles=(1, 2))))
+        Run.load(str(K4), Options(cache=False, grouping=("nosuch",), window=Window.of(cycles=(1, 2)))).attribution
     with pytest.raises(SpecprofError, match="holds no GPU op"):
-        windowed(K4, time_ns=(10**13, None))
+        windowed(K4, time_ns=(10**13, None)).attribution
     with pytest.raises(SpecprofError, match="A < B"):
         Window.of(cycles=(5, 5))
 

@@ -50,6 +50,7 @@ QDSTRM = "run.qdstrm"
 SQLITE = "run.sqlite"
 STATS_PREFIX = "nvidia"
 STATS_REPORT = "nvtx_gpu_proj_trace"
+SERVER_LOG = "server.log"  # the workload's stdout and stderr, also shown as they come (`analyze` reads it there)
 SIDECAR_GLOB = "specprof-sidecar.*"
 BOOTSTRAP = ".bootstrap"  # the tracer's sitecustomize folder, put first on the workload's PYTHONPATH
 
@@ -206,6 +207,7 @@ class Plan:
     env: dict[str, str]  # additions to the workload's environment
     gpu_time: bool = False  # the tracer records CUDA events at phase boundaries
     nsys_missing: bool = False  # a dry run whose nsys was not found: `nsys` stands in for it
+    server_log: Path | None = None  # the workload's output is also written here (absolute); None: not kept
 
     def profile_argv(self) -> list[str]:
         """The nsys command line, or the workload's own without nsys."""
@@ -276,7 +278,7 @@ def _owned_paths(run_dir: Path) -> list[Path]:
     """What --force replaces: the files the run's manifest.json lists as its own, the manifest and the
     bootstrap folder; and the report and export names a capture always uses. A sidecar or CSV that no manifest
     lists is someone else's: refused (SpecprofError), never deleted, never mixed into the new run."""
-    owned = {run_dir / name for name in (REPORT, QDSTRM, SQLITE, manifest.MANIFEST, BOOTSTRAP)}
+    owned = {run_dir / name for name in (REPORT, QDSTRM, SQLITE, SERVER_LOG, manifest.MANIFEST, BOOTSTRAP)}
     listed: set[str] = set()
     try:
         files = json.loads((run_dir / manifest.MANIFEST).read_text()).get("files") or {}
@@ -319,9 +321,11 @@ def plan(
     gpu_time: bool = False,
     no_nsys: bool = False,
     dry_run: bool = False,
+    server_log: str | os.PathLike | None = SERVER_LOG,
 ) -> Plan:
     """Validate the options and find nsys (not with `no_nsys`; for a `dry_run`, a missing nsys is a placeholder
-    and a note). Runs nothing and writes nothing."""
+    and a note). `server_log`: where the workload's output is also written, relative to the run directory
+    (default: RUN/server.log), None for nowhere. Runs nothing and writes nothing."""
     environ = os.environ if environ is None else environ
     if preset not in PRESETS:
         raise SpecprofError(f"--preset must be one of {', '.join(PRESETS)}, not {preset!r}")
@@ -338,6 +342,10 @@ def plan(
     extra = _parse_extra(extra_nsys_args)
     directory = Path(run_dir if run_dir is not None else default_run_dir()).absolute()
     _check_run_dir(directory, force)
+    log = None if server_log is None else directory / server_log
+    if log is not None and log.parent != directory and not log.parent.is_dir():
+        raise SpecprofError(f"--server-log {log}: no folder {log.parent}; make it first, or leave the log in the "
+                            f"run directory ({SERVER_LOG}, the default)", str(log))
     chosen_preset = preset if tracer else None
     bootstrap = directory / BOOTSTRAP if tracer else None
     missing = False
@@ -362,6 +370,7 @@ def plan(
         env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ, gpu_time),
         gpu_time=gpu_time,
         nsys_missing=missing,
+        server_log=log,
     )
 
 
@@ -377,6 +386,9 @@ def describe(plan: Plan) -> str:
                             "`nsys` stands in for it below")
     lines += ["# environment additions"]
     lines += [f"{name}={shlex.quote(value)}" for name, value in plan.env.items()] or ["(none)"]
+    if plan.server_log is not None:
+        lines += [f"# the command's output (stdout and stderr) is shown and also written to "
+                  f"{shlex.quote(str(plan.server_log))}"]
     if plan.nsys is not None:
         lines += [f"# then, in {shlex.quote(str(plan.run_dir))}", shlex.join(plan.export_argv())]
         if plan.nvidia_stats:
@@ -423,18 +435,82 @@ class SignalRelay:
             self.child.send_signal(signum)
 
     def run(self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None,
-            own_group: bool = False) -> int:
+            own_group: bool = False, log: Path | None = None) -> int:
         """Run argv (in its own process group with `own_group`, so that a terminal's Ctrl-C reaches it once,
-        through us); its exit code, 128+N when killed by signal N. OSError when it cannot start."""
-        child = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd,
-                                 process_group=0 if own_group else None)
+        through us); its exit code, 128+N when killed by signal N. OSError when it cannot start. With `log`, its
+        stdout and stderr, as one stream in the order written, go to our stdout and into that file (`_Tee`)."""
+        tee = _Tee(log) if log is not None else None
+        try:
+            child = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd,
+                                     process_group=0 if own_group else None,
+                                     stdout=subprocess.PIPE if tee else None, stderr=subprocess.STDOUT if tee else None)
+        except OSError:
+            if tee:
+                tee.close()
+            raise
         self.child = child
         try:
+            if tee:
+                tee.start(child)
             while self.pending:
                 child.send_signal(self.pending.pop(0))
             return _exit_code(child.wait())
         finally:
             self.child = None
+            if tee:
+                tee.close()
+
+
+class _Tee:
+    """Copies a child's output (its stdout and stderr as one pipe, so the order stays) to our stdout and into a
+    log file, chunk by chunk as it comes: what `2>&1 | tee FILE` did, without a shell and without losing the log
+    when FILE's folder is missing. The thread ends at the pipe's end; a process the child left behind that still
+    holds the pipe is waited for TEE_GRACE_S."""
+
+    TEE_GRACE_S = 5.0
+
+    def __init__(self, path: Path):
+        try:
+            self.file = open(path, "wb")
+        except OSError as exc:
+            raise SpecprofError(f"{path}: cannot write the server log there ({exc.strerror}); choose another "
+                                "--server-log FILE", str(path)) from None
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def start(self, child: subprocess.Popen) -> None:
+        thread = threading.Thread(target=self._copy, args=(child.stdout, sys.stdout), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _copy(self, pipe, ours) -> None:
+        out = getattr(ours, "buffer", None)
+        try:
+            while chunk := os.read(pipe.fileno(), 65536):
+                with self.lock:
+                    if self.file.closed:  # given up on after TEE_GRACE_S
+                        return
+                    self.file.write(chunk)
+                    self.file.flush()
+                if ours is None:
+                    continue
+                try:
+                    if out is not None:
+                        out.write(chunk)
+                        out.flush()
+                    else:
+                        ours.write(chunk.decode("utf-8", "replace"))
+                        ours.flush()
+                except (OSError, ValueError):  # our terminal is gone: the log still gets everything
+                    ours = None
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for thread in self.threads:
+            thread.join(self.TEE_GRACE_S)
+        with self.lock:
+            self.file.close()
 
 
 def _bootstrap(plan: Plan) -> Plan:
@@ -448,8 +524,9 @@ def _bootstrap(plan: Plan) -> Plan:
     return dataclasses.replace(plan, env=env)
 
 
-def run_files(run_dir: Path) -> dict:
-    """Which of a capture's files exist, by role (names relative to the run directory)."""
+def run_files(run_dir: Path, server_log: Path | None = None) -> dict:
+    """Which of a capture's files exist, by role (names relative to the run directory; a server log kept
+    elsewhere, by its absolute path)."""
 
     def present(name: str) -> str | None:
         return name if (run_dir / name).is_file() else None
@@ -460,6 +537,8 @@ def run_files(run_dir: Path) -> dict:
         "sqlite": present(SQLITE),
         "sidecars": sorted(path.name for path in run_dir.glob(SIDECAR_GLOB) if path.is_file()),
         "nvidia_stats": sorted(path.name for path in run_dir.glob(f"{STATS_PREFIX}_*.csv")),
+        "server_log": (str(server_log) if server_log is not None and server_log.parent != run_dir
+                       and server_log.is_file() else present(SERVER_LOG)),
     }
 
 
@@ -621,7 +700,8 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
             argv = plan.profile_argv()
             steps.commands["profile"] = argv
             try:
-                steps.codes["profile"] = relay.run(argv, {**os.environ, **plan.env}, own_group=True)
+                steps.codes["profile"] = relay.run(argv, {**os.environ, **plan.env}, own_group=True,
+                                                   log=plan.server_log)
             except OSError as exc:
                 raise SpecprofError(f"could not start {argv[0]}: {exc.strerror or exc}", argv[0]) from exc
             workload = _workload_problem(plan, steps.codes["profile"], list(relay.seen), say)
@@ -630,7 +710,7 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
                 problems += _post_process(plan, steps, say)
         finally:
             record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands,
-                          signals_forwarded=list(relay.seen), files=run_files(plan.run_dir))
+                          signals_forwarded=list(relay.seen), files=run_files(plan.run_dir, plan.server_log))
             manifest.write(plan.run_dir, record)
     if problems:
         code = steps.codes["profile"]

@@ -48,13 +48,17 @@ def _cycles(ctx, param, value):
                    "(use RUN/no-nsys as DIR).")
 @click.option("--nvidia-stats", is_flag=True,
               help="Also write NVIDIA's nvtx_gpu_proj_trace report (nvidia_nvtx_gpu_proj_trace.csv).")
+@click.option("--server-log", "server_log", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Also write COMMAND's output (stdout and stderr, still shown as it comes) to FILE [default: "
+                   "DIR/server.log, where `specprof analyze DIR` finds it].")
+@click.option("--no-server-log", is_flag=True, help="Do not keep COMMAND's output in a file.")
 @click.option("--dry-run", is_flag=True, help="Print the nsys command and environment additions; run nothing.")
 @click.option("--force", is_flag=True, help="Replace the run already in DIR.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, delay, duration, extra_nsys_args,
-            preset, no_tracer, gpu_events, no_nsys, nvidia_stats, dry_run, force, command):
+            preset, no_tracer, gpu_events, no_nsys, nvidia_stats, server_log, no_server_log, dry_run, force, command):
     """Run COMMAND under Nsight Systems and write a run directory: run.nsys-rep, run.sqlite, the tracer's
-    sidecars and manifest.json.
+    sidecars, server.log (COMMAND's output) and manifest.json.
 
     \b
     specprof capture -- python3 -m sglang.launch_server ...
@@ -73,13 +77,15 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
         gpu_time=gpu_events,
         no_nsys=no_nsys,
         dry_run=dry_run,
+        server_log=None if no_server_log else server_log.absolute() if server_log else capture_lib.SERVER_LOG,
     )
     if dry_run:
         click.echo(capture_lib.describe(plan))
         return
     record = capture_lib.run(plan, say=lambda message: click.echo(f"specprof: {message}", err=True))
     files = record["files"]
-    kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"]
+    kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"] \
+        + [name for name in (files["server_log"],) if name]
     click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}", err=True)
     click.get_current_context().exit(capture_lib.exit_status(record))
 

@@ -1,6 +1,6 @@
-"""The one way from a path to an Analysis, for every command: the trace read (through the Parquet cache of its
-parsed tables), attributed (through the cache of its attribution), then enriched with what the run's other
-files add (the cross-check, the economics, the per-rank results).
+"""How a run is analysed (`Options`) and what the user gives besides its trace (`RunInputs`), and the one way from a
+trace to its attribution, for every command (`attribution`): the trace read (through the Parquet cache of its
+parsed tables), then attributed (through the cache of its attribution). app/run.py's `Run` is loaded with them.
 
 One cache policy: with `Options.cache` (the default; `--no-cache` turns it off) an nsys export's tables and
 its latest attribution are kept in the user's cache folder and used when they match (readers/trace_cache.py,
@@ -16,9 +16,10 @@ from analyzer.app import analysis_cache
 from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from analyzer.core.categories import Rule, default_rules, load_rules
 from analyzer.core.window import Window, select
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.run_files import enrich
-from analyzer.readers.inputs import locate, resolve
+from analyzer.derived.run_files import given_step
+from analyzer.errors import SpecprofError
+from analyzer.model.trace import Trace
+from analyzer.readers.inputs import resolve
 from analyzer.readers.load import load_trace
 
 
@@ -31,14 +32,15 @@ class Options:
     rules: tuple[Rule, ...] = ()  # category rules, tried first; empty: the built-in ones alone
     cache: bool = True
     window: Window = Window()  # the part of each trace analysed (core/window.py); empty: all of it
+    export_here: bool = False  # a .nsys-rep given alone is exported beside it, not into the cache
 
     @classmethod
     def of(cls, categories_file: str | None = None, grouping=DEFAULT_GROUPING, domains=(), all_domains: bool = False,
-           cache: bool = True, window: Window = Window()) -> Options:
+           cache: bool = True, window: Window = Window(), export_here: bool = False) -> Options:
         """Options from what a user gives: a TOML file of category rules (read here), grouping range names, NVTX
         domains or all of them."""
         return cls(grouping=tuple(grouping), domains=(ALL_DOMAINS,) if all_domains else tuple(domains),
-                   rules=tuple(load_rules(categories_file)), cache=cache, window=window)
+                   rules=tuple(load_rules(categories_file)), cache=cache, window=window, export_here=export_here)
 
     @property
     def rule_list(self) -> list[Rule]:
@@ -50,7 +52,7 @@ class RunInputs:
     """What the user gives besides the trace: the run's sidecars (default: the run directory's), the sidecars of
     the run without nsys (default: RUN/no-nsys/), a server log (default: RUN/server.log of a speculative run) and
     its --decode-log-interval (default: the server's, from its command line in the sidecar, else SGLang's), a
-    baseline run or step time."""
+    baseline run or step time. Several traces take the ones that hold for any run (`for_each_trace`)."""
 
     sidecars: tuple[str, ...] = ()
     baseline_sidecars: tuple[str, ...] = ()
@@ -61,12 +63,40 @@ class RunInputs:
     baseline_range: str | None = None  # the range marking one decode step in a baseline trace without a sidecar
     steps: int | None = None  # the draft steps K, when the traced command line does not say
 
+    def check(self) -> RunInputs:
+        """These inputs, when they make sense before any file is read (a baseline step time is positive)."""
+        if self.baseline_ms is not None:
+            given_step(self.baseline_ms)
+        return self
+
+    def for_each_trace(self) -> RunInputs:
+        """These inputs for each of several traces: the ones that hold for any run (a baseline, the draft steps,
+        the log interval of each run's own server log) as they are; the files of one run (its sidecars, its run
+        without nsys, its server log) refused in one line."""
+        given = [flag for name, flag in _ONE_RUN if getattr(self, name)]
+        if given:
+            one = len(given) == 1
+            raise SpecprofError(f"{' and '.join(given)} {'belongs' if one else 'belong'} to one run, and several "
+                                f"traces were given: give {'it' if one else 'them'} with one trace, or give run "
+                                "directories (each one's sidecars, no-nsys/ and server.log are found in it)")
+        return self.check()
+
+
+# The inputs that are files of one run (RunInputs field, its option).
+_ONE_RUN = (("sidecars", "--sidecar"), ("baseline_sidecars", "--baseline-sidecar"), ("server_log", "--server-log"))
+
+
+def read_trace(path: str, options: Options = Options()) -> Trace:
+    """The trace at `path` (a file or a run directory), through the cache of its parsed tables when
+    `options.cache`."""
+    return load_trace(path, cache=options.cache)
+
 
 def attribution(path: str, options: Options = Options()) -> Attribution:
     """The attribution of the trace at `path` (a file or a run directory), or of the part of it that
     `options.window` keeps, through the caches."""
     rules = options.rule_list
-    trace = load_trace(path, cache=options.cache)
+    trace = read_trace(path, options)
     if options.window:
         with progress.step("selecting the window"):
             trace = select(trace, options.window, options.grouping)
@@ -84,12 +114,3 @@ def attribution(path: str, options: Options = Options()) -> Attribution:
     with progress.step("caching the analysis"):
         analysis_cache.store(export, key, result)
     return result
-
-
-def analyze(path: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Analysis:
-    """The Analysis of the run at `path`: a trace file, or a run directory made by `specprof capture`."""
-    a = attribution(path, options)
-    files = locate(path, inputs.sidecars, inputs.baseline_sidecars)
-    return enrich(a, files, server_log=inputs.server_log, baseline_run=inputs.baseline_run,
-                  baseline_ms=inputs.baseline_ms, log_interval=inputs.log_interval, steps=inputs.steps,
-                  baseline_range=inputs.baseline_range)

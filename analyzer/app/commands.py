@@ -9,16 +9,16 @@ from dataclasses import dataclass, field, replace
 from analyzer import progress
 from analyzer.app import store
 from analyzer.app import traces as many
-from analyzer.app.analyze import Options, RunInputs, analyze
-from analyzer.derived.compare import compare_charges, side_of
-from analyzer.derived.run_files import fit_sweep, sweep_run
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.run import Run, open_run
+from analyzer.derived.compare import compare_charges
+from analyzer.derived.run_files import fit_sweep
 from analyzer.derived.sweep import Sweep
 from analyzer.errors import SpecprofError
-from analyzer.readers import sidecar as sc
 from analyzer.readers import trace_cache
-from analyzer.readers.inputs import expand, locate, manifest, resolve
+from analyzer.readers.inputs import expand
 from analyzer.readers.sglang_log import mean_accept_len, read_server_log
-from analyzer.render import html, perfetto, tables, terminal
+from analyzer.render import html, perfetto, terminal
 from analyzer.render import json as json_render
 
 
@@ -35,55 +35,41 @@ def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunI
                    outputs: many.Outputs = many.Outputs(), html_file: str | None = None, db_path: str | None = None,
                    jobs: int = 1, dask=None, argv: list[str] | None = None, quiet: bool = False) -> Output:
     """`specprof analyze`: one trace (or run directory) with everything the run's files add, or several traces
-    side by side (one per rank, or a folder of them: in parallel with `jobs`, or on Dask); with the tables
-    (--csv/--parquet), the HTML report (--html, one trace) and the results store (--db) when asked for."""
+    side by side (one per rank, or a folder of them: in parallel with `jobs`, or on Dask), each through the one
+    pipeline (app/traces.py `produce`); with the tables (--csv/--parquet), the HTML report (--html, one trace)
+    and the results store (--db) when asked for."""
     traces = expand(paths)
     progress.enable(progress.wanted(quiet))  # bars on stderr once an analysis has taken seconds
+    outputs = replace(outputs, store=db_path is not None)
     if len(traces) > 1:
-        return _several(traces, options, outputs, html_file, db_path, jobs, dask, argv)
-    path = traces[0]
-    a = analyze(path, options, inputs)
-    said = []
-    if db_path:
-        files = locate(path, inputs.sidecars, inputs.baseline_sidecars)
-        key = store.options_of(a.grouping, options.domains, options.rule_list, files.sidecars, files.baseline,
-                               inputs.server_log, inputs.baseline_run, inputs.baseline_ms,
-                               inputs.log_interval if inputs.server_log else None,
-                               window=options.window.describe() if options.window else None)
-        record = store.record_of(a, path, resolve(path), files, key)
-        said = terminal.stored(db_path, store.save(db_path, [(path, record)], argv))
-    for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):
-        if folder:
-            tables.write(a, folder, fmt)
+        return _several(traces, options, inputs, outputs, html_file, db_path, jobs, dask, argv)
+    run = Run.load(traces[0], options, inputs)
+    out = many.produce(run, outputs, html_file=html_file)
+    said = terminal.stored(db_path, store.save(db_path, [(run.path, out.record)], argv)) if db_path else []
     if html_file:
-        html.write(a, html_file, manifest=manifest(path))
         said.append(terminal.report_written(html_file))
-    with progress.step("rendering"):
-        text = json_render.render(a) if outputs.as_json else terminal.render(
-            a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
-    return Output(text, said)
+    return Output(out.text, said)
 
 
-def _several(traces: list[str], options: Options, outputs: many.Outputs, html_file: str | None, db_path: str | None,
-             jobs: int, dask, argv: list[str] | None) -> Output:
+def _several(traces: list[str], options: Options, inputs: RunInputs, outputs: many.Outputs, html_file: str | None,
+             db_path: str | None, jobs: int, dask, argv: list[str] | None) -> Output:
     if html_file:
         raise SpecprofError(f"{html_file}: --html takes one trace; give the traces one at a time", html_file)
-    outputs = replace(outputs, text=not outputs.as_json, store=db_path is not None)
-    several = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask)
-    digests = several.digests
+    outputs = replace(outputs, text=not outputs.as_json)
+    several = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask, inputs=inputs)
+    outs = several.outputs
     said = []
     if db_path:
-        runs = [(d.path, d.record) for d in digests if d.record is not None]
-        said = terminal.stored(db_path, store.save(db_path, runs, argv))
-    skew = many.skew(digests) if several.one_run else None
-    text = json_render.traces(digests, skew, several.why) if outputs.as_json else terminal.traces(
-        digests, many.summary(digests), skew, outputs.phase_limit, several.why)
+        said = terminal.stored(db_path, store.save(db_path, [(o.path, o.record) for o in outs], argv))
+    skew = many.skew(outs) if several.one_run else None
+    text = json_render.traces(outs, skew, several.why) if outputs.as_json else terminal.traces(
+        outs, many.summary(outs), skew, outputs.phase_limit, several.why)
     return Output(text, said)
 
 
 def export_trace(path: str, perfetto_file: str, options: Options = Options()) -> Output:
     """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
-    counts = perfetto.write(analyze(path, options), perfetto_file)
+    counts = perfetto.write(Run.load(path, options), perfetto_file)
     return Output(stderr=[terminal.exported(perfetto_file, counts)])
 
 
@@ -95,7 +81,8 @@ def list_runs(db_path: str, as_json: bool = False) -> Output:
 
 def write_report(run: str, output: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
-    html.write(analyze(run, options, inputs), output, manifest=manifest(run))
+    loaded = Run.load(run, options, inputs)
+    html.write(loaded, output, manifest=loaded.manifest)
     return Output(stderr=[terminal.report_written(output)])
 
 
@@ -104,11 +91,7 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
     """`specprof compare`: run B against run A per phase and category (a path, or `@ID` of the results database);
     exit status 1 when B is slower than A by more than `fail_pct` percent."""
     db = store.connect(db_path, create=False) if db_path else None
-
-    def analysed(path):
-        return side_of(analyze(path, options))
-
-    result = compare_charges(*(store.side(x, db, analysed) for x in (a, b)))
+    result = compare_charges(*(open_run(x, options, db=db).side for x in (a, b)))
     out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
     if fail_pct is not None and result.slower_than(fail_pct):
         out.stderr.append(terminal.slower(result, fail_pct))
@@ -145,15 +128,7 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
 
     def inputs():  # one run at a time: a run's problem is said before the next run is analysed
         for path in runs:
-            if store.is_run_id(path):
-                if db is None:
-                    raise SpecprofError(f"{path}: a stored run: give the results database with --db FILE")
-                yield path, store.stored_sweep_run(db, path)
-                continue
-            files = locate(path)
-            a = analyze(path, options)
-            sidecars = sc.read_sidecars(files.sidecars) if files.sidecars else None
-            yield path, sweep_run(files, a, sidecars, a.crosscheck)
+            yield path, open_run(path, options, db=db).sweep_input
 
     return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate)
 

@@ -5,9 +5,9 @@ runs with SQL or Datasette (docs/store.md).
 - `add(db, record)` writes them in one transaction (a run is there whole or not at all; concurrent writers wait
   for each other), or finds the run already there: a run is keyed by the
   SHA-256 of its trace file and of the analysis options, so importing the same run again changes nothing;
-- `record_of(...)` and `save(...)` do both for the analysis of a run's files (`specprof analyze --db`);
-- `list_runs(db)` lists the runs; `side(db, id)` and `sweep_tables(db, id)` give `specprof compare` and
-  `specprof sweep` what they need of a stored run, without its files.
+- `save(...)` adds the records of one import (`specprof analyze --db`; app/run.py's `Run.record` makes each);
+- `list_runs(db)` lists the runs; `charges(db, id)` and `stored_sweep_run(db, id)` give `specprof compare` and
+  `specprof sweep` what they need of a stored run, without its files (app/run.py's `StoredRun`).
 
 Names from traces are untrusted: they are only ever bound as SQL parameters (`?` placeholders), never put into
 SQL text. Table and column names come from this module alone. Times are integer
@@ -30,11 +30,10 @@ from analyzer import __version__
 from analyzer.core import categories
 from analyzer.derived import views
 from analyzer.derived.analysis import Analysis
+from analyzer.derived.compare import Side
 from analyzer.derived.ranks import per_rank
-from analyzer.derived.run_files import SweepRun, sweep_run
+from analyzer.derived.run_files import SweepRun
 from analyzer.errors import SpecprofError
-from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import RunFiles, manifest
 
 SCHEMA = "specprof.store/2"  # 2: the sweep_events table
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db
@@ -338,15 +337,6 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
                   cycles=cycles.drop("_cycle").join(first_rank, on="pid", how="left"), cycle_phases=cycle_phases)
 
 
-def record_of(a: Analysis, path: str, trace: str, files: RunFiles, options: dict) -> Record:
-    """The rows of the analysis `a` of the run at `path` (its trace file `trace`, its files `files`): its
-    manifest, and the sweep's inputs when it has sidecars. `options`: `options_of`."""
-    sweep = None
-    if files.sidecars:
-        sweep = sweep_run(files, a, sc.read_sidecars(files.sidecars), a.crosscheck)
-    return record(a, path=path, trace_path=trace, options=options, manifest=manifest(path), sweep=sweep)
-
-
 # -- the database --------------------------------------------------------------------------------------------------
 
 def connect(path: str, create: bool = True):
@@ -554,9 +544,9 @@ def _run_row(db, run_id: int) -> dict:
     return dict(zip([d[0] for d in cur.description], row))
 
 
-def charges(db, run_id: int) -> tuple[str, int, pl.DataFrame, dict]:
-    """(label, cycles, charges, phase -> instances) of a stored run, for derived/compare.py: attributed ns per
-    (phase, category), split into the part inside cycles (cycle = 0) and the rest (cycle = null)."""
+def charges(db, run_id: int) -> Side:
+    """A stored run as one side of a comparison (derived/compare.py): attributed ns per (phase, category), split
+    into the part inside cycles (cycle = 0) and the rest (cycle = null)."""
     run = _run_row(db, run_id)
     rows = db.conn.execute("SELECT phase, category, ns, cycle_ns FROM categories WHERE run_id = ?",
                            [run_id]).fetchall()
@@ -567,16 +557,7 @@ def charges(db, run_id: int) -> tuple[str, int, pl.DataFrame, dict]:
         df.select("phase", "category", cycle=pl.lit(None, dtype=pl.Int64), ns=pl.col("ns") - pl.col("cycle_ns")),
     ]).filter(pl.col("ns") > 0)
     instances = dict(db.conn.execute("SELECT phase, instances FROM phases WHERE run_id = ?", [run_id]).fetchall())
-    return f"@{run_id} ({run['path']})", int(run["cycles"] or 0), long, instances
-
-
-def side(arg: str, db, analyse) -> tuple[str, int, pl.DataFrame, dict]:
-    """`specprof compare`'s view of one side: a stored run (`@ID`, from `db`) or `analyse(arg)` for a path."""
-    if not is_run_id(arg):
-        return analyse(arg)
-    if db is None:
-        raise SpecprofError(f"{arg}: a stored run: give the results database with --db FILE")
-    return charges(db, parse_run_id(arg))
+    return Side(f"@{run_id} ({run['path']})", int(run["cycles"] or 0), long, instances)
 
 
 def stored_sweep_run(db, arg: str) -> SweepRun:

@@ -1,6 +1,7 @@
-"""Several traces at once (ranks of one run, or several runs): each read and analysed on its own, in parallel
-with `--jobs N` or on Dask (app/parallel.py), into a small `Digest`; then one row per trace, and the skew across
-them when they are ranks of one run.
+"""What `specprof analyze` makes of each trace, one or several: the one pipeline (`produce`: a Run's terminal text
+or JSON document, its store rows, its tables, its HTML report), run in this process for one trace, and for
+several traces each on its own, in parallel with `--jobs N` or on Dask (app/parallel.py), into a small
+`TraceOutput`; then one row per trace, and the skew across them when they are ranks of one run.
 
 A distributed job profiled with torch.profiler writes one Kineto trace per rank (SGLang:
 `SGLANG_TORCH_PROFILER_DIR`, one `*-TP-<rank>*.trace.json.gz` per TP rank). Traces are called ranks of one run
@@ -22,13 +23,14 @@ import polars as pl
 
 from analyzer import progress
 from analyzer.app import parallel, store
-from analyzer.app.analyze import Options, analyze
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.run import Run
 from analyzer.core.categories import kinds_of
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.ranks import skew as rank_skew
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.readers.inputs import locate, resolve
+from analyzer.render import html
 from analyzer.render import json as json_render
 from analyzer.render import tables, terminal
 
@@ -42,8 +44,8 @@ SUMMARY_SCHEMA = {
 class Outputs:
     """What each trace's analysis gives back (picklable: it travels to the workers)."""
 
-    as_json: bool = False  # the analysis as JSON (a dict)
-    text: bool = True  # the terminal text
+    as_json: bool = False  # the analysis as JSON (a trace alone: the document's text; of several: a dict)
+    text: bool = True  # the terminal text (unless as_json)
     store: bool = False  # the results store's rows (app/store.py)
     cycle_limit: int = 10
     phase_limit: int = 20
@@ -52,17 +54,17 @@ class Outputs:
 
 
 @dataclass
-class Digest:
-    """What one trace's analysis gives the command: its JSON document, its terminal text, its store rows, and the
-    numbers of the per-trace table. Small: the op tables stay where the analysis ran."""
+class TraceOutput:
+    """What the pipeline made of one trace, wherever it ran: its text or JSON document, its store rows, the folders
+    its tables were written to, and its numbers for the several-traces table. Small: the op tables stay where the
+    run was analysed."""
 
     path: str
-    trace: str
     rank: int | None
     row: dict = field(default_factory=dict)  # summary_row
     phase_ns: dict = field(default_factory=dict)  # phase -> attributed ns
     doc: dict | None = None
-    text: str | None = None
+    text: str | None = None  # the terminal text, or (a trace alone, as_json) the JSON document's text
     record: store.Record | None = None
     tables: dict = field(default_factory=dict)  # "csv"/"parquet" -> the folder its tables were written to
     world_size: int | None = None  # Kineto distributedInfo.world_size
@@ -83,79 +85,96 @@ def summary_row(a: Analysis) -> dict:
             "communication": int(comm or 0), "top_phase": named["phase"][0] if named.height else None}
 
 
-def digest(path: str, options: Options, outputs: Outputs) -> Digest:
-    """Read, analyse and enrich one trace (or run directory); render and record what `outputs` asks for. The
-    unit of work of `analyze_all`, run where the trace is."""
-    a = analyze(path, options)
-    trace = resolve(path)
-    meta = a.trace.meta
-    d = Digest(path=path, trace=trace, rank=meta.rank, row=summary_row(a),
-               phase_ns=dict(a.phases.select("phase", "attributed").iter_rows()),
-               world_size=meta.extra.get("world_size"), span=(int(a.ops["start"].min()), int(a.ops["end"].max())),
-               absolute="base_time_ns" in meta.extra)
-    if outputs.as_json:
-        d.doc = json_render.to_dict(a)
-    if outputs.text:
-        d.text = terminal.render(a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
+def produce(run: Run, outputs: Outputs, alone: bool = True, html_file: str | None = None) -> TraceOutput:
+    """The one pipeline: what `outputs` asks for of `run`, made and written in this order: its store rows, its
+    tables (--csv/--parquet), its HTML report (`html_file`), its JSON document or terminal text. `alone`: the
+    command's only trace (its tables go into the folders given, its JSON is the document's text); else one of
+    several (its tables go into a folder of its own, which `analyze_all` names, its JSON a dict)."""
+    meta = run.trace.meta
+    out = TraceOutput(path=run.path, rank=meta.rank, world_size=meta.extra.get("world_size"),
+                      absolute="base_time_ns" in meta.extra)
     if outputs.store:
-        files = locate(path)
-        key = store.options_of(options.grouping, options.domains, options.rule_list, files.sidecars, files.baseline,
-                               window=options.window.describe() if options.window else None)
-        d.record = store.record_of(a, path, trace, files, key)
+        out.record = run.record
     for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):
-        if folder:  # a folder of its own; `analyze_all` names it once every trace's rank is known
-            d.tables[fmt] = os.path.join(folder, ".partial-" + hashlib.sha1(path.encode()).hexdigest()[:16])
-            tables.write(a, d.tables[fmt], fmt)
-    return d
+        if folder:
+            if not alone:  # a folder of its own; `analyze_all` names it once every trace's rank is known
+                folder = os.path.join(folder, ".partial-" + hashlib.sha1(run.path.encode()).hexdigest()[:16])
+            tables.write(run, folder, fmt)
+            out.tables[fmt] = folder
+    if html_file:
+        html.write(run, html_file, manifest=run.manifest)
+    with progress.step("rendering"):
+        if outputs.as_json:
+            if alone:
+                out.text = json_render.render(run)
+            else:
+                out.doc = json_render.to_dict(run)
+        elif outputs.text:
+            out.text = terminal.render(run, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
+    if not alone:
+        out.row = summary_row(run)
+        out.phase_ns = dict(run.phases.select("phase", "attributed").iter_rows())
+        out.span = (int(run.ops["start"].min()), int(run.ops["end"].max()))
+    return out
+
+
+def produce_one_of_several(path: str, options: Options, inputs: RunInputs, outputs: Outputs) -> TraceOutput:
+    """Load the run at `path` and `produce` it as one of several traces: the unit of work of `analyze_all`, run
+    where the trace is."""
+    return produce(Run.load(path, options, inputs), outputs, alone=False)
 
 
 @dataclass
 class Several:
-    """The digests of several traces, in the order they are shown, and whether they are ranks of one run (and
+    """The outputs of several traces, in the order they are shown, and whether they are ranks of one run (and
     why, or why not)."""
 
-    digests: list[Digest]
+    outputs: list[TraceOutput]
     one_run: bool
     why: str
 
 
-def one_run(digests: list[Digest]) -> tuple[bool, str]:
+def one_run(outs: list[TraceOutput]) -> tuple[bool, str]:
     """Whether the traces are ranks of one run, with the reason in the user's words."""
-    if any(d.rank is None for d in digests):
+    if any(d.rank is None for d in outs):
         return False, "not every trace says its rank"
-    ranks = [d.rank for d in digests]
+    ranks = [d.rank for d in outs]
     twice = sorted({r for r in ranks if ranks.count(r) > 1})
     if twice:
         return False, f"rank {twice[0]} appears {ranks.count(twice[0])} times"
-    worlds = {d.world_size for d in digests if d.world_size is not None}
+    worlds = {d.world_size for d in outs if d.world_size is not None}
     if len(worlds) > 1:
         return False, f"their world sizes differ ({', '.join(map(str, sorted(worlds)))})"
     if worlds and max(ranks) >= min(worlds):
         return False, f"rank {max(ranks)} is not in a world of {min(worlds)}"
-    if all(d.absolute for d in digests):
-        if max(d.span[0] for d in digests) >= min(d.span[1] for d in digests):
+    if all(d.absolute for d in outs):
+        if max(d.span[0] for d in outs) >= min(d.span[1] for d in outs):
             return False, "their GPU work does not overlap in time"
         return True, "distinct ranks of one world size, at the same time"
     return True, "distinct ranks of one world size (their clocks cannot be compared)"
 
 
-def analyze_all(paths: list[str], options: Options, outputs: Outputs, jobs: int = 1, dask=None) -> Several:
-    """Every trace's digest (in parallel with `jobs` or on Dask): ranks of one run ordered by rank, several runs in
-    the order given. Tables (--csv/--parquet) go into one folder per trace: rank<N> for ranks of one run, else
-    <i>-<the input's name> (i from 1, in the order given)."""
+def analyze_all(paths: list[str], options: Options, outputs: Outputs, jobs: int = 1, dask=None,
+                inputs: RunInputs = RunInputs()) -> Several:
+    """Every trace's output (in parallel with `jobs` or on Dask), each with the run options that hold for any
+    run (`RunInputs.for_each_trace`): ranks of one run ordered by rank, several runs in the order given. Tables
+    (--csv/--parquet) go into one folder per trace: rank<N> for ranks of one run, else <i>-<the input's name> (i
+    from 1, in the order given)."""
     if dask and (outputs.csv_dir or outputs.parquet_dir):
         raise SpecprofError("--csv and --parquet write files where the analysis runs: not with --dask (the "
                             "workers' file systems); run without --dask, or with --jobs N")
+    inputs = inputs.for_each_trace()
     with progress.step(f"analysing {len(paths)} traces", len(paths), "traces") as step:
-        digests = parallel.map_paths(digest, paths, options, outputs, jobs=jobs, dask=dask, done=step.advance)
-    same, why = one_run(digests)
+        outs = parallel.map_paths(produce_one_of_several, paths, options, inputs, outputs, jobs=jobs, dask=dask,
+                                     done=step.advance)
+    same, why = one_run(outs)
     if same:
-        digests.sort(key=lambda d: d.rank)
-    for i, d in enumerate(digests):
+        outs.sort(key=lambda d: d.rank)
+    for i, d in enumerate(outs):
         for written in d.tables.values():
             name = f"rank{d.rank}" if same else f"{i + 1}-{input_name(d.path)}"
             _move_tables(written, os.path.join(os.path.dirname(written), name))
-    return Several(digests, same, why)
+    return Several(outs, same, why)
 
 
 def input_name(path: str) -> str:
@@ -170,23 +189,23 @@ def input_name(path: str) -> str:
 
 
 def _move_tables(written: str, folder: str) -> None:
-    """Move the table files of `written` (a `.partial-*` folder of `digest`) into `folder`."""
+    """Move the table files of `written` (a `.partial-*` folder of `produce`) into `folder`."""
     os.makedirs(folder, exist_ok=True)
     for name in os.listdir(written):
         os.replace(os.path.join(written, name), os.path.join(folder, name))
     os.rmdir(written)
 
 
-def summary(digests: list[Digest]) -> pl.DataFrame:
+def summary(outs: list[TraceOutput]) -> pl.DataFrame:
     """One row per trace (SUMMARY_SCHEMA): GPU ops, wall and busy time summed over its streams, the idle kinds,
     communication time, and the phase with the most attributed time."""
-    return pl.DataFrame([{"rank": d.rank, "trace": d.path, **d.row} for d in digests], schema=SUMMARY_SCHEMA)
+    return pl.DataFrame([{"rank": d.rank, "trace": d.path, **d.row} for d in outs], schema=SUMMARY_SCHEMA)
 
 
-def skew(digests: list[Digest]) -> pl.DataFrame:
+def skew(outs: list[TraceOutput]) -> pl.DataFrame:
     """Per phase, attributed ns across the traces (each on its own clock, so no wait/transfer split here):
-    derived/ranks.py's SKEW_SCHEMA, with `rank` the position in `digests`."""
+    derived/ranks.py's SKEW_SCHEMA, with `rank` the position in `outs`."""
     rows = [{"rank": i, "phase": phase, "attributed": ns}
-            for i, d in enumerate(digests) for phase, ns in d.phase_ns.items()]
+            for i, d in enumerate(outs) for phase, ns in d.phase_ns.items()]
     phases = pl.DataFrame(rows, schema={"rank": pl.Int64, "phase": pl.Utf8, "attributed": pl.Int64})
-    return rank_skew(phases, list(range(len(digests))))
+    return rank_skew(phases, list(range(len(outs))))

@@ -39,7 +39,7 @@ class Window:
 
     first_cycle: int | None = None  # cycles [first_cycle, end_cycle) of each process
     end_cycle: int | None = None
-    start_ns: int | None = None  # [start_ns, end_ns) from the start of the first GPU op
+    start_ns: int | None = None  # [start_ns, end_ns) from the capture's start (TraceMeta.start_ns)
     end_ns: int | None = None
 
     @classmethod
@@ -102,7 +102,7 @@ def _bounds(trace: Trace, window: Window, grouping) -> pl.DataFrame:
     clock."""
     t0, t1 = -INF, INF
     if window.by_time:
-        origin = trace.ops["start"].min()
+        origin = trace.meta.start_ns  # the capture's start (model/trace.py capture_start)
         if window.start_ns is not None:
             t0 = origin + window.start_ns
         if window.end_ns is not None:
@@ -153,8 +153,9 @@ def select(trace: Trace, window: Window, grouping=("cycle",)) -> Trace:
     ops = ops.filter(inside).select(trace.ops.columns)
     if ops.is_empty():
         raise SpecprofError(f"{trace.meta.path}: the window ({window.describe()}) holds no GPU op; the trace's ops "
-                            "run from 0 to "
-                            f"{(trace.ops['end'].max() - trace.ops['start'].min()) / 1e6:.1f} ms", trace.meta.path)
+                            "run from "
+                            f"{(trace.ops['start'].min() - trace.meta.start_ns) / 1e6:.1f} to "
+                            f"{(trace.ops['end'].max() - trace.meta.start_ns) / 1e6:.1f} ms after the capture's start", trace.meta.path)
     api = _with_bounds(trace.api, bounds).with_columns(at=pl.col("start")).filter(inside).select(trace.api.columns)
     ranges = _with_bounds(trace.ranges, bounds).filter((pl.col("start") < pl.col("t1")) & (pl.col("end") > pl.col("t0")))
     is_cycle = pl.col("name").is_in(list(grouping))

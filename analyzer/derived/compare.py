@@ -28,6 +28,18 @@ from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
 
 @dataclass
+class Side:
+    """One side of a comparison: its label, its number of cycles, its charges (phase, category, cycle (null outside
+    cycles), ns) and phase -> instances (its ranges), as an attribution has them or as the results store gives
+    them (analyzer/app/store.py)."""
+
+    label: str
+    cycles: int
+    charges: pl.DataFrame
+    instances: dict = field(default_factory=dict)
+
+
+@dataclass
 class Comparison:
     a_path: str
     b_path: str
@@ -67,10 +79,9 @@ def _per_unit(charges: pl.DataFrame, cycles: int, unit: str, instances: dict | N
     return phases, cats
 
 
-def _instances(side) -> dict:
+def _instances(side: Side) -> dict:
     """phase -> number of ranges, of the named phases with ranges (not the pseudo-phases)."""
-    known = side[3] if len(side) > 3 else {}
-    return {p: n for p, n in known.items() if n and p not in (IN_CYCLE, UNATTRIBUTED)}
+    return {p: n for p, n in side.instances.items() if n and p not in (IN_CYCLE, UNATTRIBUTED)}
 
 
 def _side_by_side(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -88,26 +99,26 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
     return compare_charges(side_of(a), side_of(b))
 
 
-def side_of(a: Attribution) -> tuple[str, int, pl.DataFrame, dict]:
-    """One side of a comparison from an attribution: (label, cycles, charges, phase -> instances). Per cycle, the
-    charges and cycles of the headline breakdown (one rank's decode cycles on its cycle stream: views.cycle_charges),
-    so that compare's figures are the breakdown's."""
-    charges, cycles = views.cycle_charges(a)
-    return (a.trace.meta.path, cycles, charges, dict(a.phases.select("phase", "instances").iter_rows()))
+def side_of(a: Attribution, breakdown=None) -> Side:
+    """One side of a comparison from an attribution, or an analysis. Per cycle, the charges and cycles of its
+    headline breakdown (`breakdown`, else the analysis's: one rank's decode cycles on its cycle stream,
+    views.cycle_charges), so that compare's figures are the breakdown's."""
+    base = getattr(a, "attribution", a)
+    charges, cycles = views.cycle_charges(base, breakdown if breakdown is not None else
+                                          getattr(a, "cycle_breakdown", None))
+    return Side(base.trace.meta.path, cycles, charges, dict(base.phases.select("phase", "instances").iter_rows()))
 
 
-def compare_charges(a: tuple, b: tuple) -> Comparison:
-    """`compare` from each side's (label, cycles, charges[, phase -> instances]): charges with phase, category,
-    cycle (null outside cycles) and ns, as an attribution has them or as the results store gives them
-    (analyzer/app/store.py)."""
+def compare_charges(a: Side, b: Side) -> Comparison:
+    """`compare` from each side's charges."""
     notes = []
-    if a[1] and b[1]:
+    if a.cycles and b.cycles:
         unit, ia, ib = "cycle", None, None
     else:
         unit = "instance"
         ia, ib = _instances(a), _instances(b)
         common = sorted(set(ia) & set(ib))
-        without = " and ".join(x[0] for x in (a, b) if not x[1])
+        without = " and ".join(x.label for x in (a, b) if not x.cycles)
         if not common:
             raise SpecprofError(
                 f"{without}: no `cycle` ranges, and no phase range that both runs have: their totals would measure "
@@ -119,12 +130,12 @@ def compare_charges(a: tuple, b: tuple) -> Comparison:
                      + (f"; left out, in one run only: {', '.join(only)}" if only else ""))
         ia = {p: ia[p] for p in common}
         ib = {p: ib[p] for p in common}
-    pa, ca = _per_unit(a[2], a[1], unit, ia)
-    pb, cb = _per_unit(b[2], b[1], unit, ib)
+    pa, ca = _per_unit(a.charges, a.cycles, unit, ia)
+    pb, cb = _per_unit(b.charges, b.cycles, unit, ib)
     phases = _side_by_side(pa, pb, ["phase"])
     cats = _side_by_side(ca, cb, ["phase", "category"])
     return Comparison(
-        a_path=a[0], b_path=b[0], unit=unit,
-        a_cycles=a[1], b_cycles=b[1],
+        a_path=a.label, b_path=b.label, unit=unit,
+        a_cycles=a.cycles, b_cycles=b.cycles,
         a_total_ns=int(phases["a_ns"].sum()), b_total_ns=int(phases["b_ns"].sum()),
         phases=phases, categories=cats, notes=notes)

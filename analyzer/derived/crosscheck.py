@@ -60,8 +60,8 @@ import numpy as np
 import polars as pl
 
 from analyzer.derived.economics import cycle_periods
+from analyzer.model.sidecars import Sidecars
 from analyzer.model.trace import Trace
-from analyzer.readers.sidecar import Sidecars
 
 TOLERANCE = 0.02  # relative, on the mean per instance
 FLOOR_NS = 10_000  # absolute floor of the tolerance: the NVTX push/pop outside the tracer's stamps
@@ -381,24 +381,29 @@ def per_cycle_times(sc: Sidecars, first: int | None, last: int | None) -> pl.Dat
     return pl.concat([per, cyc, periods])
 
 
+def _mean_var(ns: list[int], n: int) -> tuple[float, float]:
+    """Mean and sample variance of `n` values: the integer ns `ns` and zeros for the rest, from exact integer
+    sums: the same numbers whatever the order of the values (a group-by's order varies from run to run)."""
+    n = max(n, len(ns))
+    total, squares = sum(ns), sum(x * x for x in ns)
+    return total / n, (n * squares - total * total) / (n * (n - 1)) if n > 1 else 0.0
+
+
 def _ratio_rows(measure: str, with_t: pl.DataFrame, without_t: pl.DataFrame, n_with: int, n_without: int,
                 phases: list[str]) -> list[dict]:
     """Mean per cycle (a cycle without the phase counts 0) with / without, and a 95% interval (delta method)."""
     rows = []
     for phase in phases:
-        a = with_t.filter(pl.col("phase") == phase)["ns"].to_numpy().astype(float)
-        b = without_t.filter(pl.col("phase") == phase)["ns"].to_numpy().astype(float)
+        a = with_t.filter(pl.col("phase") == phase)["ns"].to_list()
+        b = without_t.filter(pl.col("phase") == phase)["ns"].to_list()
         na, nb = (n_with, n_without) if phase != PERIOD else (len(a), len(b))
         if na == 0 or nb == 0:
             continue
-        a = np.concatenate([a, np.zeros(max(0, na - len(a)))])
-        b = np.concatenate([b, np.zeros(max(0, nb - len(b)))])
-        ma, mb = a.mean(), b.mean()
+        (ma, va), (mb, vb) = _mean_var(a, na), _mean_var(b, nb)
         if mb <= 0:
             continue
         ratio = ma / mb
-        rel = math.sqrt((a.var(ddof=1) / na / ma**2 if na > 1 and ma > 0 else 0.0)
-                        + (b.var(ddof=1) / nb / mb**2 if nb > 1 else 0.0))
+        rel = math.sqrt((va / na / ma**2 if na > 1 and ma > 0 else 0.0) + (vb / nb / mb**2 if nb > 1 else 0.0))
         verdict = ("negligible" if max(ma, mb) < FLOOR_NS else
                    "inflated" if ratio > 1 + INFLATION_TOLERANCE else
                    "shorter" if ratio < 1 - INFLATION_TOLERANCE else "unchanged")
@@ -418,15 +423,16 @@ def inflation(profiled: Sidecars, baseline: Sidecars, first: int | None, last: i
     wo = per_cycle_times(baseline, first, last)
     n_w = w.filter(pl.col("phase") == CYCLE).height
     n_wo = wo.filter(pl.col("phase") == CYCLE).height
-    seen = [p for p in w.group_by("phase").agg(pl.col("ns").sum()).sort("ns", descending=True)["phase"].to_list()
-            if p not in (CYCLE, PERIOD)]
+    by_time = w.group_by("phase").agg(pl.col("ns").sum()).sort(["ns", "phase"], descending=[True, False])
+    seen = [p for p in by_time["phase"].to_list() if p not in (CYCLE, PERIOD)]
     rows = _ratio_rows("cpu", w, wo, n_w, n_wo, seen + [CYCLE, PERIOD])
     if gt_with is None and gt_without is None and profiled.gpu_time.height and baseline.gpu_time.height:
         gt_with, gt_without = events_per_cycle(profiled, first, last), events_per_cycle(baseline, first, last)
     if gt_with is not None and gt_without is not None and gt_with.height and gt_without.height:
         gw = gt_with.rename({"index": "cycle"})
         gwo = gt_without.rename({"index": "cycle"})
-        order = gw.group_by("phase").agg(pl.col("ns").sum()).sort("ns", descending=True)["phase"].to_list()
+        order = gw.group_by("phase").agg(pl.col("ns").sum()).sort(["ns", "phase"], descending=[True, False])[
+            "phase"].to_list()
         rows += _ratio_rows("gpu", gw, gwo, gw["cycle"].n_unique(), gwo["cycle"].n_unique(), order)
     return pl.DataFrame(rows, schema=INFLATION_SCHEMA, orient="row") if rows else pl.DataFrame(
         schema=INFLATION_SCHEMA)
@@ -440,6 +446,22 @@ def events_per_cycle(sc: Sidecars, first: int | None, last: int | None) -> pl.Da
     ev = sc.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
     return ev.group_by("file", "index", "phase").agg(pl.col("ns").sum()).select(
         index=pl.col("file") * (1 << 40) + pl.col("index"), phase="phase", ns="ns")
+
+
+def reference_events(truth: pl.DataFrame, sidecars: Sidecars) -> pl.DataFrame | None:
+    """The reference engine's `ground_truth.json` (readers/ground_truth.py: index = measured cycle, from 0) as a
+    sidecar `gpu_time` table, for `ground_truth_check`. The engine runs its warm-up cycles, then the measured ones
+    and nothing after, so measured cycle i is the sidecar's cycle (its cycles - the measured ones) + i. One
+    process only (a TP run writes one file per rank); None when the counts do not fit."""
+    if sidecars.files.height != 1 or not truth.height or not sidecars.cycles.height:
+        return None
+    measured = truth["index"].max() + 1
+    warmup = sidecars.cycles["index"].max() + 1 - measured
+    if warmup < 0 or truth["index"].min() < 0:
+        return None
+    return truth.select(file=pl.lit(sidecars.files["file"][0], pl.Int64),
+                        pid=pl.lit(sidecars.files["pid"][0], pl.Int64),
+                        cycle=pl.col("index") + warmup, phase="phase", ns="ns")
 
 
 def ground_truth_check(ops: pl.DataFrame, charges: pl.DataFrame, cycles: pl.DataFrame, check: "CrossCheck",

@@ -18,8 +18,9 @@ Times are integer nanoseconds here; only renderers turn them into milliseconds.
   `cycle_ns` (mean cycle period), `accept_len` (null when unknown), `batch` (mean requests per cycle, null
   when unknown), `tokens_per_s` (all requests together), `tokens_per_s_per_request`, `baseline_ns`,
   `baseline_tokens_per_s`, `speedup`, `break_even_accept_len`, `draft_steps` (K, null when unknown),
-  `max_accept_len` (K + 1), `can_pay` (break-even <= K + 1; null when either is unknown), `verdict` (one
-  sentence).
+  `max_accept_len` (K + 1), `break_even_reachable` (break-even <= K + 1: the break-even accept length is one a
+  cycle can reach at all; it says nothing of whether this run's accept length reaches it; null when either is
+  unknown), `verdict` (one sentence).
 - `baseline_ns`, `baseline_source`: the plain-decode step time and where it came from (null when not given).
 - `verdict`: plain sentences about the headline row, and the profiled row when its verdict differs.
 - `notes`: what was missing or assumed.
@@ -43,7 +44,7 @@ ESTIMATE_SCHEMA = {
     "accept_len": pl.Float64, "batch": pl.Float64, "tokens_per_s": pl.Float64,
     "tokens_per_s_per_request": pl.Float64, "baseline_ns": pl.Int64, "baseline_tokens_per_s": pl.Float64,
     "speedup": pl.Float64, "break_even_accept_len": pl.Float64, "draft_steps": pl.Int64,
-    "max_accept_len": pl.Int64, "can_pay": pl.Boolean, "verdict": pl.Utf8,
+    "max_accept_len": pl.Int64, "break_even_reachable": pl.Boolean, "verdict": pl.Utf8,
 }
 
 
@@ -117,7 +118,7 @@ def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, acc
            "accept_len": accept_len, "batch": batch, "tokens_per_s": None, "tokens_per_s_per_request": None,
            "baseline_ns": baseline_ns, "baseline_tokens_per_s": None, "speedup": None,
            "break_even_accept_len": None, "draft_steps": draft_steps,
-           "max_accept_len": None if draft_steps is None else draft_steps + 1, "can_pay": None, "verdict": None}
+           "max_accept_len": None if draft_steps is None else draft_steps + 1, "break_even_reachable": None, "verdict": None}
     if cycle_ns:
         if accept_len is not None:
             row["tokens_per_s_per_request"] = accept_len / (cycle_ns / 1e9)
@@ -126,7 +127,7 @@ def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, acc
         if baseline_ns:
             row["break_even_accept_len"] = cycle_ns / baseline_ns
             if draft_steps is not None:
-                row["can_pay"] = row["break_even_accept_len"] <= draft_steps + 1
+                row["break_even_reachable"] = row["break_even_accept_len"] <= draft_steps + 1
             if batch is not None:
                 row["baseline_tokens_per_s"] = batch / (baseline_ns / 1e9)
             if accept_len is not None:
@@ -147,7 +148,7 @@ def verdict_sentence(row: dict) -> str:
         return (f"cycle {c / 1e6:.3f} ms, accept length {L:.3f}: {L / (c / 1e6):.3f} tokens/ms per request; "
                 "no baseline step time (--baseline-ms or --baseline RUN), so no speedup")
     be = c / b
-    if row.get("can_pay") is False:
+    if row.get("break_even_reachable") is False:
         k = row["draft_steps"]
         s = f" (now {L:.2f}x the plain-decode throughput)" if L is not None else ""
         return (f"speculation cannot pay at any acceptance: the cycle ({c / 1e6:.3f} ms) is {be:.2f} plain-decode "

@@ -1,9 +1,8 @@
-"""A run's files (readers/inputs.py `RunFiles`: the tracer's sidecars, the run without nsys, ground truth, a
-server log, a baseline run) -> what they add to the attribution of its trace: the cross-check, the economics
-and the per-rank results (`enrich`, which makes the `Analysis`), and the sweep's inputs (`sweep_run`).
-
-This module reads the files through the readers and calls the pure analyses (crosscheck, economics, ranks);
-it prints nothing.
+"""What a run's other files add to the attribution of its trace, from their parsed tables (model/run_data.py
+`RunData`: the tracer's sidecars, the run without nsys, ground truth, a server log, a baseline step): the
+cross-check (`crosscheck_of`), the economics (`economics_of`), the draft steps of the traced command line
+(`steps_of`), a baseline's step time (`sidecar_step`, `trace_step`) and the sweep's inputs (`sweep_run`,
+`fit_sweep`). Pure functions of tables: the files are read by app/run.py.
 """
 
 from __future__ import annotations
@@ -12,28 +11,19 @@ import math
 import os
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from analyzer.core.attribution import Attribution
 from analyzer.derived import crosscheck as cc
 from analyzer.derived import economics as econ
-from analyzer.derived.analysis import Analysis
-from analyzer.derived import breakdown as bd
 from analyzer.derived.breakdown import CycleBreakdown
-from analyzer.derived.ranks import focus, per_rank, sidecar_ranks, unprofiled_events
 from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
-from analyzer.readers import ground_truth as gt
-from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import BASELINE_DIR, RunFiles, manifest
-from analyzer.readers.load import load_trace
-from analyzer.readers.sglang_log import read_server_log
-
-
-def _sidecars(paths: list[str]) -> sc.Sidecars | None:
-    return sc.read_sidecars(paths) if paths else None
+from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
+from analyzer.model.sidecars import Sidecars
+from analyzer.model.trace import Trace
 
 
 def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
@@ -45,40 +35,33 @@ def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
     return None, None
 
 
-def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, list[str], float | None]:
-    """The plain-decode step time of a non-speculative run: (mean ns per step, where from, notes, mean requests
-    per step or None when unknown).
+def trace_step(trace: Trace, path: str, step_range: str | None = None) -> BaselineStep:
+    """The plain-decode step time of a non-speculative run's trace without a sidecar (any nsys or Kineto
+    capture at `path`): a step is one range named `step_range` (default `cycle`, then `decode`), measured start
+    to start on its thread."""
+    names = [step_range] if step_range else [cc.CYCLE, "decode"]
+    for name in names:
+        steps = trace.ranges.filter(pl.col("name") == name)
+        if steps.height >= 2:
+            break
+    cyc = steps.sort("pid", "tid", "start").with_columns(
+        pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
+    mean, n, _ = econ.mean_period(cyc)
+    if mean is None:
+        tried = " or ".join(f"`{name}`" for name in names)
+        raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
+                            "baseline; name the range that marks one decode step with --baseline-range NAME",
+                            path)
+    under = cc.profiler_name(trace)
+    return BaselineStep(mean, f"{path}: trace `{name}` ranges under {under}, {n} steps", [], None)
 
-    A sidecar file, a trace file, or a run directory (its `no-nsys/` sidecars first: no profiler; then its
-    sidecars; then its trace's ranges). A step is one traced decode cycle (SGLang without speculation:
-    `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start,
-    over the sidecar's capture window when it has one. In a trace without a sidecar (any nsys or Kineto
-    capture), a step is one range named `step_range` (default `cycle`, then `decode`)."""
+
+def sidecar_step(sides: Sidecars, path: str, where: str) -> BaselineStep:
+    """The plain-decode step time of a non-speculative run from its sidecars (read from `path`; `where`: which
+    ones, in the user's words): a step is one traced decode cycle (SGLang without speculation: `cycle` >
+    `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start, over the
+    sidecar's capture window when it has one."""
     notes: list[str] = []
-    if path.endswith(".jsonl") and os.path.isfile(path):
-        paths, where = [path], "sidecar"
-    elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
-        paths, where = sc.find(os.path.join(path, BASELINE_DIR)), "sidecar without nsys"
-    elif os.path.isdir(path) and sc.find(path):
-        paths, where = sc.find(path), "sidecar under nsys"
-    else:
-        trace = load_trace(path)
-        names = [step_range] if step_range else [cc.CYCLE, "decode"]
-        for name in names:
-            steps = trace.ranges.filter(pl.col("name") == name)
-            if steps.height >= 2:
-                break
-        cyc = steps.sort("pid", "tid", "start").with_columns(
-            pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
-        mean, n, _ = econ.mean_period(cyc)
-        if mean is None:
-            tried = " or ".join(f"`{name}`" for name in names)
-            raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
-                                "baseline; name the range that marks one decode step with --baseline-range NAME",
-                                path)
-        under = cc.profiler_name(trace)
-        return mean, f"{path}: trace `{name}` ranges under {under}, {n} steps", notes, None
-    sides = sc.read_sidecars(paths)
     window = cc.window_cycles(sides, None, None)
     mean, n, _ = econ.mean_period(sides.cycles, key="file", keep=window)
     if mean is None:
@@ -94,17 +77,25 @@ def baseline_step(path: str, step_range: str | None = None) -> tuple[int, str, l
         notes.append(f"the baseline run {path} accepted draft tokens (accept length {accept:.3f}): it is "
                      "speculative, not a plain decode; its cycle is not a plain-decode step")
     source = f"{path}: {where}, {n} steps" + (f" of {batch:g} requests" if batch is not None else "")
-    return mean, source, notes, batch
+    return BaselineStep(mean, source, notes, batch)
 
 
-def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sidecars | None,
+def given_step(baseline_ms: float) -> BaselineStep:
+    """The plain-decode step time given in ms (--baseline-ms)."""
+    if not 0 < baseline_ms < math.inf:
+        raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
+    return BaselineStep(int(round(baseline_ms * 1e6)), "given with --baseline-ms", [], None)
+
+
+def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str], steps: int | None = None, breakdown: CycleBreakdown | None = None,
                   run: str | None = None) -> econ.Economics | None:
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
     the trace's cycles with the accept length unknown. None when there is nothing to estimate. `steps`: the
     draft steps K (the most a cycle can accept is K + 1); `breakdown`: the decode cycle's, for how much of it the
-    GPU waited on the host; `run`: the run's path, for the hint of how to measure it without the profiler."""
+    GPU waited on the host; `run`: the run's directory (None: a trace file alone), for the hint of how to measure
+    it without the profiler."""
     rows = []
     under = cc.profiler_name(a.trace)
     if sidecars is not None:
@@ -134,77 +125,49 @@ def economics_for(a: Attribution, sidecars: sc.Sidecars | None, baseline: sc.Sid
         waits = breakdown.phases.filter(pl.col("busy_share").is_not_null()).select(
             "phase", share_of_cycle="share", wait_share=1 - pl.col("busy_share"))
     twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
-            f"analyze {run} again" if run and os.path.isdir(run) else
+            f"analyze {run} again" if run else
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
     return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin)
 
 
-def enrich(a: Attribution, files: RunFiles, server_log: str | None = None, baseline_run: str | None = None,
-           baseline_ms: float | None = None, log_interval: int | None = None, steps: int | None = None,
-           baseline_range: str | None = None) -> Analysis:
-    """The Analysis of the attribution `a`: with the per-rank results, and the cross-check and the economics where
-    the data for them is present. `log_interval` None: the server's own --decode-log-interval, read from its
-    command line in the sidecar's header, else SGLang's default. `steps`: the draft steps K, when the traced
-    command line does not say; `baseline_range`: the range that marks one decode step in a baseline trace
-    without a sidecar."""
-    sidecars = _sidecars(files.sidecars)
-    baseline = _sidecars(files.baseline)
-    found_log = server_log is None and files.server_log is not None and sidecars is not None \
-        and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
-    server_log = server_log or (files.server_log if found_log else None)
-    log = read_server_log(server_log) if server_log else None
-    check = None
-    if log is not None and log_interval is None:
-        given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in sidecars.headers]
-        log_interval = next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
-    if sidecars is not None:
-        check = cc.crosscheck(
-            a.trace, sidecars, baseline,
-            gt.read_ground_truth(files.ground_truth) if files.ground_truth and baseline else None,
-            gt.read_ground_truth(files.baseline_ground_truth) if files.baseline_ground_truth else None,
-            log, log_interval)
-        if files.baseline_auto:
-            check.notes.insert(0, f"baseline (without nsys) found in {os.path.join(files.path, BASELINE_DIR)}")
-        if found_log:
-            check.notes.insert(0, f"server log found: {server_log}")
-        check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, sidecars)
-    elif log is not None:
-        raise SpecprofError(f"{server_log}: the server log is compared with the sidecar's accept counts: give the "
-                            "sidecar too (--sidecar FILE, or a run directory)", server_log)
-    econ_notes: list[str] = []
-    baseline_ns = baseline_source = baseline_batch = None
-    if baseline_ms is not None:
-        if not 0 < baseline_ms < math.inf:
-            raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
-        baseline_ns, baseline_source = int(round(baseline_ms * 1e6)), "given with --baseline-ms"
-    elif baseline_run is not None:
-        baseline_ns, baseline_source, more, baseline_batch = baseline_step(baseline_run, baseline_range)
-        econ_notes.extend(more)
-    if steps is None:
-        steps = steps_of(files, sidecars)[0]
-    ranks = per_rank(a, sidecar_ranks(sidecars.files if sidecars is not None else None))
-    events, period = unprofiled_events(check.inflation if check is not None else None)
-    every = bd.breakdowns(a, ranks.ranks)
-    # With several ranks, a phase's events are one rank's only where they come from the reference engine's ground
-    # truth (rank 0's file); the sidecars' events are pooled over the ranks, which no rank's breakdown may show.
-    # The period without the profiler is every rank's.
-    pooled = sidecars is not None and baseline is not None and bool(sidecars.gpu_time.height) \
-        and bool(baseline.gpu_time.height)
-    per_rank_breakdowns = [bd.with_unprofiled(b, events if len(every) < 2 or (b.rank == 0 and not pooled) else None,
-                                              period) for b in every]
-    top = ranks.straggler()
-    breakdown = bd.headline(per_rank_breakdowns, top["rank"] if top is not None else None)
-    ranks.breakdowns = per_rank_breakdowns
-    economics = economics_for(a, sidecars, baseline, check, baseline_ns, baseline_source, econ_notes, steps,
-                              breakdown, files.path)
+def crosscheck_of(a: Attribution, data: RunData) -> cc.CrossCheck | None:
+    """The cross-check of the attribution `a` against its run's sidecars (and the run without nsys, ground truth
+    and the server log, where `data` has them); None without a sidecar. The files the loader found without
+    being given are said first in its notes."""
+    if data.sidecars is None:
+        return None
+    truth = data.ground_truth
+    check = cc.crosscheck(a.trace, data.sidecars, data.baseline, truth if data.baseline is not None else None,
+                          data.baseline_ground_truth, data.server_log, data.log_interval)
+    check.notes[:0] = data.found
+    events = data.sidecars
+    if not events.gpu_time.height and truth is not None:
+        # the reference engine's own in-stream CUDA events of this run, when the tracer recorded none
+        recorded = cc.reference_events(truth, events)
+        if recorded is not None:
+            events = replace(events, gpu_time=recorded)
+            check.notes.append(f"ground truth: the reference engine's CUDA events ({data.ground_truth_file})")
+    check.ground_truth = cc.ground_truth_check(a.ops, a.charges, a.cycles, check, events)
+    return check
+
+
+def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, breakdown: CycleBreakdown | None
+                 ) -> econ.Economics | None:
+    """Does speculation pay, for the attribution `a` of the run whose files `data` holds (`check`: its
+    cross-check; `breakdown`: its decode cycle's breakdown): `economics_for` with the baseline step and the
+    draft steps (given, else from the traced command line)."""
+    step = data.baseline_step
+    steps = data.steps if data.steps is not None else steps_of(data)[0]
+    economics = economics_for(a, data.sidecars, data.baseline, check, step.ns if step else None,
+                              step.source if step else None, list(step.notes) if step else [], steps, breakdown,
+                              data.folder)
     head = economics.headline if economics is not None else None
-    if head is not None and head["batch"] is not None and baseline_batch is not None \
-            and abs(baseline_batch - head["batch"]) > 0.01 * head["batch"]:
-        economics.notes.append(f"the baseline ran {baseline_batch:g} requests per step, this run {head['batch']:g} "
+    batch = step.batch if step else None
+    if head is not None and head["batch"] is not None and batch is not None \
+            and abs(batch - head["batch"]) > 0.01 * head["batch"]:
+        economics.notes.append(f"the baseline ran {batch:g} requests per step, this run {head['batch']:g} "
                                "per cycle: a step time depends on the batch, so the speedup compares unlike runs")
-    # Several ranks: the tables every renderer shows are the headline rank's (the others are in `ranks`).
-    shown = focus(a, ranks, breakdown.rank if breakdown is not None else None)
-    return Analysis.of(shown, crosscheck=check, economics=economics, ranks=ranks, cycle_breakdown=breakdown)
+    return economics
 
 
 # -- sweep --------------------------------------------------------------------------------------------------------
@@ -230,13 +193,19 @@ def _flag(argv: list[str], names: tuple[str, ...]) -> int | None:
     return None
 
 
-def steps_of(files: RunFiles, sidecars: sc.Sidecars | None) -> tuple[int | None, int | None]:
+def log_interval(data: RunData) -> int:
+    """The server's --decode-log-interval: from its command line in the sidecar's headers, else SGLang's."""
+    headers = data.sidecars.headers if data.sidecars else []
+    given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in headers]
+    return next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
+
+
+def steps_of(data: RunData) -> tuple[int | None, int | None]:
     """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
-    manifest.json. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
-    argvs = [h.get("argv") for h in (sidecars.headers if sidecars else [])]
-    recorded = manifest(files.path) if os.path.isdir(files.path) else None
-    if recorded is not None:
-        argvs.append(recorded.get("command"))
+    manifest. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
+    argvs = [h.get("argv") for h in (data.sidecars.headers if data.sidecars else [])]
+    if data.manifest is not None:
+        argvs.append(data.manifest.get("command"))
     for argv in argvs:
         if isinstance(argv, str):
             argv = shlex.split(argv)
@@ -275,17 +244,18 @@ class SweepRun:
         return int(round(self.periods["period"].mean()))
 
 
-def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
-              check: cc.CrossCheck | None = None) -> SweepRun:
-    """The sweep's inputs from an analysed run and its sidecars (`check`: the run's cross-check, when made). A
-    run without a sidecar gives its phase times alone: no accept counts, no cycles of a run without nsys."""
-    baseline = _sidecars(files.baseline)
-    k, tokens = steps_of(files, sidecars)
+def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
+              breakdown: CycleBreakdown | None = None) -> SweepRun:
+    """The sweep's inputs from the attribution `a` of the run whose files `data` holds (`check`: its
+    cross-check, made when it has sidecars; `breakdown`: its headline cycle breakdown, whose decode cycles are
+    the sweep's cycles). A run without a sidecar gives its phase times alone: no accept counts, no cycles of a
+    run without nsys."""
+    sidecars, baseline = data.sidecars, data.baseline
+    k, tokens = steps_of(data)
     # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's; over the
     # headline breakdown's decode cycles, when there is one: the sweep's cycle is the breakdown's)
-    b = getattr(a, "cycle_breakdown", None)
-    per_cycle = a.cycle_phases if b is None or b.per_cycle is None else a.cycle_phases.join(
-        b.per_cycle.select("cycle"), on="cycle", how="semi")
+    per_cycle = a.cycle_phases if breakdown is None or breakdown.per_cycle is None else a.cycle_phases.join(
+        breakdown.per_cycle.select("cycle"), on="cycle", how="semi")
     wide = per_cycle.group_by("cycle", maintain_order=True).agg(
         draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
@@ -294,10 +264,9 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
         verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum())
     cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns")
     if sidecars is None:
-        return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
+        return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
                         accept_len=None, batch=None)
-    check = check if check is not None else cc.crosscheck(a.trace, sidecars)
     first, last = _aligned(check)
     window = cc.window_cycles(sidecars, first, last)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
@@ -308,15 +277,15 @@ def sweep_run(files: RunFiles, a: Attribution, sidecars: sc.Sidecars | None,
         periods = econ.cycle_periods(baseline.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
             .filter(~pl.col("idle")).select("index", "period")
         ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
-        if not ev.height and files.baseline_ground_truth:
+        if not ev.height and data.baseline_ground_truth is not None:
             # the reference engine's own CUDA events of its run without nsys (its measured cycles)
-            ev = gt.read_ground_truth(files.baseline_ground_truth).with_columns(file=pl.lit(0, pl.Int64))
+            ev = data.baseline_ground_truth.with_columns(file=pl.lit(0, pl.Int64))
         if ev.height:
             events = ev.group_by("file", "index", maintain_order=True).agg(
                 draft_ns=pl.col("ns").filter(pl.col("phase") == "draft").sum(),
                 verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum()).filter(
                 pl.col("verify_ns") > 0).select("draft_ns", "verify_ns")
-    return SweepRun(path=files.path, steps=k, tokens=tokens, cycles=cycles,
+    return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                     accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
                     periods=periods, events=events, accept_source="sidecar" if accept is not None else None)
 

@@ -92,11 +92,11 @@ def shown_cycles(a) -> pl.DataFrame | None:
     return None if b is None or b.per_cycle is None else b.per_cycle.select("cycle")
 
 
-def cycle_charges(a) -> tuple[pl.DataFrame, int]:
-    """The charges behind the headline breakdown, for what compares runs (compare, the results store, the sweep):
-    (charges of the shown rank's cycle stream, with `cycle` null outside the breakdown's decode cycles; how many
-    decode cycles). Without a breakdown: every charge of the cycle streams, and every cycle."""
-    b = getattr(a, "cycle_breakdown", None)
+def cycle_charges(a, b=None) -> tuple[pl.DataFrame, int]:
+    """The charges behind the headline breakdown `b` (default: `a`'s), for what compares runs (compare, the results
+    store, the sweep): (charges of the shown rank's cycle stream, with `cycle` null outside the breakdown's decode
+    cycles; how many decode cycles). Without a breakdown: every charge of the cycle streams, and every cycle."""
+    b = b if b is not None else getattr(a, "cycle_breakdown", None)
     home = a.home_charges
     if b is None or b.per_cycle is None:
         return home, a.cycles.height

@@ -115,6 +115,9 @@ class TraceMeta:
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     rank: int | None = None  # distributed rank, when the trace says (Kineto distributedInfo.rank)
+    # The capture's start, on the trace's clock: time 0 of every time shown (the per-cycle table's start ms,
+    # --time-window, the report's timeline). Set once, from the whole trace (`capture_start`); a window keeps it.
+    start_ns: int | None = None
     extra: dict = field(default_factory=dict)  # format-specific facts (Kineto: base_time_ns, world_size)
 
 
@@ -134,3 +137,15 @@ class Trace:
         self.marks = conform(self.marks, MARKS_SCHEMA)
         if self.collectives is not None:
             self.collectives = conform(self.collectives, COLLECTIVES_SCHEMA)
+        if self.meta.start_ns is None:
+            self.meta.start_ns = capture_start(self)
+
+
+def capture_start(trace: Trace) -> int | None:
+    """The capture's start: the trace's first event, the earliest start of a GPU op, an API call, a range or a
+    mark (None for a trace with none). The one origin of the times specprof shows."""
+    firsts = [t["start"].min() for t in (trace.ops, trace.api, trace.ranges) if t.height]
+    if trace.marks.height:
+        firsts.append(trace.marks["ts"].min())
+    firsts = [int(v) for v in firsts if v is not None]
+    return min(firsts) if firsts else None

@@ -6,8 +6,9 @@ A run directory holds the nsys export (`*.sqlite`) or a PyTorch-profiler trace, 
 without nsys, tracer on: `specprof reference --trace --out RUN/no-nsys`, or any run of yours copied there),
 that folder's sidecars are the baseline of the cross-check's inflation table, found automatically and named
 in the output; `--baseline-sidecar` overrides it. A reference-engine `ground_truth.json` in both adds GPU-time
-inflation, and a `server.log` the accept-length check. A trace file given directly gets sidecars only from
-`--sidecar`.
+inflation, and a `server.log` the accept-length check. A trace file inside a run directory (`RUN/run.sqlite`:
+the directory's only trace, beside its sidecars or its manifest) is that run: the directory's files count as
+when the directory is given. Any other trace file gets sidecars only from `--sidecar`.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import os
 from dataclasses import dataclass, field
 
 from analyzer.errors import SpecprofError
+from analyzer.model.run_data import BASELINE_DIR
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
 from analyzer.readers.files import list_dir
 from analyzer.readers.kineto import is_kineto
 
 KINETO_SUFFIXES = (".json", ".json.gz")
-BASELINE_DIR = "no-nsys"
 MANIFEST = "manifest.json"
 SERVER_LOG = "server.log"  # the server's log in a run directory (scripts/sglang/serve.py writes it there)
 
@@ -103,8 +104,11 @@ def manifest(path: str) -> dict | None:
 
 @dataclass
 class RunFiles:
+    """The files of one run: its trace and what lies beside it (`locate`)."""
+
     path: str  # as given
-    trace: str | None
+    trace: str  # the trace file
+    folder: str | None = None  # the run directory: the path given, or the one a trace file given lies in
     sidecars: list[str] = field(default_factory=list)
     baseline: list[str] = field(default_factory=list)
     baseline_auto: bool = False  # found in RUN/no-nsys, not given
@@ -112,22 +116,40 @@ class RunFiles:
     baseline_ground_truth: str | None = None
     server_log: str | None = None  # RUN/server.log: the server's own log beside its capture
 
+    @property
+    def found_beside(self) -> bool:
+        """A trace file was given, and the run directory it lies in gave the rest."""
+        return self.folder is not None and self.folder != self.path
 
-def locate(path: str, sidecars=(), baseline_sidecars=(), trace: bool = True) -> RunFiles:
-    """The files of a run: a run directory, or a trace file plus the sidecars given."""
+
+def run_folder(path: str) -> str | None:
+    """The run directory a trace file lies in: its folder, when the folder's only trace is this file and the
+    folder holds the tracer's sidecars or `specprof capture`'s manifest; else None."""
+    folder = os.path.dirname(path) or "."
+    if not (sc.find(folder) or os.path.isfile(os.path.join(folder, MANIFEST))):
+        return None
+    try:
+        return folder if os.path.samefile(resolve(folder), path) else None
+    except (SpecprofError, OSError):
+        return None
+
+
+def locate(path: str, sidecars=(), baseline_sidecars=()) -> RunFiles:
+    """The files of a run: a run directory (or a trace file inside one, `run_folder`), or a trace file plus
+    the sidecars given."""
     if not os.path.exists(path):
         raise SpecprofError(f"{path}: no such file or directory", path)
-    is_dir = os.path.isdir(path)
-    files = RunFiles(path=path, trace=resolve(path) if trace else None)
-    files.sidecars = list(sidecars) or (sc.find(path) if is_dir else [])
+    folder = path if os.path.isdir(path) else run_folder(path)
+    files = RunFiles(path=path, trace=resolve(path), folder=folder)
+    files.sidecars = list(sidecars) or (sc.find(folder) if folder else [])
     if baseline_sidecars:
         files.baseline = list(baseline_sidecars)
-    elif is_dir and os.path.isdir(os.path.join(path, BASELINE_DIR)):
-        files.baseline = sc.find(os.path.join(path, BASELINE_DIR))
+    elif folder and os.path.isdir(os.path.join(folder, BASELINE_DIR)):
+        files.baseline = sc.find(os.path.join(folder, BASELINE_DIR))
         files.baseline_auto = bool(files.baseline)
-    if is_dir:
-        files.ground_truth = gt.find(path)
-        log = os.path.join(path, SERVER_LOG)
+    if folder:
+        files.ground_truth = gt.find(folder)
+        log = os.path.join(folder, SERVER_LOG)
         files.server_log = log if os.path.isfile(log) else None
         if files.baseline:
             files.baseline_ground_truth = gt.find(os.path.dirname(os.path.abspath(files.baseline[0])))

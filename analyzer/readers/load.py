@@ -6,12 +6,27 @@ from __future__ import annotations
 import os
 
 from analyzer import progress
+from analyzer.errors import SpecprofError
 from analyzer.model.trace import Trace
 from analyzer.readers import trace_cache
 from analyzer.readers.files import open_input
 from analyzer.readers.inputs import resolve
-from analyzer.readers.kineto import read_kineto
+from analyzer.readers.kineto import GZIP_MAGIC, read_kineto
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+
+
+def _head(path: str) -> bytes:
+    with open_input(path, "a trace file", binary=True) as fh:
+        return fh.read(16)
+
+
+def _check_gzip_name(path: str, head: bytes) -> None:
+    """A file named `*.gz` must start with gzip's magic bytes: say so, naming the file, rather than let a reader
+    take it for a damaged trace of its own kind."""
+    if path.endswith(".gz") and head[:2] != GZIP_MAGIC:
+        raise SpecprofError(f"{path}: not gzip-compressed (the name ends in .gz, but the file does not start with "
+                            "gzip's bytes 1f 8b); if it is a plain trace, name it without .gz, else copy or "
+                            "export it again", path)
 
 
 def is_kineto_file(path: str) -> bool:
@@ -19,9 +34,8 @@ def is_kineto_file(path: str) -> bool:
     bytes or its name. Anything else goes to the nsys reader (which says what it is not)."""
     if not os.path.isfile(path):
         return False
-    with open_input(path, "a trace file", binary=True) as fh:
-        head = fh.read(16)
-    return head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or path.endswith((".json", ".json.gz"))
+    head = _head(path)
+    return head[:2] == GZIP_MAGIC or head.lstrip()[:1] in (b"{", b"[") or path.endswith((".json", ".json.gz"))
 
 
 def load_trace(path: str, cache: bool = False) -> Trace:
@@ -30,6 +44,8 @@ def load_trace(path: str, cache: bool = False) -> Trace:
     With `cache`, an nsys export's parsed tables are kept as Parquet in the user's cache folder
     (readers/trace_cache.py) and read from there the next time."""
     path = resolve(path)
+    if os.path.isfile(path):
+        _check_gzip_name(path, _head(path))
     if is_kineto_file(path):
         return read_kineto(path)
     if not cache:

@@ -1,7 +1,7 @@
 """The HTML report: one self-contained file (plotly.js inlined, no network) that renders an Analysis.
 
 Python builds a view model (plain JSON: the analysis tables, columnar, with times in integer
-nanoseconds relative to the capture's first event, and display-only downsampling for big captures);
+nanoseconds relative to the capture's start (TraceMeta.start_ns), and display-only downsampling for big captures);
 the app in `report/` draws it in the browser: one module per panel (`timeline.js`, `phases.js`, `kernels.js`,
 `cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
 put together here into the page's one script. What each panel shows: docs/report.md.
@@ -194,10 +194,7 @@ def _cut(text, n: int = NAME_CHARS) -> str:
 
 
 def _origin(a: Analysis) -> int:
-    starts = [a.ops["start"].min()]
-    if a.ranges.height:
-        starts.append(a.ranges["start"].min())
-    return int(min(s for s in starts if s is not None))
+    return a.trace.meta.start_ns  # the capture's start: the one origin of every time shown
 
 
 def _phase_list(a: Analysis) -> list[dict]:

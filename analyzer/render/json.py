@@ -89,6 +89,7 @@ def _document(a: Analysis) -> dict:
             "tool_version": meta.tool_version,
             "gpus": meta.gpus,
             "window": meta.extra.get("window"),
+            "start_ns": meta.start_ns,
         },
         "cycle_breakdown": cycle_breakdown(a.cycle_breakdown),
         # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
@@ -280,7 +281,9 @@ def economics(e: Economics) -> dict:
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
              "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_tokens_per_s": num(r["baseline_tokens_per_s"], 1),
              "speedup": num(r["speedup"], 4), "break_even_accept_len": num(r["break_even_accept_len"], 4),
-             "draft_steps": r["draft_steps"], "max_accept_len": r["max_accept_len"], "can_pay": r["can_pay"],
+             "draft_steps": r["draft_steps"], "max_accept_len": r["max_accept_len"],
+             "break_even_reachable": r["break_even_reachable"],
+             "can_pay": r["break_even_reachable"],  # the same, under its former name (docs/json.md)
              "verdict": r["verdict"]}
             for r in e.estimates.iter_rows(named=True)
         ],

@@ -17,6 +17,7 @@ from analyzer.derived.ranks import Ranks
 from analyzer.derived.sweep import Sweep
 from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 from analyzer.render.format import bullets, clean, f_ms, f_ms_or_dash, f_num, f_us, f_x, pct, table
+from analyzer.render.names import distinct
 
 
 def header(a: Analysis) -> str:
@@ -36,6 +37,8 @@ def header(a: Analysis) -> str:
         f"{a.cycles.height:,} cycles; capture wall time {f_ms(cap['wall'])} ms (first GPU op to last)",
         f"  GPU busy ms per stream: {per_stream}",
         f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
+        "  time 0: the capture's start (its first event: a GPU op, API call, range or mark); start ms, --time-window and the "
+        "report's timeline count from it",
     ]
     scope = _scope(a)
     if scope:
@@ -120,8 +123,8 @@ def cycles(a: Analysis, limit: int = 10) -> str:
         return "Cycles: no `cycle` ranges in this trace."
     data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list())
     phase_cols = [c for c in data.columns if c not in ("cycle", "index", "pid", "start", "end", "total")]
-    first = data["start"].min()
-    rows = [[str(r["index"]), f_ms(r["start"] - first, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
+    origin = a.trace.meta.start_ns
+    rows = [[str(r["index"]), f_ms(r["start"] - origin, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
             for r in data.head(limit).iter_rows(named=True)]
     keep = views.shown_cycles(a)
     st = views.cycle_stats(data, keep, phase_cols + ["total"])
@@ -130,7 +133,7 @@ def cycles(a: Analysis, limit: int = 10) -> str:
     shown = min(limit, data.height)
     over = (f"; statistics over the {keep.height:,} decode cycles of the breakdown" if keep is not None else "")
     return (f"Per cycle: attributed ms per phase on the cycle stream, total: the cycle's length there (first {shown} "
-            f"of {data.height:,} cycles; --show-cycles N shows more{over})\n" + t)
+            f"of {data.height:,} cycles; --show-cycles N shows more; start ms from the capture's start{over})\n" + t)
 
 
 def launch(a: Analysis, limit: int = 20) -> str:
@@ -303,13 +306,13 @@ def economics(e: Economics) -> str:
     rows = [[clean(r["source"]), f"{r['cycles']:,}", f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
              f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]), f_num(r["break_even_accept_len"]),
              "-" if r["draft_steps"] is None else str(r["draft_steps"]),
-             "-" if r["can_pay"] is None else ("yes" if r["can_pay"] else "no")]
+             "-" if r["break_even_reachable"] is None else ("yes" if r["break_even_reachable"] else "no")]
             for r in e.estimates.iter_rows(named=True)]
     base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
         "no baseline step time (give --baseline-ms MS or --baseline RUN)"
     text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
             + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms", "speedup",
-                     "break-even accept len", "K", "can pay"], rows, "lrrrrrrrrl"))
+                     "break-even accept len", "K", "break-even <= K+1"], rows, "lrrrrrrrrl"))
     if e.verdict:
         text += "\n" + bullets(e.verdict)
     if e.notes:
@@ -409,7 +412,8 @@ def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame | None, phase_limi
     run (`skew` not None), then each one's own text. `digests`: each trace's rank, path and `text` (its terminal
     text), in the order of `summary`'s rows; `why`: why they are (or are not) ranks of one run."""
     ranks = skew is not None
-    rows = [[_label(d, i, ranks), os.path.basename(d.path), f"{row['ops']:,}", f_ms(row["wall"]), f_ms(row["busy"]),
+    traces, _ = distinct([d.path for d in digests])
+    rows = [[_label(d, i, ranks), clean(traces[i], 48), f"{row['ops']:,}", f_ms(row["wall"]), f_ms(row["busy"]),
              pct(row["busy"], row["wall"]), f_ms(row["cpu_wait"]), f_ms(row["launch"]), f_ms(row["idle"]),
              f_ms(row["communication"]), row["top_phase"] or "-"]
             for i, (d, row) in enumerate(zip(digests, summary.iter_rows(named=True)))]
@@ -436,11 +440,13 @@ def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame | None, phase_limi
 
 def sweep(s: Sweep) -> str:
     basis = {"events_unprofiled": "CUDA events without nsys", "gpu_busy": "GPU-busy ms under nsys"}[s.phase_basis]
-    runs = [[clean(r["path"], 40), str(r["steps"]), str(r["tokens"]), f"{r['cycles']:,}", f_num(r["accept_len"]),
+    names, prefix = distinct(s.runs["path"].to_list())
+    runs = [[clean(name, 40), str(r["steps"]), str(r["tokens"]), f"{r['cycles']:,}", f_num(r["accept_len"]),
              r["accept_source"] or "-", f_ms_or_dash(r["draft_ns"]), f_ms_or_dash(r["verify_ns"]),
              f_ms_or_dash(r["rest_ns"]), f_ms_or_dash(r["cycle_ns"]), f_ms_or_dash(r["period_unprofiled_ns"])]
-            for r in s.runs.iter_rows(named=True)]
+            for name, r in zip(names, s.runs.iter_rows(named=True))]
     parts = [f"Runs (means per cycle; draft and verify: {basis}; rest and cycle: attributed GPU ms under nsys)\n"
+             + (f"  runs in {clean(prefix)}\n" if prefix else "")
              + table(["run", "K", "tokens", "cycles", "accept len", "from", "draft", "verify", "rest", "cycle",
                       "period w/o nsys"], runs, "lrrrrlrrrrr")]
     fits = []
@@ -485,7 +491,9 @@ def sweep(s: Sweep) -> str:
 def compare(c: Comparison, limit: int = 40) -> str:
     unit = "per cycle" if c.unit == "cycle" else "per phase instance"
     change = c.change_pct
-    head = (f"A: {clean(c.a_path)} ({c.a_cycles:,} cycles)\nB: {clean(c.b_path)} ({c.b_cycles:,} cycles)\n"
+    (a, b), _ = distinct([c.a_path, c.b_path])
+    head = (f"A: {clean(a)}, {c.a_cycles:,} cycles ({clean(c.a_path)})\n"
+            f"B: {clean(b)}, {c.b_cycles:,} cycles ({clean(c.b_path)})\n"
             f"Total attributed GPU time {unit}: A {f_ms_or_dash(c.a_total_ns)} ms, B {f_ms_or_dash(c.b_total_ns)} ms"
             + ("" if change is None else f": B is {abs(change):.1f}% {'slower' if change > 0 else 'faster'}"))
     ph = [[clean(r["phase"], 40), f_ms_or_dash(r["a_ns"]), f_ms_or_dash(r["b_ns"]), f"{r['diff_ns'] / 1e6:+,.3f}", f_x(r["ratio"], 3)]

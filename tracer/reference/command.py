@@ -12,6 +12,17 @@ import click
 from analyzer.errors import SpecprofError
 
 
+def _require_torch() -> None:
+    """One line, not an import traceback, when PyTorch is not installed here (a plain `pip install .`)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or "torch"
+        raise SpecprofError(f"the reference engine needs PyTorch, and `{missing}` cannot be imported in this Python "
+                            "environment; install it with the gpu extra: pip install 'specprof[gpu]' (from a "
+                            "checkout: pip install '.[gpu]')") from None
+
+
 def _require_gpu(device: str) -> None:
     """One line, not a CUDA traceback, when the engine's device cannot be used."""
     import torch
@@ -71,6 +82,7 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
     a CUDA-graph draft re-extend, and one host read of the accept counts. Writes
     ground_truth.json (CUDA-event phase times) into the output folder.
     """
+    _require_torch()
     from tracer.reference.engine import EngineConfig
     from tracer.reference.runner import enable_tracer, run_reference
 

@@ -132,17 +132,25 @@ function checksPanels(R) {
       { x: xmax * 0.85, y: ymax * 0.08, text: "speculation loses", showarrow: false, font: { color: "#b42318", size: 11 } }] :
       [{ xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, font: { size: 11, color: "#667085" },
         text: "no baseline decode step time: no break-even line (--baseline-ms or a baseline run)" }];
-    plot(div, traces, baseLayout({ height: 300, margin: { l: 54, r: 12, t: 10, b: 44 }, showlegend: true,
-      xaxis: { title: { text: "cycle time, ms" }, range: [0, xmax], gridcolor: "#eef0f3", zeroline: false },
-      yaxis: { title: { text: "accept length (tokens per cycle)" }, range: [0, ymax], gridcolor: "#eef0f3" },
-      legend: { orientation: "h", y: -0.22, font: { size: 11 } }, annotations: ann }));
+    // The legend sits above the plot (it wraps to more rows on a narrow page and the top margin grows with it),
+    // so it never meets the x-axis title below; the height leaves the y-axis title room for its whole length.
+    plot(div, traces, baseLayout({ height: 380, margin: { l: 60, r: 12, t: 10, b: 48 }, showlegend: true,
+      xaxis: { title: { text: "cycle time, ms", standoff: 8 }, range: [0, xmax], gridcolor: "#eef0f3", zeroline: false,
+        automargin: true },
+      yaxis: { title: { text: "accept length (tokens per cycle)", font: { size: 12 }, standoff: 8 }, range: [0, ymax],
+        gridcolor: "#eef0f3", automargin: true },
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: 11 } },
+      annotations: ann }));
     var t = el("table", "grid"), h = el("tr");
-    ["source", "cycle ms", "accept len", "tokens/s", "speedup", "break-even"].forEach(function (c, i) { h.appendChild(el("th", i ? "num" : null, c)); });
+    // "break-even ≤ K+1": whether a cycle of K draft steps can reach the break-even at all (K + 1 tokens per
+    // request at most), whatever this run's accept length: not whether speculation pays here.
+    ["source", "cycle ms", "accept len", "tokens/s", "speedup", "break-even", "K", "break-even ≤ K+1"].forEach(function (c, i) { h.appendChild(el("th", i ? "num" : null, c)); });
     t.appendChild(h);
     rows.forEach(function (r) {
       var tr = el("tr");
       [r.source, num(r.cycle_ns / 1e6, 3), num(r.accept_len, 3), num(r.tokens_per_s, 0), r.speedup == null ? "-" : "×" + num(r.speedup, 2),
-       num(r.break_even_accept_len, 3)].forEach(function (c, i) { tr.appendChild(el("td", i ? "num" : null, c)); });
+       num(r.break_even_accept_len, 3), r.draft_steps == null ? "-" : String(r.draft_steps),
+       r.break_even_reachable == null ? "-" : (r.break_even_reachable ? "yes" : "no")].forEach(function (c, i) { tr.appendChild(el("td", i ? "num" : null, c)); });
       t.appendChild(tr);
     });
     box.appendChild(t);

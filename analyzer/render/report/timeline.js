@@ -264,7 +264,7 @@ function makeTimeline(R) {
       margin: { l: 190, r: 12, t: 6, b: bottom }, showlegend: true,
       legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -top1 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
       legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -top2 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
-      xaxis: { title: { text: "ms since the capture's first event", standoff: 4 }, range: [(a - pad) / 1e6, (b + pad) / 1e6],
+      xaxis: { title: { text: "ms since the capture's start", standoff: 4 }, range: [(a - pad) / 1e6, (b + pad) / 1e6],
         gridcolor: "#f1f2f5", zeroline: false },
       yaxis: { autorange: false, range: [yMax - 0.25, -0.7], tickvals: ticks, ticktext: tickText, fixedrange: true, showgrid: false,
         zeroline: false, tickfont: { size: 11 } },

@@ -1,0 +1,167 @@
+"""One run, loaded once (`Run`): its files found once (readers/inputs.py `locate`), its trace read and attributed
+on first use through the caches (app/analyze.py), its other files (sidecars, the run without nsys, ground truth,
+the server log, a baseline) read on first use into one `RunData`, and every result computed on first use and
+kept (derived/analysis.py `Analysis`: the cross-check, the economics, the per-rank results, the cycle
+breakdown, the sweep's inputs; here: its side of a comparison and its rows for the results store).
+
+A run of the results store (`@ID`) is a `StoredRun`: what compare and sweep need of it, read from the store.
+`open_run` gives either from what the user wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+from analyzer.app import store
+from analyzer.app.analyze import Options, RunInputs, attribution, read_trace
+from analyzer.core.attribution import Attribution
+from analyzer.derived import run_files
+from analyzer.derived.analysis import Analysis
+from analyzer.derived.compare import Side, side_of
+from analyzer.derived.run_files import SweepRun
+from analyzer.errors import SpecprofError
+from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
+from analyzer.readers import ground_truth as gt
+from analyzer.readers import sidecar as sc
+from analyzer.readers.inputs import RunFiles, locate, manifest
+from analyzer.readers.nsys_report import exported
+from analyzer.readers.sglang_log import read_server_log
+
+
+class Run(Analysis):
+    """The run at `path` (a trace file, a run directory made by `specprof capture`, or a trace file inside one),
+    analysed with `options`, with what the user gave besides its trace (`inputs`); `files`: its files."""
+
+    def __init__(self, path: str, options: Options, inputs: RunInputs, files: RunFiles):
+        # (Analysis.__init__ is not called: the attribution and the data are read on first use, below)
+        self.path, self.options, self.inputs, self.files = path, options, inputs, files
+
+    @classmethod
+    def load(cls, path: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Run:
+        """The run at `path`: its files found, and what the user gave besides checked, before anything is read. A
+        `.nsys-rep` report given alone is its SQLite export (made with nsys when there is none: readers/nsys_report.py)."""
+        path = exported(path, here=options.export_here, cache=options.cache)
+        files = locate(path, inputs.check().sidecars, inputs.baseline_sidecars)
+        if inputs.server_log and not files.sidecars:
+            raise SpecprofError(f"{inputs.server_log}: the server log is compared with the sidecar's accept counts: "
+                                "give the sidecar too (--sidecar FILE, or a run directory)", inputs.server_log)
+        return cls(path, options, inputs, files)
+
+    @cached_property
+    def attribution(self) -> Attribution:
+        return attribution(self.files.trace, self.options)
+
+    @cached_property
+    def data(self) -> RunData:
+        """The run's files besides its trace, each read once."""
+        return read_run_data(self.files, self.inputs, self.options)
+
+    @property
+    def manifest(self) -> dict | None:
+        """What `specprof capture` recorded about the run (`manifest.json`), or None."""
+        return self.data.manifest
+
+    @cached_property
+    def side(self) -> Side:
+        """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py)."""
+        return side_of(self.attribution, self.pace)
+
+    @cached_property
+    def store_key(self) -> dict:
+        """The analysis options that change this run's results, as the results store keys the run by them."""
+        o, i = self.options, self.inputs
+        return store.options_of(o.grouping, o.domains, o.rule_list, self.files.sidecars, self.files.baseline,
+                                i.server_log, i.baseline_run, i.baseline_ms, i.log_interval if i.server_log else None,
+                                window=o.window.describe() if o.window else None)
+
+    @cached_property
+    def record(self) -> store.Record:
+        """This run's rows for the results store: its manifest, and the sweep's inputs when it has sidecars."""
+        sweep = self.sweep_input if self.files.sidecars else None
+        return store.record(self, path=self.path, trace_path=self.files.trace, options=self.store_key,
+                            manifest=self.manifest, sweep=sweep)
+
+
+class StoredRun:
+    """A run of the results store `db`, written `@ID` (`arg`): its side of a comparison and its sweep's inputs,
+    read from the store on first use."""
+
+    def __init__(self, db, arg: str):
+        self.db, self.path, self.id = db, arg, store.parse_run_id(arg)
+
+    @cached_property
+    def side(self) -> Side:
+        return store.charges(self.db, self.id)
+
+    @cached_property
+    def sweep_input(self) -> SweepRun:
+        return store.stored_sweep_run(self.db, self.path)
+
+
+def open_run(arg: str, options: Options = Options(), inputs: RunInputs = RunInputs(), db=None) -> Run | StoredRun:
+    """The run the user wrote: `@ID` of the results store `db`, else a path."""
+    if not store.is_run_id(arg):
+        return Run.load(arg, options, inputs)
+    if db is None:
+        raise SpecprofError(f"{arg}: a stored run: give the results database with --db FILE")
+    return StoredRun(db, arg)
+
+
+# -- reading a run's files ----------------------------------------------------------------------------------------
+
+def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Options = Options()) -> RunData:
+    """Read the files of a run (`files`, and the ones the user gave in `inputs`). A server log beside the
+    capture (RUN/server.log) is used only for a run with accept counts (a speculative one); the files used
+    without being given are said in `found`."""
+    sidecars = sc.read_sidecars(files.sidecars) if files.sidecars else None
+    baseline = sc.read_sidecars(files.baseline) if files.baseline else None
+    data = RunData(path=files.path, folder=files.folder, sidecars=sidecars, baseline=baseline, steps=inputs.steps,
+                   manifest=manifest(files.path))
+    found_log = inputs.server_log is None and files.server_log is not None and sidecars is not None \
+        and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
+    server_log = inputs.server_log or (files.server_log if found_log else None)
+    if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
+        try:
+            data.server_log = read_server_log(server_log)
+        except SpecprofError:
+            if not found_log:
+                raise
+            # `specprof capture` keeps every run's output there: a log without `accept len` lines is no error
+            data.found.append(f"server log found ({server_log}) but it has no `accept len:` line: accept length "
+                              "not checked")
+            found_log = False
+        else:
+            data.log_interval = inputs.log_interval or run_files.log_interval(data)
+    if found_log:
+        data.found.append(f"server log found: {server_log}")
+    if files.baseline_auto:
+        data.found.append(f"baseline (without nsys) found in {os.path.join(files.folder, BASELINE_DIR)}")
+    if files.found_beside and sidecars is not None:
+        data.found.insert(0, f"{files.path} lies in the run directory {files.folder}: its files were used as for "
+                             "the directory")
+    if files.ground_truth:
+        data.ground_truth = gt.read_ground_truth(files.ground_truth)
+        data.ground_truth_file = files.ground_truth
+    if files.baseline_ground_truth:
+        data.baseline_ground_truth = gt.read_ground_truth(files.baseline_ground_truth)
+    if inputs.baseline_ms is not None:
+        data.baseline_step = run_files.given_step(inputs.baseline_ms)
+    elif inputs.baseline_run is not None:
+        data.baseline_step = baseline_step(inputs.baseline_run, inputs.baseline_range, options)
+    return data
+
+
+def baseline_step(path: str, step_range: str | None = None, options: Options = Options()) -> BaselineStep:
+    """The plain-decode step time of the non-speculative run at `path`: a sidecar file, a trace file, or a run
+    directory (its `no-nsys/` sidecars first: no profiler; then its sidecars; then its trace's ranges, the trace
+    read through the caches of `options`; derived/run_files.py `sidecar_step`, `trace_step`)."""
+    if path.endswith(".jsonl") and os.path.isfile(path):
+        paths, where = [path], "sidecar"
+    elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
+        paths, where = sc.find(os.path.join(path, BASELINE_DIR)), "sidecar without nsys"
+    elif os.path.isdir(path) and sc.find(path):
+        paths, where = sc.find(path), "sidecar under nsys"
+    else:
+        return run_files.trace_step(read_trace(path, options), path, step_range)
+    return run_files.sidecar_step(sc.read_sidecars(paths), path, where)

@@ -1,0 +1,41 @@
+"""What a run's files besides its trace hold, parsed (`RunData`): the analyses of derived/ take it, and only
+app/run.py reads the files into it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import polars as pl
+
+from analyzer.model.sidecars import Sidecars
+
+BASELINE_DIR = "no-nsys"  # in a run directory: the same workload run without the profiler
+
+
+class BaselineStep(NamedTuple):
+    """The plain-decode step time that the economics sets a speculative cycle against."""
+
+    ns: int  # mean ns per step
+    source: str  # where it comes from, in the user's words
+    notes: list[str]
+    batch: float | None  # mean requests per step, or None when unknown
+
+
+@dataclass
+class RunData:
+    """The parsed files of one run besides its trace; every field None when the run does not have it."""
+
+    path: str | None = None  # the run as the user named it
+    folder: str | None = None  # its run directory (None: a trace file alone)
+    sidecars: Sidecars | None = None  # the tracer's sidecars of the profiled run
+    baseline: Sidecars | None = None  # the sidecars of the same workload run without the profiler
+    ground_truth: pl.DataFrame | None = None  # the reference engine's CUDA events (readers/ground_truth.py)
+    ground_truth_file: str | None = None  # ... and the file they were read from
+    baseline_ground_truth: pl.DataFrame | None = None  # ... of the run without the profiler
+    server_log: pl.DataFrame | None = None  # the `accept len` lines of SGLang's log (readers/sglang_log.py)
+    log_interval: int | None = None  # iterations per `accept len` line (with `server_log`)
+    baseline_step: BaselineStep | None = None  # a plain decode's step time, given or measured
+    steps: int | None = None  # the draft steps K, given where the traced command line does not say
+    manifest: dict | None = None  # what `specprof capture` recorded (the traced command line)
+    found: list[str] = field(default_factory=list)  # files used without being given, one sentence each

@@ -1,0 +1,117 @@
+"""One run, loaded once (analyzer/app/run.py `Run`): its files found once and read once, whatever a command makes
+of it, and each result computed only when asked for; on the real captures of fixtures/."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer.app import run as run_module
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.run import Run, StoredRun, open_run
+from analyzer.cli import main
+from analyzer.core.attribution import Attribution
+from analyzer.derived import run_files
+from analyzer.errors import SpecprofError
+from conftest import FIXTURES
+
+K4 = FIXTURES / "reference-k4"
+SGLANG = FIXTURES / "sglang-k4"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How often each file-reading function of the run loader is called, by name, while the test runs."""
+    calls: dict[str, list] = {}
+    readers = ((run_module, "locate"), (run_module.sc, "read_sidecars"), (run_module.gt, "read_ground_truth"),
+               (run_module, "read_server_log"), (run_module, "manifest"))
+    for module, name in readers:
+        real = getattr(module, name)
+
+        def counting(*args, _real=real, _name=name, **kw):
+            calls.setdefault(_name, []).append(args[0] if args else None)
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_analyze_with_every_output_finds_and_reads_each_file_once(counted, tmp_path):
+    out = CliRunner().invoke(main, ["analyze", str(SGLANG), "--json", "--db", str(tmp_path / "s.db"), "--csv",
+                                    str(tmp_path / "csv"), "--html", str(tmp_path / "r.html"), "-q"])
+    assert out.exit_code == 0, out.output
+    assert counted["locate"] == [str(SGLANG)]
+    # the run's sidecars and those of its run without nsys: each set read once, for every result and output
+    read = counted["read_sidecars"]
+    assert len(read) == 2 and len({tuple(r) for r in read}) == 2
+    assert counted["read_server_log"] == [str(SGLANG / "server.log")]
+    assert len(counted["manifest"]) == 1
+    doc = json.loads(out.stdout)
+    assert doc["crosscheck"]["accept"] is not None and doc["economics"] is not None
+
+
+def test_compare_reads_no_sidecar_and_sweep_makes_no_economics(counted, monkeypatch):
+    out = CliRunner().invoke(main, ["compare", str(FIXTURES / "reference-k2"), str(K4)])
+    assert out.exit_code == 0, out.output
+    assert "read_sidecars" not in counted  # a comparison needs the charges alone
+    made = []
+    monkeypatch.setattr(run_files, "economics_of", lambda *a: made.append(a))
+    out = CliRunner().invoke(main, ["sweep", *(str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))])
+    assert out.exit_code == 0, out.output
+    assert made == []
+
+
+def test_a_run_computes_each_result_once_and_on_first_use():
+    run = Run.load(str(K4))
+    assert "attribution" not in vars(run) and "data" not in vars(run)  # nothing read yet
+    check = run.crosscheck
+    assert {"attribution", "data", "crosscheck"} <= set(vars(run)) and "economics" not in vars(run)
+    assert run.crosscheck is check and run.economics is run.economics
+    # the attribution's tables read as the run's own attributes: what every renderer takes
+    for f in fields(Attribution):
+        if not f.name.startswith("_"):
+            assert getattr(run, f.name) is getattr(run.attribution, f.name), f.name
+    assert run.segments is run.attribution.segments
+
+
+def test_wrong_inputs_are_said_before_anything_is_read(tmp_path):
+    with pytest.raises(SpecprofError, match="no such file or directory"):
+        Run.load(str(tmp_path / "nothing"))
+    with pytest.raises(SpecprofError, match="--baseline-ms must be a positive number"):
+        Run.load(str(K4), inputs=RunInputs(baseline_ms=0.0))
+    alone = tmp_path / "run.sqlite"
+    alone.write_bytes((K4 / "run.sqlite").read_bytes())
+    with pytest.raises(SpecprofError, match="give the sidecar too"):
+        Run.load(str(alone), inputs=RunInputs(server_log=str(SGLANG / "server.log")))
+
+
+def test_a_stored_run_is_opened_by_its_id(tmp_path):
+    db_path = str(tmp_path / "s.db")
+    assert CliRunner().invoke(main, ["analyze", str(K4), "--db", db_path, "-q"]).exit_code == 0
+    from analyzer.app import store
+
+    db = store.connect(db_path, create=False)
+    stored = open_run("@1", db=db)
+    assert isinstance(stored, StoredRun)
+    loaded = Run.load(str(K4))
+    assert stored.side.cycles == loaded.side.cycles and stored.side.instances == loaded.side.instances
+    assert stored.sweep_input.steps == loaded.sweep_input.steps == 4
+    with pytest.raises(SpecprofError, match="give the results database with --db FILE"):
+        open_run("@1")
+    assert isinstance(open_run(str(K4), Options()), Run)
+
+
+def test_a_baseline_trace_is_read_through_the_one_cached_loader(monkeypatch):
+    from analyzer.app import analyze
+
+    seen = []
+    real = analyze.load_trace
+    monkeypatch.setattr(analyze, "load_trace", lambda path, cache=False: seen.append(cache) or real(path, cache))
+    k0 = str(FIXTURES / "reference-k0" / "run.sqlite")
+    with_cache = run_module.baseline_step(k0, options=Options())
+    without = run_module.baseline_step(k0, options=Options(cache=False))
+    assert seen == [True, False] and with_cache == without
+    assert "trace `cycle` ranges under nsys" in with_cache.source
