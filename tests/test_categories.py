@@ -515,8 +515,12 @@ def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
     # kind of the user's own rules in a further red.
     extra = pl.DataFrame({"phase": ["verify"] * 3, "category": ["all_to_all", "allgather", "my_a2a"],
                           "ns": [5_000_000, 50_000_000, 1_000_000]})
+    # (with several ranks the report draws the headline rank's categories: each rank gets the synthetic rows)
+    per_pair = a.attribution.pairs.select("pid", "device").join(extra, how="cross")
     b = Analysis(dataclasses.replace(a.attribution,
                                      categories=pl.concat([a.categories, extra.cast(a.categories.schema)]),
+                                     pair_categories=pl.concat([a.attribution.pair_categories,
+                                                                per_pair.cast(a.attribution.pair_categories.schema)]),
                                      category_parents={**a.category_parents, "my_a2a": COMMUNICATION}))
     cats = [(c["name"], c["color"]) for c in html.view_model(b)["categories"] if not c["idle"]]
     kinds = [n for n, _ in cats][-4:]
