@@ -30,6 +30,10 @@
 #endif
 #include <Python.h>
 
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "_arrow.h"
 
 typedef struct {
@@ -470,7 +474,47 @@ close:
     return result;
 }
 
+/* A crash in native code (a library that dereferences a failed allocation when the address space runs out,
+ * an allocator that aborts) ends the process with one line on stderr instead: the handler only write()s a
+ * message set beforehand and _exit()s (both async-signal-safe), on an alternate stack. */
+static char fatal_text[2048];
+static size_t fatal_len;
+static char fatal_stack[1 << 16];
+
+static void on_fatal(int sig) {
+    (void)sig;
+    ssize_t ignored = write(2, fatal_text, fatal_len);
+    (void)ignored;
+    _exit(2);
+}
+
+static PyObject *py_fatal_line(PyObject *self, PyObject *args) {
+    const char *text;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y#", &text, &n)) return NULL;
+    if ((size_t)n >= sizeof fatal_text) n = sizeof fatal_text - 1;
+    memcpy(fatal_text, text, (size_t)n);
+    fatal_len = (size_t)n;
+    stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_sp = fatal_stack;
+    ss.ss_size = sizeof fatal_stack;
+    sigaltstack(&ss, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    int signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) sigaction(signals[i], &sa, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"fatal_line", py_fatal_line, METH_VARARGS,
+     "fatal_line(message: bytes): on a crash in native code (SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE), write "
+     "message to stderr and exit with status 2"},
     {"merge_runs", py_merge_runs, METH_VARARGS,
      "merge_runs(starts, ends, offsets) -> the order merging sorted runs into one (start, end) order"},
     {"lookup", py_lookup, METH_VARARGS,

@@ -11,18 +11,50 @@ from analyzer import __version__
 from analyzer.app import commands
 from analyzer.app.analyze import Options, RunInputs, Window
 from analyzer.app.traces import Outputs
-from analyzer.errors import SpecprofError
+from analyzer.errors import SpecprofError, clean, clean_lines
+
+
+OUT_OF_MEMORY = ("specprof: error: out of memory (the address-space limit, `ulimit -v`, or the machine's memory "
+                 "ran out); raise the limit, or analyse fewer traces at once (--jobs 1)")
+_NO_MEMORY = ("Cannot allocate memory", "failed to map segment", "can't start new thread", "out of memory",
+              "std::bad_alloc")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or any(text in str(exc) for text in _NO_MEMORY)
 
 
 class _Group(click.Group):
-    """Turns every SpecprofError into one line on stderr and exit code 2 (never a traceback)."""
+    """Turns every SpecprofError into one line on stderr and exit code 2 (never a traceback), and so running
+    out of memory: a MemoryError or a library's failed allocation, and (from the console script, where
+    analyzer/_scan.c is built) a crash in native code."""
+
+    def main(self, args=None, *rest, **kwargs):
+        if args is None:  # the console script, not a test's CliRunner: the whole process is specprof's
+            try:
+                from analyzer import _scan
+
+                _scan.fatal_line((OUT_OF_MEMORY.replace("out of memory", "a crash in native code, "
+                                          "out of memory as a rule", 1) + "\n").encode())
+            except (ImportError, AttributeError):
+                pass
+        return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except SpecprofError as exc:
-            click.echo(f"specprof: error: {exc}", err=True)
+            click.echo(f"specprof: error: {clean(exc)}", err=True)
             sys.exit(exc.exit_code)
+        except (MemoryError, RuntimeError, ImportError, OSError) as exc:
+            if not _out_of_memory(exc):
+                raise
+            click.echo(OUT_OF_MEMORY, err=True)
+            sys.exit(2)
+
+
+_MOST = 2**62  # the largest count an option takes: beyond any trace, and within 64 bits
+MAX_STEPS = 1024  # draft steps per cycle: far beyond any speculative decoder's
 
 
 class _Finite(click.FloatRange):
@@ -97,7 +129,7 @@ def _window_options(command):
                      help="Analyse only the GPU work launched from A to B ms after the capture's start (its "
                           "first event: time 0 of the per-cycle table's start ms and of the report's timeline; A: "
                           "or :B leave a side open); the cycles at the edges may be partial."),
-        click.option("--skip-warmup", type=click.IntRange(0), metavar="N", callback=_remember_window,
+        click.option("--skip-warmup", type=click.IntRange(0, _MOST), metavar="N", callback=_remember_window,
                      expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
     )):
         command = option(command)
@@ -119,9 +151,9 @@ def _accept_list(value: str | None) -> list[float]:
 def _say(output) -> None:
     """Print a command's output (app/commands.py `Output`) and exit with its status."""
     if output.stdout is not None:
-        click.echo(output.stdout)
+        click.echo(clean_lines(output.stdout))
     for line in output.stderr:
-        click.echo(line, err=True)
+        click.echo(clean_lines(line), err=True)
     if output.exit_code:
         sys.exit(output.exit_code)
 
@@ -166,9 +198,10 @@ def main():
               help="Also write the HTML report (docs/report.md) to FILE.")
 @_analysis_options
 @_window_options
-@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0), default=10, show_default=True, metavar="N",
+@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0, _MOST), default=10, show_default=True,
+              metavar="N",
               help="How many rows the per-cycle table shows (what is analysed: --cycle-window).")
-@click.option("--phases", "phase_limit", type=int, default=20, show_default=True,
+@click.option("--phases", "phase_limit", type=click.IntRange(0, _MOST), default=20, show_default=True,
               help="How many phases the terminal tables show (the JSON has all).")
 @click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
               help="The tracer's sidecar of this run (specprof-sidecar.*.jsonl), for the cross-check and the "
@@ -189,7 +222,7 @@ def main():
                    "cycle, then decode].")
 @click.option("--baseline-ms", type=_Finite(),
               help="The plain-decode step time in ms, for the economics.")
-@click.option("--steps", type=click.IntRange(0), metavar="K",
+@click.option("--steps", type=click.IntRange(0, MAX_STEPS), metavar="K",
               help="Draft steps per cycle, when the traced command line does not say (a cycle accepts at most "
                    "K + 1 tokens per request: the economics checks the break-even against it).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
@@ -273,7 +306,13 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
                    "accept length.")
 @click.option("--extrapolate", is_flag=True,
               help="Recommend among every predicted step count, not only the measured ones.")
-def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate):
+@click.option("--baseline", "baseline_run",
+              help="A plain-decode run (run directory, sidecar or trace): the best K is stated against it, with its "
+                   "interval [default: a K = 0 run among RUNS].")
+@click.option("--allow-mixed", is_flag=True,
+              help="Fit runs of different engines, models, batch sizes or tensor-parallel sizes anyway.")
+def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate,
+                  baseline_run, allow_mixed):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
     Each RUN is a run directory made by `specprof capture`, an nsys export or Kineto trace, or @ID: a run of the
@@ -285,7 +324,7 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     best measured step count (docs/economics.md).
     """
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
-                                 accept, list(server_logs), extrapolate))
+                                 accept, list(server_logs), extrapolate, baseline_run, allow_mixed))
 
 
 @main.command("compare")
@@ -299,7 +338,9 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
 @_window_options
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
-def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path):
+@click.option("--allow-mixed", is_flag=True,
+              help="Compare runs of different engines, models or tensor-parallel sizes anyway.")
+def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path, allow_mixed):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle; per phase instance where
     either run has no cycles, docs/economics.md).
 
@@ -308,7 +349,7 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
     B is slower than A by more than PCT percent (for CI pipelines).
     """
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
-                               fail_pct))
+                               fail_pct, allow_mixed))
 
 
 @main.command("export")

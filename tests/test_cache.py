@@ -48,7 +48,7 @@ def _same(a, b):
 def test_second_load_reads_the_cache_and_gives_the_same_tables(export):
     fresh = read_nsys_sqlite(str(export))
     first = load_trace(str(export), cache=True)
-    assert (Path(cache.location(str(export))) / "key.json").is_file()
+    assert (Path(cache.location(str(export))) / cache.STAMP).is_file()
     assert os.listdir(export.parent) == [export.name]  # nothing written beside the input
     assert cache.load(str(export)) is not None
     second = load_trace(str(export), cache=True)
@@ -232,3 +232,132 @@ def test_analysis_cache_follows_the_file(export):
     os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     trace = read_nsys_sqlite(str(export))
     assert analysis_cache.load(str(export), analysis_cache.key(("cycle",), rules, ()), trace) is None
+
+
+# ---------------------------------------------------------------------- only specprof's entries are touched
+
+
+def _users_folder(where: Path) -> Path:
+    where.mkdir(parents=True)
+    (where / "results.csv").write_text("a user's own")
+    (where / "ops.parquet").write_text("a user's own, named like a cache file")
+    return where
+
+
+def _intact(where: Path) -> bool:
+    return (where / "results.csv").read_text() == "a user's own" and (where / "ops.parquet").exists()
+
+
+def test_eviction_and_clear_never_touch_a_folder_specprof_did_not_stamp(export, user_cache):
+    mine = _users_folder(user_cache / "traces" / "experiment1")
+    legacy_looking = _users_folder(user_cache / "traces" / "0123456789abcdef-run.sqlite")  # no key.json
+    load_trace(str(export), cache=True)
+    assert [e.export for e in cache.entries()] == [os.path.realpath(export)]  # the user's folders are no entries
+    assert cache.evict(limit=1) != [] and cache.entries() == []  # a bound of one byte: every entry goes
+    assert _intact(mine) and _intact(legacy_looking)
+    load_trace(str(export), cache=True)
+    assert cache.clear()[0] == 1
+    assert _intact(mine) and _intact(legacy_looking)
+    assert sorted(os.listdir(user_cache / "traces")) == ["0123456789abcdef-run.sqlite", "experiment1"]
+
+
+def test_a_traces_folder_that_is_a_link_is_never_followed(export, user_cache, tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "entry").mkdir()
+    (target / "entry" / "results.csv").write_text("a user's own")
+    user_cache.mkdir()
+    (user_cache / "traces").symlink_to(target)
+    trace = load_trace(str(export), cache=True)  # read, not cached through the link
+    assert trace.ops.height == read_nsys_sqlite(str(export)).ops.height
+    assert os.listdir(target) == ["entry"]
+    # A stamped entry reached through the link is not the cache's either.
+    shutil.rmtree(target)
+    (user_cache / "traces").unlink()
+    load_trace(str(export), cache=True)
+    shutil.move(user_cache / "traces", target)
+    (user_cache / "traces").symlink_to(target)
+    assert cache.entries() == [] and cache.clear() == (0, 0) and cache.evict(limit=1) == []
+    assert len(os.listdir(target)) == 1 and cache.load(str(export)) is None
+
+
+def test_an_entry_that_is_a_link_is_not_used_removed_or_written_through(export, user_cache, tmp_path):
+    load_trace(str(export), cache=True)
+    folder = Path(cache.location(str(export)))
+    moved = tmp_path / "moved-entry"
+    shutil.move(folder, moved)
+    folder.symlink_to(moved)
+    assert cache.load(str(export)) is None and cache.entries() == []
+    load_trace(str(export), cache=True)  # cannot replace the link: not cached, the link left alone
+    assert folder.is_symlink() and cache.clear() == (0, 0) and folder.is_symlink()
+    assert (moved / cache.STAMP).is_file()
+
+
+def test_clear_removes_entries_of_the_schema_before_stamps_and_left_over_writes(export, user_cache):
+    old = user_cache / "traces" / "0123456789abcdef-run.sqlite"
+    old.mkdir(parents=True)
+    (old / "key.json").write_text('{"key": {"schema": "specprof.cache/2", "path": "/x/run.sqlite"}}')
+    (old / "ops.parquet").write_bytes(b"old")
+    load_trace(str(export), cache=True)
+    left = Path(cache.location(str(export)) + ".tmp-abc")  # a write killed after its stamp
+    left.mkdir()
+    (left / cache.STAMP).write_text(f'{{"schema": "{cache.ENTRY_SCHEMA}", "complete": false}}')
+    assert cache.evict(limit=1) and left.exists() and not old.exists()  # a write going on is never evicted
+    assert cache.clear()[0] == 1 and os.listdir(user_cache / "traces") == []
+
+
+# ------------------------------------------------------------------------- cache contents are checked
+
+
+def test_an_edited_ops_table_in_the_cache_is_not_used(export):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    fresh = CliRunner().invoke(main, ["analyze", str(export), "--json", "--no-cache"]).stdout
+    assert CliRunner().invoke(main, ["analyze", str(export), "--json"]).stdout == fresh
+    folder = Path(cache.location(str(export)))
+    ops = pl.read_parquet(folder / "ops.parquet")
+    # A valid Parquet file: every op 10 % longer.
+    ops.with_columns(end=pl.col("start") + (pl.col("end") - pl.col("start")) * 11 // 10).write_parquet(
+        folder / "ops.parquet")
+    assert cache.load(str(export)) is None
+    for sub in folder.glob("analysis-*"):  # and the analysis's own tables, edited the same way
+        charges = pl.read_parquet(sub / "phases.parquet")
+        charges.reverse().write_parquet(sub / "phases.parquet")
+    assert CliRunner().invoke(main, ["analyze", str(export), "--json"]).stdout == fresh
+
+
+def test_an_edited_analysis_table_in_the_cache_is_not_used(export):
+    from analyzer.core.categories import default_rules
+
+    rules = default_rules()
+    cached(export, rules)
+    opts = analysis_cache.key(("cycle",), rules, ())
+    trace = cache.load(str(export))
+    assert analysis_cache.load(str(export), opts, trace) is not None
+    (sub,) = Path(cache.location(str(export))).glob("analysis-*")
+    phases = pl.read_parquet(sub / "phases.parquet")
+    phases.reverse().write_parquet(sub / "phases.parquet")
+    assert analysis_cache.load(str(export), opts, trace) is None
+
+
+def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_analysed_from_the_cache(export):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+    from test_damaged_exports import shifted_record_header
+
+    assert CliRunner().invoke(main, ["analyze", str(export), "--json"]).exit_code == 0  # cached
+    st = os.stat(export)
+    data = shifted_record_header(str(export), middle=True)
+    first_changed = next(i for i, (a, b) in enumerate(zip(data, export.read_bytes())) if a != b)
+    assert 64 * 1024 < first_changed < st.st_size - 64 * 1024  # outside the first and last 64 KiB
+    with open(export, "r+b") as fh:
+        fh.write(data)
+    os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(export).st_size == st.st_size and os.stat(export).st_mtime_ns == st.st_mtime_ns
+    assert cache.load(str(export)) is None
+    for args in (["--no-cache"], []):  # the same refusal with the cache as without
+        result = CliRunner().invoke(main, ["analyze", str(export), "--json", *args])
+        assert result.exit_code == 2 and "is damaged" in result.output and "Traceback" not in result.output

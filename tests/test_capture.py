@@ -426,6 +426,95 @@ def test_force_never_deletes_a_sidecar_no_manifest_lists(tools, workload, tmp_pa
     assert (run_dir / "nvidia_mine.csv").read_text() == "a user's own"
 
 
+def _a_capture(tools, workload, run_dir):
+    first = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert first.exit_code == 0, first.output
+    return read_manifest(run_dir)
+
+
+def _refused_one_line(result, run_dir):
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"specprof: error: {run_dir}"), result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("listed", ["..", ".", "ABSOLUTE", "../outside.txt", "notes.txt", "sub/run.sqlite"])
+def test_force_refuses_a_manifest_listing_what_a_capture_does_not_write(tools, workload, tmp_path, listed):
+    parent = tmp_path / "parent"
+    run_dir = parent / "run"
+    record = _a_capture(tools, workload, run_dir)
+    (parent / "outside.txt").write_text("a user's own")
+    (run_dir / "notes.txt").write_text("a user's own")
+    (run_dir / "sub").mkdir()
+    (run_dir / "sub" / "run.sqlite").write_text("a user's own")
+    name = str(parent / "outside.txt") if listed == "ABSOLUTE" else listed
+    record["files"]["sidecars"] = [name]
+    (run_dir / "manifest.json").write_text(json.dumps(record))
+    before = sorted(str(path) for path in tmp_path.rglob("*"))
+
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    line = _refused_one_line(forced, run_dir)
+    assert "not a file a capture writes" in line
+    assert sorted(str(path) for path in tmp_path.rglob("*")) == before  # nothing deleted, inside RUN or out
+    assert (parent / "outside.txt").read_text() == "a user's own"
+
+
+@pytest.mark.parametrize("where", ["run.sqlite", "run.nsys-rep", "manifest.json", ".bootstrap",
+                                   ".bootstrap/sitecustomize.py"])
+def test_force_never_follows_a_link(tools, workload, tmp_path, where):
+    run_dir = tmp_path / "run"
+    _a_capture(tools, workload, run_dir)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "sitecustomize.py").write_text("a user's own")
+    (outside / "data").write_text("a user's own")
+    (run_dir / ".bootstrap").mkdir(exist_ok=True)
+    link = run_dir / where
+    if link.is_dir():
+        for child in link.iterdir():
+            child.unlink()
+        link.rmdir()
+    elif link.exists():
+        link.unlink()
+    link.symlink_to(outside if where == ".bootstrap" else outside / "data")
+    profiles = len([call for call in tools.calls() if call["argv"][:1] == ["profile"]])
+
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    line = _refused_one_line(forced, run_dir)
+    assert f"{where} is a link" in line
+    assert len([call for call in tools.calls() if call["argv"][:1] == ["profile"]]) == profiles
+    assert (outside / "sitecustomize.py").read_text() == "a user's own"
+    assert (outside / "data").read_text() == "a user's own"
+    assert link.is_symlink()
+
+
+def test_force_refuses_a_folder_where_a_capture_writes_a_file(tools, workload, tmp_path):
+    run_dir = tmp_path / "run"
+    _a_capture(tools, workload, run_dir)
+    (run_dir / "run.sqlite").unlink()
+    (run_dir / "run.sqlite").mkdir()
+    (run_dir / "run.sqlite" / "mine.txt").write_text("a user's own")
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert "run.sqlite is not a regular file" in _refused_one_line(forced, run_dir)
+    assert (run_dir / "run.sqlite" / "mine.txt").read_text() == "a user's own"
+
+
+def test_force_keeps_a_users_files_in_the_bootstrap_folder(tools, workload, tmp_path):
+    run_dir = tmp_path / "run"
+    _a_capture(tools, workload, run_dir)
+    (run_dir / ".bootstrap").mkdir(exist_ok=True)
+    (run_dir / ".bootstrap" / "sitecustomize.py").write_text("old")
+    (run_dir / ".bootstrap" / "__pycache__").mkdir()
+    (run_dir / ".bootstrap" / "__pycache__" / "sitecustomize.cpython-311.pyc").write_bytes(b"old")
+    (run_dir / ".bootstrap" / "mine.py").write_text("a user's own")
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert forced.exit_code == 0, forced.output
+    assert not (run_dir / ".bootstrap" / "sitecustomize.py").exists()
+    assert not (run_dir / ".bootstrap" / "__pycache__").exists()  # emptied: removed
+    assert (run_dir / ".bootstrap" / "mine.py").read_text() == "a user's own"
+
+
 def test_a_run_directory_that_cannot_be_written_is_one_clear_error(tools, workload, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -74,6 +74,16 @@ MOONCAKE_NEW = "kvcache-ai/Mooncake @ 3b5a5941: mooncake-ep/src/mooncake_ep_kern
 
 NCCL_ARGS = "(ncclDevKernelArgsStorage<(unsigned long)4096>)"
 
+# MoE (compute): SGLang's own kernels, in the wheel installed here and in sgl-kernel's sources, and vLLM's
+SGL_MOE = "sglang 0.5.23 (the PyPI wheel): sglang/kernels/"
+SGLK_ALIGN = "sgl-project/sglang @ ce378154: sgl-kernel/csrc/moe/moe_align_kernel.cu"
+SGLK_TOPK = "sgl-project/sglang @ a535425d: sgl-kernel/csrc/moe/moe_topk_softmax_kernels.cu"
+SGLK_SUM = "sgl-project/sglang @ 0ba3cdd4: sgl-kernel/csrc/moe/moe_sum_reduce.cu"
+SGLK_GATE = "sgl-project/sglang @ 6e2b2c9d: sgl-kernel/csrc/moe/moe_fused_gate.cu"
+VLLM_MOE = "vllm-project/vllm @ 1377b4e0: csrc/moe/moe_align_sum_kernels.cu (namespace vllm::moe)"
+VLLM_TOPK = "vllm-project/vllm @ ad471555: csrc/moe/topk_softmax_kernels.cu (namespace vllm::moe)"
+
+
 # (full name, short name or None, category, source)
 CASES = [
     # NCCL 2.19+
@@ -307,6 +317,77 @@ CASES = [
     ("void mooncake::elastic::hybrid_dispatch_impl<(bool)1, (int)24>(void *)", None, "all_to_all", MOONCAKE_NEW),
 ]
 
+# The MoE kernels SGLang's fused-MoE Triton path and its routing launch (and vLLM's, which SGLang's came from):
+# (full name, short name or None, source). A Triton kernel is named by its Python function, full and short.
+MOE = [
+    # the expert GEMMs (Triton)
+    ("fused_moe_kernel", "fused_moe_kernel", SGL_MOE + "ops/moe/fused_moe_triton_kernels.py"),
+    ("fused_moe_kernel_gptq_awq", "fused_moe_kernel_gptq_awq", SGL_MOE + "ops/moe/fused_moe_triton_kernels.py"),
+    ("_grouped_gemm_kernel", "_grouped_gemm_kernel", SGL_MOE + "ops/moe/inkling_moe.py"),
+    # routing: the gate's top-k softmax / sigmoid, fused gates, routers
+    ("void sglang::topkGatingSoftmax<__nv_bfloat16, (int)1, (int)8, (int)4, (int)16>(const T1 *, const bool *, "
+     "float *, int, int *, int, int, int, bool, float, const float *)", "topkGatingSoftmax",
+     SGL_MOE + "jit/csrc/moe/moe_topk_softmax.cuh"),
+    ("void sglang::moeSoftmax<__nv_bfloat16, (int)256>(const T1 *, const bool *, float *, int, float, "
+     "const float *)", "moeSoftmax", SGL_MOE + "jit/csrc/moe/moe_topk_softmax.cuh"),
+    ("void sglang::moeTopK<(int)256>(float *, const bool *, float *, int *, int, int, int, int, bool)", "moeTopK",
+     SGL_MOE + "jit/csrc/moe/moe_topk_softmax.cuh"),
+    ("void sglang::topkGatingSigmoid<__nv_bfloat16, (int)8, (int)128, (int)4, (int)16>(const T1 *, const bool *, "
+     "float *, int, int *, int, int, int, bool, const float *)", "topkGatingSigmoid",
+     SGL_MOE + "jit/csrc/moe/moe_topk_sigmoid.cuh"),
+    ("void topkGatingSoftmax<float, (int)8, (int)8, (int)4, (int)16>(const T1 *, const bool *, float *, int, int *, "
+     "int, int, int, bool)", "topkGatingSoftmax", SGLK_TOPK),
+    ("void moe_fused_gate_kernel<cutlass::bfloat16_t, (int)32, (int)256, (int)8, (int)4, (int)24, (int)6>(void *, "
+     "void *, float *, int *, long, long, long)", "moe_fused_gate_kernel", SGLK_GATE),
+    ("void moe_fused_gate_kernel_dynamic<float>(void *, void *, float *, int *, long, long, long, long, long)",
+     "moe_fused_gate_kernel_dynamic", SGLK_GATE),
+    ("fused_moe_router_cudacore_kernel", "fused_moe_router_cudacore_kernel", SGL_MOE + "ops/moe/router.py"),
+    ("_router_triton_kernel", "_router_triton_kernel", SGL_MOE + "ops/moe/moe_fused_gate.py"),
+    ("_sigmoid_gate_topk_renorm_kernel", "_sigmoid_gate_topk_renorm_kernel",
+     SGL_MOE + "ops/moe/sigmoid_gate_topk_renorm.py"),
+    ("void vllm::moe::topkGatingSoftmax<float, (int)4, (int)8, (int)4, (int)16, (int)32, int>(const T1 *, "
+     "const bool *, float *, int, T7 *, int *, int, int, int, bool)", "topkGatingSoftmax", VLLM_TOPK),
+    # align and sort tokens by expert
+    ("void sglang::moe::moe_align_block_size_kernel<int, (bool)0, (bool)0, (bool)0>(const T1 *, int *, int *, int *, "
+     "int, int, unsigned long, int *, bool, int, int, int)", "moe_align_block_size_kernel",
+     SGL_MOE + "jit/csrc/moe/moe_align_kernel.cu"),
+    ("void sglang::moe::moe_align_block_size_small_batch_expert_kernel<int, (int)256, (bool)0, (bool)0, (bool)0>("
+     "const T1 *, int *, int *, int *, int, int, unsigned long, bool, int, int)",
+     "moe_align_block_size_small_batch_expert_kernel", SGL_MOE + "jit/csrc/moe/moe_align_kernel.cu"),
+    ("void sglang::moe::count_and_sort_expert_tokens_kernel<int>(const T1 *, int *, int *, unsigned long)",
+     "count_and_sort_expert_tokens_kernel", SGL_MOE + "jit/csrc/moe/moe_align_kernel.cu"),
+    ("void sglang::align_single_token_kernel<(bool)1, (bool)0>(sglang::AlignSingleTokenParams)", None,
+     SGL_MOE + "jit/csrc/moe/align_single_token.cuh"),
+    ("void moe_align_block_size_kernel<int>(const T1 *, int *, int *, int *, int, int, unsigned long, int *)",
+     "moe_align_block_size_kernel", SGLK_ALIGN),
+    ("void count_and_sort_expert_tokens_kernel<int>(const T1 *, int *, int *, unsigned long)",
+     "count_and_sort_expert_tokens_kernel", SGLK_ALIGN),
+    ("_moe_align_small_numel_kernel", "_moe_align_small_numel_kernel", SGL_MOE + "ops/moe/moe_align_small_numel.py"),
+    ("_moe_sorting_small_kernel", "_moe_sorting_small_kernel", SGL_MOE + "ops/moe/moe_sorting_small.py"),
+    ("void vllm::moe::moe_align_block_size_kernel<int>(const T1 *, int *, int *, int *, int, int, int, int, "
+     "unsigned long, int *, int, int, bool)", "moe_align_block_size_kernel", VLLM_MOE),
+    # the sum of the experts' outputs, and the finalize
+    ("_moe_sum_reduce_kernel", "_moe_sum_reduce_kernel", SGL_MOE + "ops/moe/fused_moe_triton_kernels.py"),
+    ("void moe_sum_reduce_kernel<c10::BFloat16, (int)2>(const T1 *, T1 *, long, long, long, long, long, float)",
+     "moe_sum_reduce_kernel", SGLK_SUM),
+    ("void moe_sum_reduce_warp_per_token_vec_kernel<(int)8>(const c10::BFloat16 *, c10::BFloat16 *, long, long, "
+     "long, long, long, long, float)", "moe_sum_reduce_warp_per_token_vec_kernel", SGLK_SUM),
+    ("void vllm::moe::moe_sum_kernel<c10::BFloat16, (int)2>(T1 *, const T1 *, int)", "moe_sum_kernel", VLLM_MOE),
+    ("void sglang::moeFinalizeKernel<float>(int, int, int, int, const __nv_bfloat16 *, const int *, const T1 *, "
+     "const __nv_bfloat16 *, __nv_bfloat16 *)", "moeFinalizeKernel", SGL_MOE + "jit/csrc/moe/moe_finalize_fuse_shared.cu"),
+    ("_pad_expert_counts_kernel", "_pad_expert_counts_kernel", SGL_MOE + "ops/moe/triton_pad_expert_counts.py"),
+]
+
+# Kernels that an MoE layer launches but whose names say nothing of MoE (every layer may launch them): they
+# stay with the compute rules. (name, category, source)
+NOT_MOE = [
+    ("act_and_mul_kernel", "elementwise", SGL_MOE + "ops/moe/fused_moe_triton_kernels.py (also the dense MLP's)"),
+    ("_streaming_topk_kernel", "elementwise", SGL_MOE + "ops/moe/gate_topk.py (a generic top-k)"),
+    # EAGLE's own draft top-k (this project's SGLang capture) is no MoE routing
+    ("_draft_topk1_partial_argmax_kernel", "elementwise", "fixtures/sglang-k4/run.sqlite"),
+]
+
+
 # Kernels of these families that are not collectives, or whose name says nothing, and must not be taken
 # for communication: (name, category, source); category None: any category but communication's (the
 # compute rules decide).
@@ -352,6 +433,23 @@ def test_kernels_that_are_not_collectives_stay_out(name, category, source):
     assert got not in kinds_of(COMMUNICATION) and (category is None or got == category), source
 
 
+@pytest.mark.parametrize("name,short,source", MOE, ids=[c[0][:60] for c in MOE])
+def test_moe_kernels_on_their_real_names(name, short, source):
+    assert category_of(name) == ["moe"], source
+    if short is not None:
+        assert category_of(short) == ["moe"], source
+
+
+@pytest.mark.parametrize("name,category,source", NOT_MOE, ids=[c[0][:60] for c in NOT_MOE])
+def test_kernels_that_say_nothing_of_moe_stay_out(name, category, source):
+    assert category_of(name) == [category], source
+
+
+def test_moe_is_a_compute_category_of_its_own():
+    tree = categories.default_parents()
+    assert "moe" not in tree and "moe" not in kinds_of(COMMUNICATION, tree)
+
+
 def test_the_kinds_are_children_of_communication():
     assert categories.default_parents() == {k: COMMUNICATION for k in KINDS}
     assert set(kinds_of(COMMUNICATION)) == KINDS | {COMMUNICATION} and kinds_of(COMMUNICATION)[0] == COMMUNICATION
@@ -377,6 +475,8 @@ def test_on_every_real_capture_only_nccl_kernels_are_communication():
     got = dict(zip(names, category_of(*names)))
     comm = {n for n, c in got.items() if c in kinds}
     assert comm == {n for n in names if n.startswith("nccl")} and comm
+    # and every one of them is a dense model's: none is MoE
+    assert not [n for n, c in got.items() if c == "moe"]
 
 
 def test_function_names():

@@ -43,14 +43,17 @@ def _varint(data: bytes, at: int) -> tuple[int, int]:
     raise AssertionError
 
 
-def _first_leaf_cells(path: str, table: str = KERNEL) -> tuple[bytearray, list[int]]:
-    """The file's bytes and the offsets (in the file) of the cells of the table's first leaf page."""
+def _first_leaf_cells(path: str, table: str = KERNEL, middle: bool = False) -> tuple[bytearray, list[int]]:
+    """The file's bytes and the offsets (in the file) of the cells of the table's first leaf page (with
+    `middle`, of its middle leaf page)."""
     cap = Capture.__new__(Capture)  # only its page walk: the file as it is on disk
     cap.data = open(path, "rb").read()
     cap.page_size = int.from_bytes(cap.data[16:18], "big")
     root = sqlite3.connect(path).execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
     leaves = [n for n in cap._pages(root) if cap.data[(n - 1) * cap.page_size] == 0x0D]
     first = min(leaves)  # an export writes its tables in rowid order: the lowest page holds the first rows
+    if middle:
+        first = sorted(leaves)[len(leaves) // 2]
     at = (first - 1) * cap.page_size
     cells = int.from_bytes(cap.data[at + 3:at + 5], "big")
     return bytearray(cap.data), [at + int.from_bytes(cap.data[at + 8 + 2 * i:at + 10 + 2 * i], "big")
@@ -65,12 +68,10 @@ def _refused_both_ways(path: str, monkeypatch, words: str):
     monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", True)
 
 
-def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path, monkeypatch):
-    # One serial type of the first kernel record changed from 6 (an 8-byte integer) to 4 (4 bytes): every
-    # column after it shifts by 4 bytes, and the header no longer adds up to the record's payload. The page
-    # reader used to read the shifted values (exit 0, a phantom rank); SQLite says "malformed".
-    path = _copy(tmp_path)
-    data, cells = _first_leaf_cells(path)
+def shifted_record_header(path: str, middle: bool = False) -> bytearray:
+    """The file's bytes with one serial type of the first kernel record of the first (or middle) leaf page
+    changed from 6 (an 8-byte integer) to 4 (4 bytes)."""
+    data, cells = _first_leaf_cells(path, middle=middle)
     at = cells[0]
     _, n1 = _varint(data, at)
     _, n2 = _varint(data, at + n1)
@@ -79,6 +80,15 @@ def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path,
     types = [i for i in range(header + n, header + size) if data[i] == 6]
     assert types, "no 8-byte integer in the first kernel record"
     data[types[0]] = 4
+    return data
+
+
+def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path, monkeypatch):
+    # One serial type of the first kernel record changed from 6 (an 8-byte integer) to 4 (4 bytes): every
+    # column after it shifts by 4 bytes, and the header no longer adds up to the record's payload. The page
+    # reader used to read the shifted values (exit 0, a phantom rank); SQLite says "malformed".
+    path = _copy(tmp_path)
+    data = shifted_record_header(path)
     open(path, "wb").write(data)
     _refused_both_ways(path, monkeypatch, f"table {KERNEL} is damaged")
     result = CliRunner().invoke(main, ["analyze", path, "--no-cache"])
@@ -176,3 +186,82 @@ def test_a_utf16_export_gives_the_names_of_the_utf8_one(tmp_path, monkeypatch, e
     assert direct.meta.extra["tables_read_by"][KERNEL] == "pages"
     _assert_same(direct, read_nsys_sqlite(src))
     assert "verify" in direct.ranges["name"].to_list()
+
+
+def stale_index(path: str, table: str = "NVTX_EVENTS", column: str = "eventType", every: int = 5) -> None:
+    """An index on `table`(`column`) that disagrees with its table, the table itself intact: the index is
+    built while one row in `every` holds another value (99), then those rows are put back while SQLite
+    believes the index is on another column (`category`: an UPDATE of `column` then leaves it alone), and
+    the index's definition is restored. PRAGMA quick_check passes (it does not compare indexes with
+    their tables); integrity_check does not. (Such an index is what a tool that indexes exports, as nsys-ai
+    does, leaves after a write it did not finish, or what damage to its pages looks like.)"""
+    con = sqlite3.connect(path)
+    con.execute(f'CREATE TEMP TABLE kept AS SELECT rowid AS r, "{column}" AS v FROM "{table}" '
+                f"WHERE rowid % {every} = 0")
+    con.execute(f'UPDATE "{table}" SET "{column}" = 99 WHERE rowid IN (SELECT r FROM kept)')
+    con.execute(f'CREATE INDEX specprof_test_stale ON "{table}"("{column}")')
+    con.commit()
+    rows = con.execute("SELECT r, v FROM kept").fetchall()
+    con.close()
+
+    def define(on: str) -> None:
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA writable_schema = ON")
+        con.execute("UPDATE sqlite_master SET sql = ? WHERE name = 'specprof_test_stale'",
+                    (f'CREATE INDEX specprof_test_stale ON "{table}"("{on}")',))
+        con.commit()
+        con.close()
+
+    define("category")
+    con = sqlite3.connect(path)
+    con.executemany(f'UPDATE "{table}" SET "{column}" = ? WHERE rowid = ?', [(v, r) for r, v in rows])
+    con.commit()
+    con.close()
+    define(column)
+    con = sqlite3.connect(path)
+    assert con.execute(f'PRAGMA quick_check("{table}")').fetchall() == [("ok",)]
+    assert con.execute("PRAGMA integrity_check").fetchall() != [("ok",)]
+    con.close()
+
+
+def long_mark(path: str, length: int = 6000) -> None:
+    """One NVTX mark of `length` characters: its record overflows its page, which sends NVTX_EVENTS to the
+    SQLite path."""
+    con = sqlite3.connect(path)
+    start, tid = con.execute("SELECT min(start), min(globalTid) FROM NVTX_EVENTS").fetchone()
+    con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid) VALUES (?, 34, ?, ?)",
+                (start, "m" * length, tid))
+    con.commit()
+    con.close()
+
+
+def test_an_index_that_disagrees_with_its_table_is_never_read_through(tmp_path):
+    import json
+
+    path = _copy(tmp_path)
+    long_mark(path)
+    assert read_nsys_sqlite(path).meta.extra["tables_read_by"]["NVTX_EVENTS"] == "sqlite"
+    whole = json.loads(CliRunner().invoke(main, ["analyze", path, "--json", "--no-cache"]).stdout)
+    stale_index(path)
+    damaged = CliRunner().invoke(main, ["analyze", path, "--json", "--no-cache"])
+    assert damaged.exit_code == 0, damaged.output
+    got = json.loads(damaged.stdout)
+    assert len(got["cycles"]) == len(whole["cycles"]) == 100
+    assert got["phases"] == whole["phases"]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["pages", "sqlite"])
+def test_a_kernel_table_with_a_stale_index_reads_the_tables_rows(tmp_path, monkeypatch, direct):
+    # The kernels' streamId index disagrees with the table; a read filtered on streamId gives the table's rows.
+    path = _copy(tmp_path)
+    original = read_nsys_sqlite(path)
+    stale_index(path, KERNEL, "streamId", every=3)
+    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
+    ex = nsys_sqlite._Export(path)
+    try:
+        streams = sorted(original.ops.filter(pl.col("kind") == "kernel")["stream"].unique().to_list())
+        select = nsys_sqlite.Select(KERNEL, ("start", "streamId"), (("in", "streamId", streams),))
+        got = ex.whole(select, {"start": pl.Int64, "stream": pl.Int64})
+    finally:
+        ex.close()
+    assert got.height == original.ops.filter(pl.col("kind") == "kernel").height

@@ -1,5 +1,5 @@
-"""The differential fuzz of the nsys reader (tests/fuzz_exports.py) in the suite: a fast run on every capture,
-and the same run with both C modules built with AddressSanitizer and UndefinedBehaviorSanitizer (plus an export
+"""The differential fuzz of the nsys reader (tests/fuzz_exports.py) in the suite: a fast run on every capture
+(indexed copies of two fixtures included), the cache's mutants, and the same run with both C modules built with AddressSanitizer and UndefinedBehaviorSanitizer (plus an export
 with an emptied table, and a whole analysis of the two-rank capture, which runs the ops scan of
 analyzer/_scan.c). The long run is by hand:
 `python3 tests/fuzz_exports.py --mutants 3000`."""
@@ -20,12 +20,19 @@ from conftest import FIXTURES, ROOT
 from test_reader_pages import needs_pages
 
 MUTANTS = 300
+CACHE_MUTANTS = 24
 
 
 @needs_pages
 def test_every_mutant_is_read_alike_or_refused():
     counts = fuzz_exports.run(MUTANTS, seed=1)
     assert counts["mutants"] == MUTANTS
+    assert not counts["failures"], "\n".join(counts["failures"])
+
+
+def test_the_cache_gives_nothing_or_the_undamaged_tables():
+    counts = fuzz_exports.run_cache(CACHE_MUTANTS, seed=1)
+    assert counts["mutants"] == CACHE_MUTANTS
     assert not counts["failures"], "\n".join(counts["failures"])
 
 
@@ -87,7 +94,7 @@ def test_the_c_modules_under_address_and_undefined_behaviour_sanitizers(tmp_path
         con.close()
         assert read_nsys_sqlite("emptied.sqlite").ops.height > 0
         import fuzz_exports
-        counts = fuzz_exports.run({MUTANTS // 2}, seed=2)
+        counts = fuzz_exports.run({MUTANTS // 2}, seed=2, indexed=False)  # indexes: SQLite's, not the C code's
         print(counts["mutants"], "mutants", len(counts["failures"]), "failures")
         sys.exit(1 if counts["failures"] else 0)
     """)

@@ -11,6 +11,7 @@ directory less the report: the twin run that measures what nsys itself changed (
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import importlib
 import json
 import os
@@ -19,6 +20,7 @@ import shlex
 import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from analyzer import __version__
-from analyzer.errors import SpecprofError
+from analyzer.errors import SpecprofError, clean
 from tracer import gpu_events, manifest, window
 
 # -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
@@ -274,27 +276,142 @@ def _parse_extra(extra: str) -> tuple[str, ...]:
     return args
 
 
-def _owned_paths(run_dir: Path) -> list[Path]:
-    """What --force replaces: the files the run's manifest.json lists as its own, the manifest and the
-    bootstrap folder; and the report and export names a capture always uses. A sidecar or CSV that no manifest
-    lists is someone else's: refused (SpecprofError), never deleted, never mixed into the new run."""
-    owned = {run_dir / name for name in (REPORT, QDSTRM, SQLITE, SERVER_LOG, manifest.MANIFEST, BOOTSTRAP)}
-    listed: set[str] = set()
+# What --force may delete: regular files with these names, directly in the run directory (fnmatch patterns;
+# the manifest's list must name only these), and the bootstrap folder's sitecustomize.py with its bytecode.
+OWN_NAMES = (REPORT, QDSTRM, SQLITE, SERVER_LOG, manifest.MANIFEST)
+OWN_PATTERNS = (SIDECAR_GLOB, f"{STATS_PREFIX}_*.csv")
+BOOTSTRAP_FILES = ("sitecustomize.py",)
+BOOTSTRAP_PYCACHE = ("sitecustomize.*.pyc",)
+
+
+def _refuse(run_dir: Path, what: str) -> SpecprofError:
+    return SpecprofError(f"{run_dir}: {what}; --force deletes only regular files a capture wrote there: "
+                         "move it away or choose another -o DIR", str(run_dir))
+
+
+def _is_own_name(name: str) -> bool:
+    return name in OWN_NAMES or any(fnmatch.fnmatchcase(name, pattern) for pattern in OWN_PATTERNS)
+
+
+def _listed_names(run_dir: Path) -> set[str]:
+    """The names the run's manifest.json lists as its files. Each must be a plain name a capture writes
+    (no folder, no `..`, not absolute): anything else is refused, never followed."""
     try:
         files = json.loads((run_dir / manifest.MANIFEST).read_text()).get("files") or {}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
         files = {}
-    for value in files.values() if isinstance(files, dict) else ():
+    listed: set[str] = set()
+    for key, value in files.items() if isinstance(files, dict) else ():
+        if key == "server_log" and value != SERVER_LOG:
+            continue  # a log the user put elsewhere (--server-log PATH): theirs, never deleted
         for name in value if isinstance(value, list) else [value]:
-            if isinstance(name, str) and name and Path(name).name == name:  # a plain name in the run directory
-                listed.add(name)
+            if name is None:
+                continue
+            if not (isinstance(name, str) and name and "/" not in name and "\\" not in name and "\0" not in name
+                    and name not in (".", "..") and _is_own_name(name)):
+                raise _refuse(run_dir, f"its manifest.json lists {name!r}, which is not a file a capture writes")
+            listed.add(name)
+    return listed
+
+
+def _regular_files(directory: int, names, run_dir: Path, where: str) -> list[str]:
+    """Of `names` in the folder open as `directory`, those present; each must be a regular file (a link,
+    a folder or anything else is refused)."""
+    present = []
+    for name in sorted(names):
+        try:
+            info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            raise _refuse(run_dir, f"{where}{name} is {kind}")
+        present.append(name)
+    return present
+
+
+def _open_folder(path: str, dir_fd: int | None = None) -> int:
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+
+
+def _owned_files(run_dir: Path) -> list[tuple[str, ...]]:
+    """What --force deletes, as paths relative to the run directory: the regular files a capture writes, by
+    name (the fixed report, export and manifest names, and the sidecars and CSVs the manifest lists), and the
+    bootstrap folder's own files. A sidecar or CSV that no manifest lists is someone else's; a manifest
+    naming anything but a capture's file, or one of those names being a link or a folder: refused
+    (SpecprofError) before anything is deleted."""
+    listed = _listed_names(run_dir)
     foreign = [path.name for path in sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
                if path.name not in listed]
     if foreign:
         raise SpecprofError(
             f"{run_dir} holds {', '.join(foreign)}, which no manifest.json there lists as a capture's own: "
             "--force replaces only a capture's files; move them away or choose another -o DIR", str(run_dir))
-    return sorted(owned | {run_dir / name for name in listed})
+    owned: list[tuple[str, ...]] = []
+    top = _open_folder(str(run_dir))
+    try:
+        owned += [(name,) for name in _regular_files(top, set(OWN_NAMES) | listed, run_dir, "")]
+        try:
+            info = os.stat(BOOTSTRAP, dir_fd=top, follow_symlinks=False)
+        except FileNotFoundError:
+            return owned
+        if not stat.S_ISDIR(info.st_mode):
+            raise _refuse(run_dir, f"{BOOTSTRAP} is {'a link' if stat.S_ISLNK(info.st_mode) else 'not a folder'}")
+        boot = _open_folder(BOOTSTRAP, top)
+        try:
+            owned += [(BOOTSTRAP, name) for name in _regular_files(boot, BOOTSTRAP_FILES, run_dir, f"{BOOTSTRAP}/")]
+            try:
+                info = os.stat("__pycache__", dir_fd=boot, follow_symlinks=False)
+            except FileNotFoundError:
+                return owned
+            if stat.S_ISDIR(info.st_mode):
+                cache = _open_folder("__pycache__", boot)
+                try:
+                    names = [name for name in os.listdir(cache)
+                             if any(fnmatch.fnmatchcase(name, pattern) for pattern in BOOTSTRAP_PYCACHE)]
+                    owned += [(BOOTSTRAP, "__pycache__", name)
+                              for name in _regular_files(cache, names, run_dir, f"{BOOTSTRAP}/__pycache__/")]
+                finally:
+                    os.close(cache)
+        finally:
+            os.close(boot)
+    finally:
+        os.close(top)
+    return owned
+
+
+def _delete_owned(run_dir: Path, owned: list[tuple[str, ...]]) -> None:
+    """Unlinks each file through its folder opened without following links (a folder swapped for a link
+    since the check fails to open), then removes the bootstrap folders if they are left empty."""
+    for parts in owned:
+        folders = []
+        try:
+            folders.append(_open_folder(str(run_dir)))
+            for part in parts[:-1]:
+                folders.append(_open_folder(part, folders[-1]))
+            info = os.stat(parts[-1], dir_fd=folders[-1], follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                os.unlink(parts[-1], dir_fd=folders[-1])
+        except FileNotFoundError:
+            pass
+        finally:
+            for folder in reversed(folders):
+                os.close(folder)
+    for parts in ((BOOTSTRAP, "__pycache__"), (BOOTSTRAP,)):
+        top = _open_folder(str(run_dir))
+        try:
+            parent = top if len(parts) == 1 else _open_folder(parts[0], top)
+            try:
+                os.rmdir(parts[-1], dir_fd=parent)
+            except OSError:
+                pass  # absent, a link, or holding someone else's files: left alone
+            finally:
+                if parent != top:
+                    os.close(parent)
+        except OSError:
+            pass
+        finally:
+            os.close(top)
 
 
 def _check_run_dir(run_dir: Path, force: bool) -> None:
@@ -372,6 +489,19 @@ def plan(
         nsys_missing=missing,
         server_log=log,
     )
+
+
+def repeat_dirs(run_dir: str | os.PathLike | None, repeat: int) -> list[Path | None]:
+    """The run directories of `repeat` repeated runs without nsys: DIR, then DIR-2, DIR-3, ... (the analyzer reads
+    RUN/no-nsys and RUN/no-nsys-2, ... as repeats of one run's twin, docs/economics.md). One run: [run_dir]."""
+    if repeat < 1:
+        raise SpecprofError(f"--repeat must be at least 1, not {repeat}")
+    if repeat == 1:
+        return [Path(run_dir) if run_dir is not None else None]
+    if run_dir is None:
+        raise SpecprofError("--repeat N writes DIR, DIR-2, ... DIR-N: give the first with -o DIR (RUN/no-nsys)")
+    base = Path(run_dir)
+    return [base] + [base.with_name(f"{base.name}-{i}") for i in range(2, repeat + 1)]
 
 
 def describe(plan: Plan) -> str:
@@ -546,11 +676,7 @@ def _prepare_run_dir(plan: Plan) -> None:
     _check_run_dir(plan.run_dir, plan.force)  # again: it may have filled since the plan was made
     try:
         plan.run_dir.mkdir(parents=True, exist_ok=True)
-        for path in _owned_paths(plan.run_dir):
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+        _delete_owned(plan.run_dir, _owned_files(plan.run_dir))
         probe = plan.run_dir / f".specprof-write-test.{os.getpid()}"
         probe.write_text("")
         probe.unlink()
@@ -564,7 +690,7 @@ def _utc_now() -> str:
 
 
 def _stderr(message: str) -> None:
-    print(f"specprof: {message}", file=sys.stderr)
+    print(clean(f"specprof: {message}"), file=sys.stderr)
 
 
 class _Steps:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from analyzer.errors import clean, clean_lines
 from tracer import capture as capture_lib
 from tracer import window
 
@@ -46,6 +47,9 @@ def _cycles(ctx, param, value):
 @click.option("--no-nsys", is_flag=True,
               help="Run the workload with the tracer but without nsys: the twin run that measures what nsys changed "
                    "(use RUN/no-nsys as DIR).")
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, metavar="N",
+              help="With --no-nsys: run the workload N times, one after another, into DIR, DIR-2, ... DIR-N (repeated "
+                   "twins: the run-to-run noise the economics and the sweep put into their intervals).")
 @click.option("--nvidia-stats", is_flag=True,
               help="Also write NVIDIA's nvtx_gpu_proj_trace report (nvidia_nvtx_gpu_proj_trace.csv).")
 @click.option("--server-log", "server_log", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
@@ -56,7 +60,8 @@ def _cycles(ctx, param, value):
 @click.option("--force", is_flag=True, help="Replace the run already in DIR.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, delay, duration, extra_nsys_args,
-            preset, no_tracer, gpu_events, no_nsys, nvidia_stats, server_log, no_server_log, dry_run, force, command):
+            preset, no_tracer, gpu_events, no_nsys, repeat, nvidia_stats, server_log, no_server_log, dry_run, force,
+            command):
     """Run COMMAND under Nsight Systems and write a run directory: run.nsys-rep, run.sqlite, the tracer's
     sidecars, server.log (COMMAND's output) and manifest.json.
 
@@ -64,9 +69,14 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
     specprof capture -- python3 -m sglang.launch_server ...
     specprof capture --preset reference -- specprof reference --steps 4 --cycles 200
     """
-    plan = capture_lib.plan(
+    if repeat > 1 and not no_nsys:
+        raise capture_lib.SpecprofError("--repeat repeats the twin run without nsys: give it with --no-nsys")
+    if repeat > 1 and server_log:
+        raise capture_lib.SpecprofError("--server-log FILE names one file, and --repeat writes several runs: leave "
+                                        "it out (each run's output goes into its own DIR/server.log)")
+    plans = [capture_lib.plan(
         command,
-        run_dir=run_dir,
+        run_dir=directory,
         nsys=nsys_path,
         capture_range=capture_lib.CaptureRange(capture_range, nvtx_capture, delay, duration, capture_cycles),
         extra_nsys_args=extra_nsys_args,
@@ -78,16 +88,20 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
         no_nsys=no_nsys,
         dry_run=dry_run,
         server_log=None if no_server_log else server_log.absolute() if server_log else capture_lib.SERVER_LOG,
-    )
+    ) for directory in capture_lib.repeat_dirs(run_dir, repeat)]  # every one checked before any runs
     if dry_run:
-        click.echo(capture_lib.describe(plan))
+        click.echo(clean_lines("\n\n".join(capture_lib.describe(plan) for plan in plans)))
         return
-    record = capture_lib.run(plan, say=lambda message: click.echo(f"specprof: {message}", err=True))
-    files = record["files"]
-    kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] + files["nvidia_stats"] \
-        + [name for name in (files["server_log"],) if name]
-    click.echo(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}", err=True)
-    click.get_current_context().exit(capture_lib.exit_status(record))
+    for plan in plans:
+        record = capture_lib.run(plan, say=lambda message: click.echo(clean(f"specprof: {message}"), err=True))
+        files = record["files"]
+        kept = [name for name in (files["report"], files["sqlite"]) if name] + files["sidecars"] \
+            + files["nvidia_stats"] + [name for name in (files["server_log"],) if name]
+        click.echo(clean(f"specprof: run written to {plan.run_dir}: {', '.join(kept + ['manifest.json'])}"), err=True)
+        status = capture_lib.exit_status(record)
+        if status:
+            click.get_current_context().exit(status)
+    click.get_current_context().exit(0)
 
 
 from tracer.reference.command import reference  # noqa: E402  (torch is imported only when it runs)

@@ -6,7 +6,12 @@ leaving takes the time again and pops both. Nothing here synchronises with a dev
 logs, or imports anything: everything is bound when the tracer starts.
 
 A wrapper catches the tracer's own exceptions (the wrapped method runs as if untraced) and lets the wrapped
-method's exceptions through untouched, popping its range first.
+method's exceptions through untouched, popping its range first. Every step of the tracer's own (the NVTX push,
+pop and mark, a clock reading, a CUDA event, record_function, writing a record) that raises is counted
+(`Recorder.faults`, the footer's `tracer_faults`) and the others still run: a frame is always closed and
+forgotten, an NVTX range is popped exactly when its push succeeded, and a fault never stops a later cycle. A
+range whose push failed keeps its times in the sidecar; a phase whose start could not be stamped is not
+recorded (counted).
 
 Two optional helpers ride on the same calls (both off unless the session turns them on):
 - `events` (tracer/gpu_events.py): a CUDA event recorded in-stream right after a cycle's or an in-cycle
@@ -33,8 +38,8 @@ VERIFY = "verify"
 DECODE_PHASES = frozenset((VERIFY, "decode"))
 
 # A frame is a list, for speed: [phase, start_ns, end_ns, record_function or None, enclosing Cycle or None,
-# start CUDA event or None, end CUDA event or None].
-_PHASE, _START, _END, _RF, _CYCLE, _EV_START, _EV_END = range(7)
+# start CUDA event or None, end CUDA event or None, whether its NVTX range was pushed].
+_PHASE, _START, _END, _RF, _CYCLE, _EV_START, _EV_END, _PUSHED = range(8)
 
 
 class NoNvtx:
@@ -127,18 +132,43 @@ class Recorder:
 
     def _start(self, args: tuple) -> None:
         self.started = True
-        self._last_sync_ns = self._clock()  # on_start writes the first clock reading
-        self._on_start(args[0] if args else None)
+        try:
+            self._last_sync_ns = self._clock()  # on_start writes the first clock reading
+        except Exception:
+            self.faults += 1
+        try:
+            self._on_start(args[0] if args else None)
+        except Exception:
+            self.faults += 1
+
+    def _sync(self) -> None:
+        try:
+            self._clock_sync()
+        except Exception:
+            self.faults += 1
 
     # The four methods below run on every traced call: few lookups, no logging, nothing that blocks.
-    def _open(self, phase: str, state: _ThreadState, frame: list, timed: bool = False) -> None:
+    def _open(self, phase: str, state: _ThreadState, frame: list, timed: bool = False) -> bool:
         """Pushes the NVTX range, stamps the start, records the start event (`timed`, events on), opens
-        record_function; the NVTX range is popped again if anything after the push fails."""
-        self.nvtx.push(phase)
+        record_function; whether the frame opened. A fault of any step is counted; only a start that cannot
+        be stamped leaves the frame unopened (its NVTX range popped again)."""
         try:
-            frame[_START] = self._clock()
+            self.nvtx.push(phase)
+            frame[_PUSHED] = True
+        except Exception:
+            self.faults += 1
+        try:
+            try:
+                frame[_START] = self._clock()
+            except Exception:
+                self.faults += 1
+                self._pop(frame)
+                return False
             if timed and self.events is not None:
-                frame[_EV_START] = self.events.record()
+                try:
+                    frame[_EV_START] = self.events.record()
+                except Exception:
+                    self.faults += 1
             module = self._profiler_module
             if module is None:
                 module = self._profiler_module = sys.modules.get("torch.autograd.profiler")
@@ -148,36 +178,51 @@ class Recorder:
                     scope.__enter__()
                     frame[_RF] = scope
                 except Exception:
-                    pass
+                    self.faults += 1
             state.stack.append(frame)
-        except BaseException:
-            self.nvtx.pop()
+            return True
+        except BaseException:  # KeyboardInterrupt, SystemExit: the range is not left open
+            self._pop(frame)
             raise
 
-    def _close(self, frame: list, state: _ThreadState) -> int:
-        """Records the end event, stamps the end, closes record_function, pops the NVTX range and forgets the
-        frame. A failure of any step is counted (`faults`) and the others still run: a frame is always closed,
-        so one fault never keeps a cycle open."""
-        if frame[_EV_START] is not None:
-            frame[_EV_END] = self.events.record()
-        end = self._clock()
-        scope = frame[_RF]
-        if scope is not None:
-            frame[_RF] = None
+    def _pop(self, frame: list) -> None:
+        if frame[_PUSHED]:
+            frame[_PUSHED] = False
             try:
-                scope.__exit__(None, None, None)
+                self.nvtx.pop()
             except Exception:
                 self.faults += 1
+
+    def _close(self, frame: list, state: _ThreadState) -> int | None:
+        """Records the end event, stamps the end, closes record_function, pops the NVTX range and forgets the
+        frame; the end (None when the clock failed). A failure of any step is counted (`faults`) and the
+        others still run: a frame is always closed, so one fault never keeps a cycle open."""
+        end = None
         try:
-            self.nvtx.pop()
-        except Exception:
-            self.faults += 1
-        frame[_END] = end
-        stack = state.stack
-        if stack and stack[-1] is frame:
-            stack.pop()
-        else:  # left out of order (a generator, a leaked frame): drop it by identity
-            state.stack = [f for f in stack if f is not frame]
+            if frame[_EV_START] is not None:
+                try:
+                    frame[_EV_END] = self.events.record()
+                except Exception:
+                    self.faults += 1
+            try:
+                end = self._clock()
+            except Exception:
+                self.faults += 1
+            scope = frame[_RF]
+            if scope is not None:
+                frame[_RF] = None
+                try:
+                    scope.__exit__(None, None, None)
+                except Exception:
+                    self.faults += 1
+        finally:
+            self._pop(frame)
+            frame[_END] = end
+            stack = state.stack
+            if stack and stack[-1] is frame:
+                stack.pop()
+            else:  # left out of order (a generator, a leaked frame): drop it by identity
+                state.stack = [f for f in stack if f is not frame]
         return end
 
     def enter(self, phase: str, args: tuple, kwargs: dict) -> list | None:
@@ -189,8 +234,9 @@ class Recorder:
         if stack and stack[-1][_PHASE] == phase:
             return None  # the same phase again inside itself (an override calling super()): one range
         cycle = state.cycle
-        frame = [phase, 0, None, None, cycle, None, None]
-        self._open(phase, state, frame, timed=cycle is not None)
+        frame = [phase, 0, None, None, cycle, None, None, False]
+        if not self._open(phase, state, frame, timed=cycle is not None):
+            return None
         if cycle is not None:
             cycle.phases.append(frame)
         return frame
@@ -206,15 +252,18 @@ class Recorder:
                 if phase == VERIFY:
                     cycle.verified = True
         else:
-            self._emit_range(
-                {
-                    "type": "range",
-                    "name": frame[_PHASE],
-                    "start_ns": frame[_START],
-                    "end_ns": end,
-                    "cycle": self.last_cycle_index,
-                }
-            )
+            try:
+                self._emit_range(
+                    {
+                        "type": "range",
+                        "name": frame[_PHASE],
+                        "start_ns": frame[_START],
+                        "end_ns": end,
+                        "cycle": self.last_cycle_index,
+                    }
+                )
+            except Exception:
+                self.faults += 1
 
     def enter_cycle(self, phase: str, args: tuple, kwargs: dict) -> list | None:
         if not self.started:
@@ -228,8 +277,9 @@ class Recorder:
         except Exception:
             size = None
         cycle = Cycle(next(self._indices), 0, size)
-        frame = [phase, 0, None, None, cycle, None, None]
-        self._open(phase, state, frame, timed=True)
+        frame = [phase, 0, None, None, cycle, None, None, False]
+        if not self._open(phase, state, frame, timed=True):
+            return None
         cycle.start_ns = frame[_START]
         state.cycle = cycle
         self.last_cycle_index = cycle.index
@@ -242,23 +292,36 @@ class Recorder:
             state.cycle = None  # first: whatever fails below, the next cycle opens
         end = self._close(frame, state)
         cycle.end_ns = end
-        self.matcher.cycle_closed(cycle)
+        try:
+            self.matcher.cycle_closed(cycle)
+        except Exception:
+            self.faults += 1
         if self.events is not None:
             pairs = []
             for f in (frame, *cycle.phases):
                 pairs.append((f[_PHASE], f[_EV_START], f[_EV_END]))
                 f[_EV_START] = f[_EV_END] = None  # the events are the reader's now
-            self.events.cycle_closed(cycle.index, pairs)
-        if self.window is not None and cycle.decode and self.window.decode_cycle_closed(cycle.index):
+            try:
+                self.events.cycle_closed(cycle.index, pairs)
+            except Exception:
+                self.faults += 1
+        if end is None:
+            return
+        try:
+            opened = self.window is not None and cycle.decode and self.window.decode_cycle_closed(cycle.index)
+        except Exception:
+            self.faults += 1
+            opened = False
+        if opened:
             self._last_sync_ns = end
-            self._clock_sync()  # a clock-sync mark inside the capture, right at its start
+            self._sync()  # a clock-sync mark inside the capture, right at its start
         # A clock reading (and NVTX mark) at least every sync_every_ns, and after cycles 0, 1, 3, 7, 15, ...:
         # a short capture range that starts after the first cycles still holds a few marks.
         last = self._last_sync_ns
         index = cycle.index
         if last is None or end - last >= self._sync_every_ns or index & (index + 1) == 0:
             self._last_sync_ns = end
-            self._clock_sync()
+            self._sync()
 
     def counts(self, counts: list[int]) -> None:
         self.matcher.counts_arrived(counts, self._local.cycle)
@@ -269,7 +332,11 @@ class Recorder:
         state = self._local
         if state.cycle is not None or state.stack:
             return None
-        phase = step(args, kwargs)
+        try:
+            phase = step(args, kwargs)
+        except Exception:
+            self.faults += 1
+            return None
         if phase is None:
             return None
         cycle_frame = self.enter_cycle(CYCLE, args, kwargs)
@@ -307,6 +374,7 @@ def range_wrapper(recorder: Recorder, phase: str, step: "Callable[[tuple, dict],
             try:
                 frame = enter(phase, args, kwargs)
             except Exception:
+                recorder.faults += 1
                 frame = None
             try:
                 return method(*args, **kwargs)
@@ -315,7 +383,7 @@ def range_wrapper(recorder: Recorder, phase: str, step: "Callable[[tuple, dict],
                     try:
                         leave(frame)
                     except Exception:
-                        pass
+                        recorder.faults += 1
 
         setattr(specprof_range, MARKER, RANGE)
         return specprof_range
@@ -336,7 +404,7 @@ def counts_wrapper(recorder: Recorder, read: Callable[[tuple, dict, Any], Any]) 
                 if counts is not None:
                     deliver(counts)
             except Exception:
-                pass
+                recorder.faults += 1
             return returned
 
         setattr(specprof_counts, MARKER, COUNTS)

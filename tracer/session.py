@@ -187,7 +187,12 @@ class TracingSession:
             self.sidecar.rank = self.preset.rank(owner)
         except Exception:
             self.sidecar.rank = None
-        opened = self.sidecar.open(self.header(), [clock.read(self._mark, self._perf_counter_ns)])
+        try:
+            first = [clock.read(self._mark, self._perf_counter_ns)]
+        except Exception:  # the sidecar opens all the same, without its first clock reading
+            self.recorder.faults += 1
+            first = []
+        opened = self.sidecar.open(self.header(), first)
         if opened and self._handle_signals:
             self._exit.install()
         if self.recorder.window is not None:
@@ -205,7 +210,7 @@ class TracingSession:
         try:
             self.recorder.nvtx.mark(message)
         except Exception:
-            pass
+            self.recorder.faults += 1
 
     def _clock_sync(self) -> None:
         self.sidecar.put(clock.read(self._mark, self._perf_counter_ns))
@@ -243,15 +248,18 @@ class TracingSession:
         """Writes waiting cycles without counts, a last clock reading and the footer. Never raises."""
         if not self.sidecar.is_open:
             return
-        footer = {"unmatched_accepts": self.matcher.unmatched, "reason": reason, "tracer_faults": self.recorder.faults}
-        try:
-            self.matcher.drain()
-            if self.recorder.events is not None:
-                footer.update(self.recorder.events.close())
-            self._clock_sync()
-        except Exception:
-            pass
+        footer = {"unmatched_accepts": self.matcher.unmatched, "reason": reason}
+        for step in (self.matcher.drain, lambda: self._close_events(footer), self._clock_sync):
+            try:
+                step()
+            except Exception:
+                self.recorder.faults += 1
+        footer["tracer_faults"] = self.recorder.faults  # last: the faults of closing counted too
         self.sidecar.close(footer)
+
+    def _close_events(self, footer: dict) -> None:
+        if self.recorder.events is not None:
+            footer.update(self.recorder.events.close())
 
     def deactivate(self) -> None:
         """Closes the sidecar, restores every patched class and removes the import hook."""

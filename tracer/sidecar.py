@@ -45,7 +45,7 @@ def _dumps(record: dict) -> str:
     if record.get("type") == "range":  # the frequent one, formatted directly
         return (
             f'{{"type":"range","name":{json_name(record["name"])},"start_ns":{record["start_ns"]},'
-            f'"end_ns":{record["end_ns"]},"cycle":{json_int(record["cycle"])}}}'
+            f'"end_ns":{json_int(record["end_ns"])},"cycle":{json_int(record["cycle"])}}}'
         )
     return _ENCODER.encode(record)
 

@@ -1,8 +1,10 @@
 """The cache of an attribution: the last attribution of an nsys export's cached tables, kept with them
 (readers/trace_cache.py, in the user's cache folder) in `analysis-<hash>/`: the columns it adds to the ops, its
 other tables, notes and category parents, keyed by the options that shape it (grouping ranges, NVTX domains,
-category rules) and a hash of the code that makes it. The loader (app/analyze.py) uses it when everything
-matches; like the trace cache, it never makes an analysis fail."""
+category rules) and a hash of the code that makes it. Its `analysis.json` holds the size and SHA-256 of each of
+its files (each checked before it is parsed from the bytes checked) and a digest of its own content. The
+loader (app/analyze.py) uses it when everything matches; like the trace cache, it never makes an analysis
+fail."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import tempfile
 import polars as pl
 
 from analyzer.core.attribution import Attribution
+from analyzer.errors import clean
 from analyzer.model.trace import Trace
-from analyzer.readers.trace_cache import code_hash, evict, matching_folder
+from analyzer.readers.trace_cache import code_hash, evict, matching_folder, read_tables, write_tables
 
 _CODE = ("core/attribution.py", "core/projection.py", "core/accounting.py", "core/summary.py",
          "core/categories.py", "model/labels.py")
@@ -38,6 +41,10 @@ def _analysis_folder(folder: str, opts: dict) -> str:
     return os.path.join(folder, f"analysis-{digest}")
 
 
+def _digest(doc: dict) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
 def load(path: str, opts: dict, trace: Trace) -> Attribution | None:
     """The cached attribution of `trace` (read from this cache) with options `opts` (`key`), or None."""
     folder = matching_folder(path)
@@ -45,14 +52,19 @@ def load(path: str, opts: dict, trace: Trace) -> Attribution | None:
         return None
     sub = _analysis_folder(folder, opts)
     try:
-        with open(os.path.join(sub, "analysis.json"), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if doc.get("options") != opts:
-            return None
-        added = pl.read_parquet(os.path.join(sub, "ops_added.parquet"))
+        fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            with os.fdopen(os.open("analysis.json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), encoding="utf-8") as fh:
+                doc = json.load(fh)
+            body = {k: doc.get(k) for k in ("options", "notes", "category_parents", "files")}
+            if doc.get("options") != opts or doc.get("digest") != _digest(body):
+                return None
+            tables = read_tables(fd, doc["files"], ("ops_added", *TABLES))
+        finally:
+            os.close(fd)
+        added = tables.pop("ops_added")
         if added.height != trace.ops.height:
             return None
-        tables = {t: pl.read_parquet(os.path.join(sub, f"{t}.parquet")) for t in TABLES}
         ranges = tables["ranges"]
         kept = Trace(ops=trace.ops, api=trace.api, ranges=ranges.select(list(trace.ranges.columns)),
                      marks=trace.marks, meta=trace.meta)
@@ -72,14 +84,15 @@ def store(path: str, opts: dict, a: Attribution) -> None:
     try:
         tmp = tempfile.mkdtemp(prefix="analysis.tmp-", dir=folder)
         added = [c for c in a.ops.columns if c not in a.trace.ops.columns]
-        a.ops.select(added).write_parquet(os.path.join(tmp, "ops_added.parquet"), compression="lz4",
-                                          statistics=False, row_group_size=max(1, a.ops.height))
-        for t in TABLES:
-            df = getattr(a, t)
-            df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
-                             row_group_size=max(1, df.height))
-        with open(os.path.join(tmp, "analysis.json"), "w", encoding="utf-8") as fh:
-            json.dump({"options": opts, "notes": a.notes, "category_parents": a.category_parents}, fh)
+        fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            files = write_tables(fd, {"ops_added": a.ops.select(added), **{t: getattr(a, t) for t in TABLES}})
+            body = {"options": opts, "notes": a.notes, "category_parents": a.category_parents, "files": files}
+            with os.fdopen(os.open("analysis.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd),
+                           "w", encoding="utf-8") as fh:
+                json.dump({**body, "digest": _digest(body)}, fh)
+        finally:
+            os.close(fd)
         for old in os.listdir(folder):  # one analysis kept per export: the latest
             if old.startswith("analysis-"):
                 shutil.rmtree(os.path.join(folder, old), ignore_errors=True)
@@ -88,6 +101,5 @@ def store(path: str, opts: dict, a: Attribution) -> None:
     except Exception as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        print(f"specprof: note: the analysis of {path} was not cached ({getattr(exc, 'strerror', None) or exc})",
-              file=sys.stderr)
-
+        print(clean(f"specprof: note: the analysis of {path} was not cached "
+                    f"({getattr(exc, 'strerror', None) or exc})"), file=sys.stderr)

@@ -65,6 +65,9 @@ class RunInputs:
 
     def check(self) -> RunInputs:
         """These inputs, when they make sense before any file is read (a baseline step time is positive)."""
+        if self.baseline_ms is not None and self.baseline_run is not None:
+            raise SpecprofError(f"--baseline {self.baseline_run} and --baseline-ms {self.baseline_ms:g} both give the "
+                                "plain-decode step: give one of them")
         if self.baseline_ms is not None:
             given_step(self.baseline_ms)
         return self

@@ -10,13 +10,14 @@ from analyzer import progress
 from analyzer.app import store
 from analyzer.app import traces as many
 from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run, open_run
-from analyzer.derived.compare import compare_charges
-from analyzer.derived.run_files import fit_sweep
+from analyzer.app.run import Run, baseline_step, open_run
+from analyzer.derived.compare import compare_charges, differences
+from analyzer.derived.run_files import fit_sweep, setup_of
 from analyzer.derived.sweep import Sweep
 from analyzer.errors import SpecprofError
 from analyzer.readers import trace_cache
-from analyzer.readers.inputs import expand
+from analyzer.model.run_data import RunData
+from analyzer.readers.inputs import expand, manifest
 from analyzer.readers.sglang_log import mean_accept_len, read_server_log
 from analyzer.render import html, perfetto, terminal
 from analyzer.render import json as json_render
@@ -87,11 +88,22 @@ def write_report(run: str, output: str, options: Options = Options(), inputs: Ru
 
 
 def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | None = None, as_json: bool = False,
-                 fail_pct: float | None = None) -> Output:
+                 fail_pct: float | None = None, allow_mixed: bool = False) -> Output:
     """`specprof compare`: run B against run A per phase and category (a path, or `@ID` of the results database);
-    exit status 1 when B is slower than A by more than `fail_pct` percent."""
+    exit status 1 when B is slower than A by more than `fail_pct` percent. Runs of different engines, models,
+    tensor-parallel sizes or draft shapes are refused unless `allow_mixed`."""
     db = store.connect(db_path, create=False) if db_path else None
-    result = compare_charges(*(open_run(x, options, db=db).side for x in (a, b)))
+    runs = [open_run(x, options, db=db) for x in (a, b)]
+    if not allow_mixed:
+        # (from the manifests alone: a comparison reads no sidecar)
+        setups = [(x, setup_of(RunData(manifest=manifest(r.files.path)))) for x, r in zip((a, b), runs)
+                  if isinstance(r, Run)]
+        setups = [(x, s) for x, s in setups if s is not None]
+        differ = differences(setups) if len(setups) == 2 else []
+        if differ:
+            raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
+                                "measure different things; --allow-mixed compares them anyway)")
+    result = compare_charges(*(r.side for r in runs))
     out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
     if fail_pct is not None and result.slower_than(fail_pct):
         out.stderr.append(terminal.slower(result, fail_pct))
@@ -101,17 +113,19 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
 
 def fit_sweep_runs(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db_path: str | None = None,
                    as_json: bool = False, options: Options = Options(), accept: list[float] = (),
-                   server_logs: list[str] = (), extrapolate: bool = False) -> Output:
+                   server_logs: list[str] = (), extrapolate: bool = False, baseline: str | None = None,
+                   allow_mixed: bool = False) -> Output:
     """`specprof sweep`: the cost model over runs with different numbers of draft steps (run directories, nsys or
-    Kineto traces, or `@ID` of the results database)."""
+    Kineto traces, or `@ID` of the results database); `baseline`: a plain-decode run to state the best K
+    against."""
     db = store.connect(db_path, create=False) if db_path else None
-    result = load_sweep(runs, steps, max_steps, db, options, accept, server_logs, extrapolate)
+    result = load_sweep(runs, steps, max_steps, db, options, accept, server_logs, extrapolate, baseline, allow_mixed)
     return Output(json_render.dumps(json_render.sweep(result)) if as_json else terminal.sweep(result))
 
 
 def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db=None,
                options: Options = Options(), accept: list[float] = (), server_logs: list[str] = (),
-               extrapolate: bool = False) -> Sweep:
+               extrapolate: bool = False, baseline: str | None = None, allow_mixed: bool = False) -> Sweep:
     """Analyse each run (a run directory or a trace), or read it from the results store `db` (`@ID`), and fit the
     cost model (derived/sweep.py). Accept lengths come from each run's sidecar, else from `accept` or
     `server_logs` (one per run, in order); without any, the cost models alone."""
@@ -130,7 +144,8 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
         for path in runs:
             yield path, open_run(path, options, db=db).sweep_input
 
-    return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate)
+    plain = baseline_step(baseline, None, options) if baseline else None
+    return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate, plain, allow_mixed)
 
 
 def cache_info() -> Output:

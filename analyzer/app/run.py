@@ -24,7 +24,7 @@ from analyzer.errors import SpecprofError
 from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import RunFiles, locate, manifest
+from analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
 from analyzer.readers.nsys_report import exported
 from analyzer.readers.sglang_log import read_server_log
 
@@ -159,7 +159,11 @@ def baseline_step(path: str, step_range: str | None = None, options: Options = O
     if path.endswith(".jsonl") and os.path.isfile(path):
         paths, where = [path], "sidecar"
     elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
-        paths, where = sc.find(os.path.join(path, BASELINE_DIR)), "sidecar without nsys"
+        # the twins without nsys and their repeats; the run under nsys beside them shows their noise
+        paths, where = [f for d in twin_dirs(path) for f in sc.find(d)], "sidecar without nsys"
+        profiled = sc.find(path)
+        return run_files.sidecar_step(sc.read_sidecars(paths), path, where,
+                                      sc.read_sidecars(profiled) if profiled else None)
     elif os.path.isdir(path) and sc.find(path):
         paths, where = sc.find(path), "sidecar under nsys"
     else:

@@ -422,8 +422,7 @@ class _transaction:
 
 
 def _path(db) -> str:
-    row = db.conn.execute("PRAGMA database_list").fetchone()
-    return row[2] if row and row[2] else "the results database"
+    return _path_of(db.conn)
 
 
 def _create(db) -> None:
@@ -440,11 +439,32 @@ def _create(db) -> None:
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema', ?)", [SCHEMA])
 
 
+def _next_id(conn, table: str, count: int = 1) -> int:
+    """The first of `count` new ids of `table`: above its own ids and above every id a row of another table
+    refers to it by. A row deleted by hand may leave rows that point at its id (SQLite's own shell does not
+    enforce foreign keys): SQLite would hand that id out again, and the new rows would collide with them."""
+    refs = [(name, col) for name, (_, _, fks, _) in TABLES.items() for col, other, _ in fks if other == table]
+    parts = [f"SELECT max(CASE WHEN typeof(id) = 'integer' THEN id END) AS m FROM [{table}]"]
+    parts += [f"SELECT max(CASE WHEN typeof([{col}]) = 'integer' THEN [{col}] END) FROM [{name}]"
+              for name, col in refs]
+    top = conn.execute(f"SELECT max(m) FROM ({' UNION ALL '.join(parts)})").fetchone()[0]
+    if top is not None and top + count >= VALUE_LIMIT:
+        raise _damaged_store(_path_of(conn), f"table {table} holds the id {top}")
+    return (top or 0) + 1
+
+
+def _path_of(conn) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else "the results database"
+
+
 def begin_import(db, argv: list[str] | None = None) -> int:
     """An `imports` row for one `specprof analyze --db` invocation; returns its id."""
     with _transaction(db.conn, _path(db)) as conn:
-        return conn.execute("INSERT INTO imports (at, specprof_version, argv) VALUES (?, ?, ?)",
-                            [_now(), __version__, json.dumps(argv) if argv is not None else None]).lastrowid
+        import_id = _next_id(conn, "imports")
+        conn.execute("INSERT INTO imports (id, at, specprof_version, argv) VALUES (?, ?, ?, ?)",
+                     [import_id, _now(), __version__, json.dumps(argv) if argv is not None else None])
+        return import_id
 
 
 def _now() -> str:
@@ -480,17 +500,19 @@ def add(db, rec: Record, import_id: int | None = None) -> tuple[int, bool]:
 def _insert_run(db, rec: Record) -> int:
     conn = db.conn
     run = {**rec.run, "imported_at": _now()}
-    cols = [c for c in TABLES["runs"][0] if c != "id"]
-    cur = conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                       [run.get(c) for c in cols])
-    run_id = cur.lastrowid
+    run["id"] = run_id = _next_id(conn, "runs")
+    cols = list(TABLES["runs"][0])
+    conn.execute(f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                 [run.get(c) for c in cols])
     for name, df in rec.tables.items():
         if name == "streams":
             continue
         _insert(db, name, df, run_id=run_id)
     rank_ids = {}
     if rec.ranks is not None and rec.ranks.height:
-        _insert(db, "ranks", rec.ranks, run_id=run_id)
+        first = _next_id(conn, "ranks", rec.ranks.height)
+        _insert(db, "ranks", rec.ranks.with_columns(id=pl.int_range(first, first + rec.ranks.height)),
+                run_id=run_id)
         rank_ids = dict(conn.execute("SELECT rank, id FROM ranks WHERE run_id = ?", [run_id]).fetchall())
     ids = pl.DataFrame({"rank": list(rank_ids), "rank_id": list(rank_ids.values())},
                        schema={"rank": pl.Int64, "rank_id": pl.Int64})
@@ -501,7 +523,9 @@ def _insert_run(db, rec: Record) -> int:
     if streams is not None and streams.height:
         _insert(db, "streams", streams.join(ids, on="rank", how="left"), run_id=run_id)
     if rec.cycles is not None and rec.cycles.height:
-        _insert(db, "cycles", rec.cycles.join(ids, on="rank", how="left"), run_id=run_id)
+        first = _next_id(conn, "cycles", rec.cycles.height)
+        _insert(db, "cycles", rec.cycles.join(ids, on="rank", how="left", maintain_order="left").with_columns(
+            id=pl.int_range(first, first + rec.cycles.height)), run_id=run_id)
         got = conn.execute("SELECT pid, cycle_index, id FROM cycles WHERE run_id = ?", [run_id]).fetchall()
         cyc = pl.DataFrame(got, schema={"pid": pl.Int64, "cycle_index": pl.Int64, "cycle_id": pl.Int64},
                            orient="row")
@@ -511,16 +535,53 @@ def _insert_run(db, rec: Record) -> int:
 
 # -- reading -------------------------------------------------------------------------------------------------------
 
+VALUE_LIMIT = 1 << 62  # no count or time specprof stores is larger; sums and differences of two then fit in 64 bits
+_KINDS = {pl.Int64: (int,), pl.Float64: (int, float), pl.Utf8: (str,)}
+
+
+def _damaged_store(path: str, what: str) -> SpecprofError:
+    return SpecprofError(f"{path}: the results store is damaged or was changed by hand ({what}); specprof reads "
+                         "only what it wrote: use another --db file, or a copy from before the change", path)
+
+
+def _read(db, table: str, sql: str, params, schema: dict) -> list[tuple]:
+    """The rows of `sql` (reading `table`), each value checked against `schema` (column -> pl.Int64, pl.Float64
+    or pl.Utf8, by position): the type specprof writes there, integers within +-VALUE_LIMIT, finite floats;
+    NULL is kept. Anything else (text in an integer column, a huge number, a table gone) is one SpecprofError
+    naming the file, never a traceback or a silently wrong number."""
+    path = _path(db)
+    try:
+        rows = db.conn.execute(sql, params).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise _damaged_store(path, str(exc)) from None
+    kinds = [(name, _KINDS[dtype]) for name, dtype in schema.items()]
+    for row in rows:
+        for value, (name, kind) in zip(row, kinds):
+            if value is None:
+                continue
+            bad = (not isinstance(value, kind) or isinstance(value, bool)
+                   or (isinstance(value, int) and abs(value) > VALUE_LIMIT)
+                   or (isinstance(value, float) and not (math.isfinite(value) and abs(value) <= VALUE_LIMIT)))
+            if bad:
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+                wants = {(str,): "text", (int,): "an integer within +-2^62"}.get(kind, "a finite number")
+                raise _damaged_store(path, f"table {table}, column {name}: {shown}, where specprof writes {wants}")
+    return rows
+
+
+def _frame(db, table: str, sql: str, params, schema: dict) -> pl.DataFrame:
+    return pl.DataFrame(_read(db, table, sql, params, schema), schema=schema, orient="row")
+
+
 def list_runs(db) -> pl.DataFrame:
     """One row per stored run, oldest first."""
-    rows = db.conn.execute(
-        "SELECT id, imported_at, path, format, rank_count, cycles, wall_ns, attributed_ns, cycle_attributed_ns, "
-        "steps, accept_len, speedup, captured_at, key FROM runs ORDER BY id").fetchall()
-    return pl.DataFrame(rows, schema={
-        "id": pl.Int64, "imported_at": pl.Utf8, "path": pl.Utf8, "format": pl.Utf8, "ranks": pl.Int64,
-        "cycles": pl.Int64, "wall_ns": pl.Int64, "attributed_ns": pl.Int64, "cycle_attributed_ns": pl.Int64,
-        "steps": pl.Int64, "accept_len": pl.Float64, "speedup": pl.Float64, "captured_at": pl.Utf8,
-        "key": pl.Utf8}, orient="row")
+    return _frame(db, "runs",
+                  "SELECT id, imported_at, path, format, rank_count, cycles, wall_ns, attributed_ns, "
+                  "cycle_attributed_ns, steps, accept_len, speedup, captured_at, key FROM runs ORDER BY id", (), {
+                      "id": pl.Int64, "imported_at": pl.Utf8, "path": pl.Utf8, "format": pl.Utf8, "ranks": pl.Int64,
+                      "cycles": pl.Int64, "wall_ns": pl.Int64, "attributed_ns": pl.Int64,
+                      "cycle_attributed_ns": pl.Int64, "steps": pl.Int64, "accept_len": pl.Float64,
+                      "speedup": pl.Float64, "captured_at": pl.Utf8, "key": pl.Utf8})
 
 
 def is_run_id(arg: str) -> bool:
@@ -535,28 +596,32 @@ def parse_run_id(arg: str) -> int:
     return int(text)
 
 
+_POLARS = {_INT: pl.Int64, _FLOAT: pl.Float64, _TEXT: pl.Utf8}
+
+
 def _run_row(db, run_id: int) -> dict:
-    cur = db.conn.execute("SELECT * FROM runs WHERE id = ?", [run_id])
-    row = cur.fetchone()
+    columns = TABLES["runs"][0]
+    rows = _read(db, "runs", f"SELECT {', '.join(columns)} FROM runs WHERE id = ?", [run_id],
+                 {c: _POLARS[t] for c, t in columns.items()})
+    row = rows[0] if rows else None
     if row is None:
         raise SpecprofError(f"@{run_id}: no run with id {run_id} in the results database (`specprof runs --db ...` "
                             "lists them)")
-    return dict(zip([d[0] for d in cur.description], row))
+    return dict(zip(columns, row))
 
 
 def charges(db, run_id: int) -> Side:
     """A stored run as one side of a comparison (derived/compare.py): attributed ns per (phase, category), split
     into the part inside cycles (cycle = 0) and the rest (cycle = null)."""
     run = _run_row(db, run_id)
-    rows = db.conn.execute("SELECT phase, category, ns, cycle_ns FROM categories WHERE run_id = ?",
-                           [run_id]).fetchall()
-    df = pl.DataFrame(rows, schema={"phase": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64, "cycle_ns": pl.Int64},
-                      orient="row")
+    df = _frame(db, "categories", "SELECT phase, category, ns, cycle_ns FROM categories WHERE run_id = ?",
+                [run_id], {"phase": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64, "cycle_ns": pl.Int64})
     long = pl.concat([
         df.select("phase", "category", cycle=pl.lit(0, dtype=pl.Int64), ns="cycle_ns"),
         df.select("phase", "category", cycle=pl.lit(None, dtype=pl.Int64), ns=pl.col("ns") - pl.col("cycle_ns")),
     ]).filter(pl.col("ns") > 0)
-    instances = dict(db.conn.execute("SELECT phase, instances FROM phases WHERE run_id = ?", [run_id]).fetchall())
+    instances = dict(_read(db, "phases", "SELECT phase, instances FROM phases WHERE run_id = ?", [run_id],
+                           {"phase": pl.Utf8, "instances": pl.Int64}))
     return Side(f"@{run_id} ({run['path']})", int(run["cycles"] or 0), long, instances)
 
 
@@ -577,17 +642,21 @@ def sweep_tables(db, run_id: int) -> dict:
     """What `specprof sweep` needs to put a stored run into a sweep: the runs row, per-cycle draft/verify/total
     attributed ns, the accept counts and the unprofiled cycle periods (None when the run had no baseline)."""
     run = _run_row(db, run_id)
-    q = db.conn.execute
-    cyc = q("SELECT c.id, COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.attributed_ns END), 0), "
-            "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.attributed_ns END), 0), "
-            "COALESCE(SUM(p.attributed_ns), 0), "
-            "COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.gpu_busy_ns END), 0), "
-            "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.gpu_busy_ns END), 0) "
-            "FROM cycles c JOIN cycle_phases p ON p.cycle_id = c.id "
-            "WHERE c.run_id = ? GROUP BY c.id ORDER BY c.id", [run_id]).fetchall()
-    acc = q("SELECT cycle_index, request, correct FROM sweep_accepts WHERE run_id = ?", [run_id]).fetchall()
-    per = q("SELECT cycle_index, period_ns FROM sweep_periods WHERE run_id = ?", [run_id]).fetchall()
-    ev = q("SELECT draft_ns, verify_ns FROM sweep_events WHERE run_id = ? ORDER BY seq", [run_id]).fetchall()
+    ints = pl.Int64
+    cyc = _read(db, "cycle_phases",
+                "SELECT c.id, COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.attributed_ns END), 0), "
+                "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.attributed_ns END), 0), "
+                "COALESCE(SUM(p.attributed_ns), 0), "
+                "COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.gpu_busy_ns END), 0), "
+                "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.gpu_busy_ns END), 0) "
+                "FROM cycles c JOIN cycle_phases p ON p.cycle_id = c.id "
+                "WHERE c.run_id = ? GROUP BY c.id ORDER BY c.id", [run_id], dict.fromkeys("abcdef", ints))
+    acc = _read(db, "sweep_accepts", "SELECT cycle_index, request, correct FROM sweep_accepts WHERE run_id = ?",
+                [run_id], dict.fromkeys("abc", ints))
+    per = _read(db, "sweep_periods", "SELECT cycle_index, period_ns FROM sweep_periods WHERE run_id = ?", [run_id],
+                dict.fromkeys("ab", ints))
+    ev = _read(db, "sweep_events", "SELECT draft_ns, verify_ns FROM sweep_events WHERE run_id = ? ORDER BY seq",
+               [run_id], dict.fromkeys("ab", ints))
     return {
         "run": run,
         "cycles": pl.DataFrame([r[1:] for r in cyc], schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64,

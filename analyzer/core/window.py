@@ -59,6 +59,9 @@ class Window:
                 raise SpecprofError(f"{what} A:B needs A < B (it keeps A up to, not including, B)")
             if (a is not None and a < 0) or (b is not None and b < 0):
                 raise SpecprofError(f"{what} takes numbers from 0")
+            if any(x is not None and x > INF for x in (a, b)):  # beyond any trace, and beyond 64 bits
+                top = "4.6e12 (2^62 ns, in ms)" if what == "--time-window" else "2^62"
+                raise SpecprofError(f"{what} takes numbers up to {top}")
         return cls(first, end, start, stop)
 
     @property

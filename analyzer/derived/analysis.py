@@ -19,7 +19,7 @@ from analyzer.derived import breakdown as bd
 from analyzer.derived import run_files
 from analyzer.derived.breakdown import CycleBreakdown
 from analyzer.derived.crosscheck import CrossCheck
-from analyzer.derived.economics import Economics
+from analyzer.derived.economics import Economics, SyncTimerEstimate, sync_timer_estimate
 from analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
 from analyzer.model.run_data import RunData
 
@@ -86,6 +86,13 @@ class Analysis:
     def economics(self) -> Economics | None:
         """Does speculation pay (docs/economics.md): None without a sidecar or a baseline step time."""
         return run_files.economics_of(self.attribution, self.data, self.crosscheck, self.cycle_breakdown)
+
+    @cached_property
+    def sync_timers(self) -> SyncTimerEstimate | None:
+        """What synchronize timers at every phase boundary would add to this capture (derived/economics.py):
+        None without two consecutive cycles with phases."""
+        a = self.attribution
+        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
 
     @cached_property
     def sweep_input(self) -> run_files.SweepRun:

@@ -62,6 +62,38 @@ class Comparison:
         return change is not None and change > pct
 
 
+BATCH_TOLERANCE = 0.10  # mean requests per cycle further apart than this: another batch size
+
+
+def differences(setups: list[tuple[str, dict]]) -> list[str]:
+    """What differs between runs that should be one workload: engine, model, tensor-parallel size, batch (mean
+    requests per cycle, beyond BATCH_TOLERANCE). `setups`: (run, {"engine", "model", "tp", "batch"}) with None
+    for what is unknown (not compared). One phrase per difference, naming the runs' values."""
+    out = []
+    for key, word in (("engine", "engines"), ("model", "models"), ("tp", "tensor-parallel sizes"),
+                      ("topk", "draft tree widths (--speculative-eagle-topk)"),
+                      ("continuous_steps", "--num-continuous-decode-steps")):
+        seen = {}
+        for run, s in setups:
+            value = s.get(key)
+            if value is not None:
+                seen.setdefault(_text(value), []).append(run)
+        if len(seen) > 1:
+            out.append(f"different {word}: " + ", ".join(f"{v} ({', '.join(r)})" for v, r in seen.items()))
+    batches = [(run, s["batch"]) for run, s in setups if s.get("batch")]
+    if batches:
+        lo, hi = min(b for _, b in batches), max(b for _, b in batches)
+        if hi - lo > BATCH_TOLERANCE * lo:
+            out.append("different batch sizes: " + ", ".join(f"{b:g} requests per cycle ({r})" for r, b in batches))
+    return out
+
+
+def _text(value) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or "(none given)"
+    return str(value)
+
+
 def _per_unit(charges: pl.DataFrame, cycles: int, unit: str, instances: dict | None = None
               ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(phase -> ns, (phase, category) -> ns) per unit for one side's charges: per cycle (the charges inside

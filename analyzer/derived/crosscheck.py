@@ -40,8 +40,12 @@ before its window, so the two leave out the same warm-up even when prefill batch
   diff_ns, diff_pct, abs_diff_p90_ns, abs_diff_max_ns, tolerance_ns, verdict ("consistent" | "distorted").
 - `inflation` (null without a baseline): one row per (measure, phase): measure, phase, cycles_with,
   cycles_without, with_ns and without_ns (mean per cycle), ratio (with / without), ratio_lo and ratio_hi
-  (95% interval from the per-cycle spread), verdict ("inflated" | "unchanged" | "shorter" within
-  INFLATION_TOLERANCE, or "negligible" when the phase takes under FLOOR_NS per cycle in both runs).
+  (95% interval from the per-cycle spread, and from the twins' run-to-run noise where repeats exist),
+  verdict ("inflated" | "unchanged" | "shorter" within INFLATION_TOLERANCE; "within noise" when repeated twins
+  measured a run-to-run noise the difference does not exceed; "noise" when the run under the profiler is
+  faster where a profiler cannot make it faster, the cycle, its period and GPU time; or "negligible" when the
+  phase takes under FLOOR_NS per cycle in both runs), noise_pct (the twins' run-to-run noise, % of the mean,
+  null without repeats).
 - `accept` (null without a server log): `AcceptCheck`.
 - `ground_truth` (null without CUDA events in the sidecar): one row per phase: phase, instances (phase
   instances matched to events), stream (the stream the phase's ops ran on, the one the events were recorded
@@ -59,7 +63,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from analyzer.derived.economics import cycle_periods
+from analyzer.derived.economics import cycle_periods, run_of
+from analyzer.derived.intervals import t975
 from analyzer.model.sidecars import Sidecars
 from analyzer.model.trace import Trace
 
@@ -90,7 +95,7 @@ PAIRS_SCHEMA = {"file": pl.Int64, "name": pl.Utf8, "cycle": pl.Int64, "trace_sta
 INFLATION_SCHEMA = {
     "measure": pl.Utf8, "phase": pl.Utf8, "cycles_with": pl.Int64, "cycles_without": pl.Int64,
     "with_ns": pl.Int64, "without_ns": pl.Int64, "ratio": pl.Float64, "ratio_lo": pl.Float64,
-    "ratio_hi": pl.Float64, "verdict": pl.Utf8,
+    "ratio_hi": pl.Float64, "verdict": pl.Utf8, "noise_pct": pl.Float64,
 }
 
 
@@ -381,6 +386,29 @@ def per_cycle_times(sc: Sidecars, first: int | None, last: int | None) -> pl.Dat
     return pl.concat([per, cyc, periods])
 
 
+def twin_noise(times: pl.DataFrame, runs: pl.DataFrame) -> dict[str, float]:
+    """Per phase, the run-to-run noise of the runs without the profiler: the 95% half-width of their means (t,
+    runs - 1 degrees of freedom) over the mean, from repeated twins (RUN/no-nsys, RUN/no-nsys-2, ...). `times`:
+    file, index, phase, ns (per_cycle_times); `runs`: file, run. Empty with fewer than two runs."""
+    t = times.join(runs, on="file", how="left")
+    if t["run"].n_unique() < 2:
+        return {}
+    cycles = t.filter(pl.col("phase") == CYCLE).group_by("run").agg(n=pl.len())
+    out = {}
+    for phase in t["phase"].unique().to_list():
+        per = t.filter(pl.col("phase") == phase).group_by("run").agg(total=pl.col("ns").sum(), k=pl.len())
+        per = per.join(cycles, on="run", how="left").with_columns(
+            mean=pl.col("total") / (pl.col("k") if phase == PERIOD else pl.col("n")))
+        means = per["mean"].drop_nulls().to_numpy()
+        if len(means) >= 2 and means.mean() > 0:
+            out[phase] = t975(len(means) - 1) * float(means.std(ddof=1)) / math.sqrt(len(means)) / float(means.mean())
+    return out
+
+
+# What a profiler cannot make faster: the whole cycle and its period, and GPU time between in-stream events.
+CANNOT_SHORTEN = (CYCLE, PERIOD)
+
+
 def _mean_var(ns: list[int], n: int) -> tuple[float, float]:
     """Mean and sample variance of `n` values: the integer ns `ns` and zeros for the rest, from exact integer
     sums: the same numbers whatever the order of the values (a group-by's order varies from run to run)."""
@@ -390,8 +418,14 @@ def _mean_var(ns: list[int], n: int) -> tuple[float, float]:
 
 
 def _ratio_rows(measure: str, with_t: pl.DataFrame, without_t: pl.DataFrame, n_with: int, n_without: int,
-                phases: list[str]) -> list[dict]:
-    """Mean per cycle (a cycle without the phase counts 0) with / without, and a 95% interval (delta method)."""
+                phases: list[str], noise: dict[str, float] | None = None) -> list[dict]:
+    """Mean per cycle (a cycle without the phase counts 0) with / without, and a 95% interval (delta method, with
+    the twins' run-to-run noise `noise` (phase -> relative 95% half-width) added where repeats measured it).
+
+    A difference within that noise is "within noise", never inflation; a run under the profiler that is faster
+    where a profiler cannot make it faster (the cycle, its period, GPU time) is "noise": the two runs differ by
+    something else."""
+    noise = noise or {}
     rows = []
     for phase in phases:
         a = with_t.filter(pl.col("phase") == phase)["ns"].to_list()
@@ -404,13 +438,17 @@ def _ratio_rows(measure: str, with_t: pl.DataFrame, without_t: pl.DataFrame, n_w
             continue
         ratio = ma / mb
         rel = math.sqrt((va / na / ma**2 if na > 1 and ma > 0 else 0.0) + (vb / nb / mb**2 if nb > 1 else 0.0))
+        run_noise = noise.get(phase)
+        half = math.sqrt((1.96 * rel) ** 2 + (run_noise or 0.0) ** 2)
         verdict = ("negligible" if max(ma, mb) < FLOOR_NS else
+                   "within noise" if run_noise is not None and abs(ratio - 1) <= max(INFLATION_TOLERANCE, half) else
                    "inflated" if ratio > 1 + INFLATION_TOLERANCE else
+                   "noise" if ratio < 1 - INFLATION_TOLERANCE and (measure == "gpu" or phase in CANNOT_SHORTEN) else
                    "shorter" if ratio < 1 - INFLATION_TOLERANCE else "unchanged")
         rows.append({"measure": measure, "phase": phase, "cycles_with": na, "cycles_without": nb,
                      "with_ns": int(round(ma)), "without_ns": int(round(mb)), "ratio": ratio,
-                     "ratio_lo": ratio * (1 - 1.96 * rel), "ratio_hi": ratio * (1 + 1.96 * rel),
-                     "verdict": verdict})
+                     "ratio_lo": ratio * (1 - half), "ratio_hi": ratio * (1 + half),
+                     "verdict": verdict, "noise_pct": None if run_noise is None else 100 * run_noise})
     return rows
 
 
@@ -425,7 +463,7 @@ def inflation(profiled: Sidecars, baseline: Sidecars, first: int | None, last: i
     n_wo = wo.filter(pl.col("phase") == CYCLE).height
     by_time = w.group_by("phase").agg(pl.col("ns").sum()).sort(["ns", "phase"], descending=[True, False])
     seen = [p for p in by_time["phase"].to_list() if p not in (CYCLE, PERIOD)]
-    rows = _ratio_rows("cpu", w, wo, n_w, n_wo, seen + [CYCLE, PERIOD])
+    rows = _ratio_rows("cpu", w, wo, n_w, n_wo, seen + [CYCLE, PERIOD], twin_noise(wo, run_of(baseline.files)))
     if gt_with is None and gt_without is None and profiled.gpu_time.height and baseline.gpu_time.height:
         gt_with, gt_without = events_per_cycle(profiled, first, last), events_per_cycle(baseline, first, last)
     if gt_with is not None and gt_without is not None and gt_with.height and gt_without.height:
@@ -433,9 +471,26 @@ def inflation(profiled: Sidecars, baseline: Sidecars, first: int | None, last: i
         gwo = gt_without.rename({"index": "cycle"})
         order = gw.group_by("phase").agg(pl.col("ns").sum()).sort(["ns", "phase"], descending=[True, False])[
             "phase"].to_list()
-        rows += _ratio_rows("gpu", gw, gwo, gw["cycle"].n_unique(), gwo["cycle"].n_unique(), order)
-    return pl.DataFrame(rows, schema=INFLATION_SCHEMA, orient="row") if rows else pl.DataFrame(
+        gpu_noise = {}
+        if baseline.gpu_time.height:
+            keep = window_cycles(baseline, first, last).select("file", "index")
+            ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
+            gpu_noise = twin_noise(ev.group_by("file", "index", "phase").agg(pl.col("ns").sum()),
+                                   run_of(baseline.files))
+        rows += _ratio_rows("gpu", gw, gwo, gw["cycle"].n_unique(), gwo["cycle"].n_unique(), order, gpu_noise)
+    return pl.DataFrame(noise_floor(rows), schema=INFLATION_SCHEMA, orient="row") if rows else pl.DataFrame(
         schema=INFLATION_SCHEMA)
+
+
+def noise_floor(rows: list[dict]) -> list[dict]:
+    """Where a row says "noise" (the run under the profiler faster than a profiler can make it), the two runs
+    differ by at least that much run to run: every other difference up to it is "within noise", not inflation."""
+    seen = [1 - r["ratio"] for r in rows if r["verdict"] == "noise"]
+    if not seen:
+        return rows
+    floor = max(seen)
+    return [{**r, "verdict": "within noise"} if r["verdict"] in ("inflated", "shorter", "unchanged")
+            and abs(r["ratio"] - 1) <= floor else r for r in rows]
 
 
 def events_per_cycle(sc: Sidecars, first: int | None, last: int | None) -> pl.DataFrame:
@@ -579,6 +634,11 @@ def reconcile_accept(cycles: pl.DataFrame, log: pl.DataFrame, interval: int = DE
 
 # -- the whole cross-check --------------------------------------------------------------------------------------
 
+def aligned(check: CrossCheck) -> bool:
+    """Whether any sidecar lined up with the trace (at least one cycle matched)."""
+    return bool(check.alignment.filter(pl.col("matched_cycles") > 0).height)
+
+
 def profiler_name(trace: Trace) -> str:
     """What recorded the trace: "nsys" for an nsys export, "torch.profiler" for a Kineto trace."""
     return "torch.profiler" if trace.meta.format.startswith("kineto") else "nsys"
@@ -652,10 +712,21 @@ def crosscheck(trace: Trace, sidecars: Sidecars, baseline: Sidecars | None = Non
     matched = alignment.filter(pl.col("matched_cycles") > 0)
     first = int(matched["first_index"].min()) if matched.height else None
     last = int(matched["last_index"].max()) if matched.height else None
-    if baseline is not None:
+    if baseline is not None and not matched.height:
+        notes.append("inflation: not measured, as no sidecar lines up with the trace (a sidecar of another run "
+                     "says nothing about how the profiler slowed this one)")
+    elif baseline is not None:
         result.baseline = baseline.paths
         notes.extend(baseline.notes)
         result.inflation = inflation(sidecars, baseline, first, last, gt_with, gt_without)
+        faster = result.inflation.filter(pl.col("verdict") == "noise")
+        if faster.height:
+            worst = faster.sort("ratio").row(0, named=True)
+            notes.append(f"inflation: the run under {result.profiler} is faster than the run without it "
+                         f"({worst['measure']} {worst['phase']} {(worst['ratio'] - 1) * 100:+.0f}%), which a profiler "
+                         "cannot make it: the two launches differ by at least that much run to run, so no "
+                         "difference up to it is called inflation; measure the noise with repeated twins "
+                         "(`specprof capture --no-nsys --repeat 3`), in one launch window, interleaved")
         windows = capture_windows(baseline)
         if windows.height:
             spans = ", ".join(f"{r['first']}..{r['last']}" for r in windows.iter_rows(named=True))

@@ -19,6 +19,7 @@ from analyzer.core.attribution import Attribution
 from analyzer.derived import crosscheck as cc
 from analyzer.derived import economics as econ
 from analyzer.derived.breakdown import CycleBreakdown
+from analyzer.derived.economics import shape_notes
 from analyzer.derived.sweep import Sweep, sweep
 from analyzer.errors import SpecprofError
 from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
@@ -46,25 +47,29 @@ def trace_step(trace: Trace, path: str, step_range: str | None = None) -> Baseli
             break
     cyc = steps.sort("pid", "tid", "start").with_columns(
         pid=pl.col("pid") * (1 << 32) + pl.col("tid"), index=pl.int_range(pl.len()).over("pid", "tid"))
-    mean, n, _ = econ.mean_period(cyc)
-    if mean is None:
+    m = econ.period_measure(cyc)
+    if m is None:
         tried = " or ".join(f"`{name}`" for name in names)
         raise SpecprofError(f"{path}: no two consecutive {tried} ranges on one thread: no step time to take as "
                             "baseline; name the range that marks one decode step with --baseline-range NAME",
                             path)
     under = cc.profiler_name(trace)
-    return BaselineStep(mean, f"{path}: trace `{name}` ranges under {under}, {n} steps", [], None)
+    return BaselineStep(int(round(m.value)), f"{path}: trace `{name}` ranges under {under}, {m.n} steps", [], None,
+                        m)
 
 
-def sidecar_step(sides: Sidecars, path: str, where: str) -> BaselineStep:
+def sidecar_step(sides: Sidecars, path: str, where: str, profiled: Sidecars | None = None) -> BaselineStep:
     """The plain-decode step time of a non-speculative run from its sidecars (read from `path`; `where`: which
-    ones, in the user's words): a step is one traced decode cycle (SGLang without speculation: `cycle` >
-    `decode`; the reference engine at `--steps 0`: one plain decode step), measured start to start, over the
-    sidecar's capture window when it has one."""
+    ones, in the user's words), with its 95 % interval: a step is one traced decode cycle (SGLang without
+    speculation: `cycle` > `decode`; the reference engine at `--steps 0`: one plain decode step), measured start
+    to start, over the sidecar's capture window when it has one; repeated twins (one folder each) give the
+    interval of their means where wider. A run that accepted draft tokens is speculative: refused. `profiled`:
+    the run's own sidecars under the profiler, when `sides` are its twins without it: a profiled run that is
+    faster shows the runs' noise, and the interval is widened to hold it."""
     notes: list[str] = []
     window = cc.window_cycles(sides, None, None)
-    mean, n, _ = econ.mean_period(sides.cycles, key="file", keep=window)
-    if mean is None:
+    m = econ.period_measure(sides.cycles, key="file", keep=window, runs=econ.run_of(sides.files))
+    if m is None:
         raise SpecprofError(f"{path}: no two consecutive cycles in the sidecar: no step time to take as baseline",
                             path)
     accept, batch, _ = econ.accept_stats(window)
@@ -74,23 +79,38 @@ def sidecar_step(sides: Sidecars, path: str, where: str) -> BaselineStep:
     if cc.capture_windows(sides).height:
         where += ", its capture window"
     if accept is not None and accept > 1.0:
-        notes.append(f"the baseline run {path} accepted draft tokens (accept length {accept:.3f}): it is "
-                     "speculative, not a plain decode; its cycle is not a plain-decode step")
-    source = f"{path}: {where}, {n} steps" + (f" of {batch:g} requests" if batch is not None else "")
-    return BaselineStep(mean, source, notes, batch)
+        raise SpecprofError(f"{path}: the baseline accepted draft tokens (accept length {accept:.3f}): it is a "
+                            "speculative run, not a plain decode, and its cycle is not a plain-decode step; give a "
+                            "run without speculation (SGLang without --speculative-algorithm, the reference "
+                            "engine with --steps 0) or --baseline-ms", path)
+    if m.runs > 1:
+        where += f", {m.runs} repeated runs"
+    if profiled is not None:
+        # the profiler cannot make a run faster: a profiled twin that is faster shows the runs' own noise
+        t = econ.period_measure(profiled.cycles, key="file", keep=cc.window_cycles(profiled, None, None))
+        if t is not None and m.half is not None and t.value < m.value - m.half - (t.half or 0):
+            gap = (m.value - t.value) / m.value
+            notes.append(f"the baseline's own run under nsys steps in {t.value / 1e6:.3f} ms, {gap:.0%} faster than "
+                         f"its run without nsys ({m.value / 1e6:.3f} ms): a profiler cannot make a run faster, so "
+                         "the two launches differ by that much run to run; the baseline's interval is widened to "
+                         "hold it (repeat the baseline without nsys to measure its noise)")
+            m = econ.Measure(m.value, max(m.half, m.value - t.value), m.n, max(m.runs, 2), "runs")
+    source = f"{path}: {where}, {m.n} steps" + (f" of {batch:g} requests" if batch is not None else "")
+    return BaselineStep(int(round(m.value)), source, notes, batch, m)
 
 
 def given_step(baseline_ms: float) -> BaselineStep:
     """The plain-decode step time given in ms (--baseline-ms)."""
     if not 0 < baseline_ms < math.inf:
         raise SpecprofError(f"--baseline-ms must be a positive number of milliseconds, not {baseline_ms}")
-    return BaselineStep(int(round(baseline_ms * 1e6)), "given with --baseline-ms", [], None)
+    ns = int(round(baseline_ms * 1e6))
+    return BaselineStep(ns, "given with --baseline-ms", [], None, econ.Measure(ns, None, 0, basis="given"))
 
 
 def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str], steps: int | None = None, breakdown: CycleBreakdown | None = None,
-                  run: str | None = None) -> econ.Economics | None:
+                  run: str | None = None, baseline_measure: econ.Measure | None = None) -> econ.Economics | None:
     """Estimates from the unprofiled sidecar (headline), the profiled sidecar, or (no sidecar, a baseline given)
     the trace's cycles with the accept length unknown. None when there is nothing to estimate. `steps`: the
     draft steps K (the most a cycle can accept is K + 1); `breakdown`: the decode cycle's, for how much of it the
@@ -98,23 +118,29 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     it without the profiler."""
     rows = []
     under = cc.profiler_name(a.trace)
+    base_m = baseline_measure if baseline_measure is not None else (
+        econ.Measure(baseline_ns, None, 0, basis="given") if baseline_ns else None)
     if sidecars is not None:
         first, last = _aligned(check)
         window = cc.window_cycles(sidecars, first, last)
         if baseline is not None:
             base = cc.window_cycles(baseline, first, last)
-            period, n, _ = econ.mean_period(baseline.cycles, "file", keep=base)
+            runs = econ.run_of(baseline.files)
+            m = econ.period_measure(baseline.cycles, "file", keep=base, runs=runs)
             accept, batch, _ = econ.accept_stats(base)
-            rows.append(econ.estimate(f"sidecar without {under}", False, n, period, accept, batch, baseline_ns,
-                                      steps))
-        period, n, _ = econ.mean_period(sidecars.cycles, "file", keep=window)
+            rows.append(econ.estimate(f"sidecar without {under}", False, m.n if m else 0,
+                                      int(round(m.value)) if m else None, accept, batch, baseline_ns, steps,
+                                      m, econ.accept_measure(base, runs), base_m))
+        m = econ.period_measure(sidecars.cycles, "file", keep=window)
         accept, batch, _ = econ.accept_stats(window)
-        rows.append(econ.estimate(f"sidecar under {under}", True, n, period, accept, batch, baseline_ns, steps))
+        rows.append(econ.estimate(f"sidecar under {under}", True, m.n if m else 0, int(round(m.value)) if m else None,
+                                  accept, batch, baseline_ns, steps, m, econ.accept_measure(window), base_m))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
-        period, n, _ = econ.mean_period(a.cycles)
-        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, n, period, None, None, baseline_ns,
-                                  steps))
-        notes.append("no sidecar: the accept length is unknown (the sidecar carries the accept counts)")
+        m = econ.period_measure(a.cycles)
+        rows.append(econ.estimate(f"trace cycle ranges under {under}", True, m.n if m else 0,
+                                  int(round(m.value)) if m else None, None, None, baseline_ns, steps, m, None, base_m))
+        notes.append("no sidecar of this run: the accept length is unknown (the sidecar carries the accept "
+                     "counts)")
     if not rows:
         return None
     if steps is None:
@@ -127,7 +153,7 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
             f"analyze {run} again" if run else
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
-    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin)
+    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
 
 
 def crosscheck_of(a: Attribution, data: RunData) -> cc.CrossCheck | None:
@@ -157,10 +183,20 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
     cross-check; `breakdown`: its decode cycle's breakdown): `economics_for` with the baseline step and the
     draft steps (given, else from the traced command line)."""
     step = data.baseline_step
-    steps = data.steps if data.steps is not None else steps_of(data)[0]
-    economics = economics_for(a, data.sidecars, data.baseline, check, step.ns if step else None,
-                              step.source if step else None, list(step.notes) if step else [], steps, breakdown,
-                              data.folder)
+    notes = list(step.notes) if step else []
+    feeding = data.sidecars
+    if feeding is not None and check is not None and a.cycles.height and not cc.aligned(check):
+        feeding = None  # a sidecar of another run: its accept counts and cycles are not this trace's
+        notes.append("the sidecar does not line up with the trace (see the cross-check): it feeds nothing here, "
+                     "neither the accept length nor the cycle time")
+    shape = shape_of(data if feeding is not None else RunData(manifest=data.manifest))
+    steps = data.steps if data.steps is not None else shape.steps
+    economics = economics_for(a, feeding, data.baseline if feeding is not None else None, check,
+                              step.ns if step else None, step.source if step else None, notes, steps, breakdown,
+                              data.folder, step.measure if step else None)
+    if economics is not None:
+        economics.draft_tree = shape.as_tree()
+        economics.notes.extend(shape_notes(shape))
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
     if head is not None and head["batch"] is not None and batch is not None \
@@ -200,6 +236,66 @@ def log_interval(data: RunData) -> int:
     return next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
 
 
+_TOPK_FLAGS = ("--speculative-eagle-topk", "--speculative_eagle_topk")
+_CONTINUOUS_FLAGS = ("--num-continuous-decode-steps", "--num_continuous_decode_steps")
+_MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--hidden", "--target-layers",
+                "--draft-error")
+_TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
+
+
+def _text_flag(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:]
+    return None
+
+
+def _command(data: RunData) -> tuple[list[str] | None, str | None, str | None]:
+    """(the traced command line, the tracer's preset, the engine's version): the sidecar header's, else the
+    run's manifest's."""
+    argv = preset = version = None
+    if data.sidecars is not None and data.sidecars.headers:
+        head = data.sidecars.headers[0]
+        argv, version = head.get("argv"), (head.get("versions") or {}).get("sglang")
+        preset = data.sidecars.files["preset"][0] if data.sidecars.files.height else None
+    if data.manifest is not None:
+        argv = argv or data.manifest.get("command")
+        preset = preset or data.manifest.get("preset")
+        version = version or (data.manifest.get("versions") or {}).get("sglang")
+    if isinstance(argv, str):
+        argv = shlex.split(argv)
+    if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
+        argv = None
+    return argv, preset, version if isinstance(version, str) else None
+
+
+def shape_of(data: RunData) -> econ.DraftShape:
+    """The draft's shape from the traced command line: K, SGLang's --speculative-eagle-topk and
+    --speculative-num-draft-tokens, --num-continuous-decode-steps, and the engine's version."""
+    argv, _, version = _command(data)
+    if argv is None:
+        return econ.DraftShape()
+    return econ.DraftShape(steps=_flag(argv, _STEP_FLAGS), topk=_flag(argv, _TOPK_FLAGS) or 1,
+                           num_draft_tokens=_flag(argv, _TOKEN_FLAGS),
+                           continuous_steps=_flag(argv, _CONTINUOUS_FLAGS) or 1, version=version)
+
+
+def setup_of(data: RunData) -> dict | None:
+    """What makes runs one workload, from the traced command line: engine (the tracer's preset, else the
+    program), model (the target and draft model flags), tp (tensor-parallel size, 1 when not given), topk and
+    continuous_steps (the draft's shape). None when no command line is known."""
+    argv, preset, _ = _command(data)
+    if argv is None:
+        return None
+    engine = preset or next((a for a in argv if "sglang" in a or a == "reference"),
+                            os.path.basename(argv[0]) if argv else None)
+    model = {name.lstrip("-"): _text_flag(argv, name) for name in _MODEL_FLAGS if _text_flag(argv, name)}
+    return {"engine": engine, "model": model, "tp": _flag(argv, _TP_FLAGS) or 1,
+            "topk": _flag(argv, _TOPK_FLAGS) or 1, "continuous_steps": _flag(argv, _CONTINUOUS_FLAGS) or 1}
+
+
 def steps_of(data: RunData) -> tuple[int | None, int | None]:
     """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
     manifest. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
@@ -236,12 +332,16 @@ class SweepRun:
     # draft_ns, verify_ns per cycle of the run without nsys: GPU time between the tracer's CUDA events
     events: pl.DataFrame | None = None
     accept_source: str | None = None  # where accept_len came from
+    setup: dict | None = None  # engine, model, tp, draft shape from the traced command line (`setup_of`)
+    unaligned: bool = False  # its sidecar did not line up with its trace, so it gave nothing
+    plain_step: BaselineStep | None = None  # a K = 0 run's plain-decode step, as `analyze --baseline` takes it
 
     @property
     def period_ns(self) -> int | None:
         if self.periods is None or not self.periods.height:
             return None
-        return int(round(self.periods["period"].mean()))
+        twins = self.periods["twin"].to_list() if "twin" in self.periods.columns else None
+        return int(round(econ.mean_measure(self.periods["period"].to_numpy(), twins).value))
 
 
 def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
@@ -261,12 +361,22 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
         total_ns=pl.col("attributed").sum(),
         draft_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft").sum(),
-        verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum())
-    cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns")
-    if sidecars is None:
+        verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum(),
+        extend_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft_extend").sum())
+    cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns", "extend_busy_ns")
+    plain = None
+    if k == 0 and (baseline is not None or sidecars is not None):  # plain decoding: a sweep's baseline
+        plain = sidecar_step(baseline, data.path, "sidecar without nsys", sidecars) if baseline is not None \
+            else sidecar_step(sidecars, data.path, "sidecar under nsys")
+    unaligned = sidecars is not None and bool(a.cycles.height) and check is not None and not cc.aligned(check)
+    if sidecars is None or unaligned:  # (a sidecar of another run feeds nothing)
+        if unaligned:
+            k, tokens = steps_of(RunData(manifest=data.manifest))
         return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
-                        accept_len=None, batch=None)
+                        accept_len=None, batch=None, setup=setup_of(RunData(manifest=data.manifest)
+                                                                     if unaligned else data),
+                        unaligned=unaligned, plain_step=None if unaligned else plain)
     first, last = _aligned(check)
     window = cc.window_cycles(sidecars, first, last)
     seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
@@ -275,7 +385,8 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
     if baseline is not None:
         keep = cc.window_cycles(baseline, window["index"].min(), window["index"].max()).select("file", "index")
         periods = econ.cycle_periods(baseline.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
-            .filter(~pl.col("idle")).select("index", "period")
+            .filter(~pl.col("idle")).join(econ.run_of(baseline.files), on="file", how="left") \
+            .select("index", "period", twin="run")  # twin: the repeated run (RUN/no-nsys, RUN/no-nsys-2, ...)
         ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
         if not ev.height and data.baseline_ground_truth is not None:
             # the reference engine's own CUDA events of its run without nsys (its measured cycles)
@@ -283,25 +394,41 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
         if ev.height:
             events = ev.group_by("file", "index", maintain_order=True).agg(
                 draft_ns=pl.col("ns").filter(pl.col("phase") == "draft").sum(),
-                verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum()).filter(
-                pl.col("verify_ns") > 0).select("draft_ns", "verify_ns")
+                verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum(),
+                extend_ns=pl.col("ns").filter(pl.col("phase") == "draft_extend").sum()).filter(
+                pl.col("verify_ns") > 0).select("draft_ns", "verify_ns", "extend_ns")
     return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                     accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
-                    periods=periods, events=events, accept_source="sidecar" if accept is not None else None)
+                    periods=periods, events=events, accept_source="sidecar" if accept is not None else None,
+                    setup=setup_of(data), plain_step=plain)
 
 
 def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,
-              accept: list[float] = (), extrapolate: bool = False) -> Sweep:
+              accept: list[float] = (), extrapolate: bool = False, baseline: BaselineStep | None = None,
+              allow_mixed: bool = False) -> Sweep:
     """Fit the cost model (derived/sweep.py) over the runs' inputs: `runs` gives (the run as the user named it,
     its inputs), in order; `steps`: the draft steps of each run when the command line does not say; `accept`:
     each run's mean accept length, when its sidecar has no counts (given by the user, or from a server log);
-    `extrapolate`: recommend among unmeasured step counts too."""
-    run_rows, cycle_rows, count_rows, period_rows, event_rows = [], [], [], [], []
-    for run, (path, sr) in enumerate(runs):
-        k, tokens = (steps[run], steps[run] + 1) if steps else (sr.steps, sr.tokens)
+    `extrapolate`: recommend among unmeasured step counts too; `baseline`: the plain-decode step (`--baseline`;
+    a K = 0 run among `runs` is one too); `allow_mixed`: fit runs of different setups anyway."""
+    run_rows, cycle_rows, count_rows, period_rows, event_rows, extend_rows = [], [], [], [], [], []
+    plain, setups = [], []
+    run = 0
+    unaligned = []
+    for i, (path, sr) in enumerate(runs):
+        if sr.unaligned:
+            unaligned.append(path)
+        k, tokens = (steps[i], steps[i] + 1) if steps else (sr.steps, sr.tokens)
         if k is None:
             raise SpecprofError(f"{path}: cannot tell the number of draft steps from the traced command line; "
                                 "give --steps K once per run", path)
+        if sr.setup is not None:
+            setups.append((path, {**sr.setup, "batch": sr.batch}))
+        if k == 0:  # plain decoding: the baseline, not a point of the fit
+            plain.append((path, sr))
+            continue
+        if accept and accept[i] is not None:
+            sr = SweepRun(**{**sr.__dict__, "accept_len": accept[i], "accept_source": "given"})
         seen = sr.accepts
         if seen.height and int(seen["correct"].max()) > k:
             raise SpecprofError(f"{path}: a request accepted {int(seen['correct'].max())} draft tokens in one cycle, "
@@ -313,25 +440,65 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
                                       "draft_busy_ns", "verify_busy_ns"))
         if sr.events is not None and sr.events.height:
             event_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns"))
+            if "extend_ns" in sr.events.columns:
+                extend_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), ns="extend_ns"))
+        elif "extend_busy_ns" in wide.columns:
+            extend_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), ns="extend_busy_ns"))
         accept_len, accept_source = sr.accept_len, sr.accept_source
-        if accept:
-            accept_len, accept_source = accept[run], "given"
+        if accept_source == "given":
             if accept_len > k + 1:
                 raise SpecprofError(f"{path}: accept length {accept_len} given for K={k}: a cycle accepts at most "
                                     f"K + 1 = {k + 1} tokens per request", path)
         count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
-                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "correct"))
+                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "cycle", "correct"))
         if sr.periods is not None:
-            period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period"))
+            twin = pl.col("twin") if "twin" in sr.periods.columns else pl.lit(None, dtype=pl.Utf8)
+            period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period",
+                                                 twin=twin))
         means = wide.mean()
         run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens, "cycles": wide.height,
                          "accept_len": accept_len, "accept_source": accept_source, "batch": sr.batch,
                          "rest_ns": int(means["total_ns"][0] - means["draft_ns"][0] - means["verify_ns"][0]),
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
+        run += 1
+    if setups and not allow_mixed:
+        from analyzer.derived.compare import differences
+        differ = differences(setups)
+        if differ:
+            raise SpecprofError("the runs are not one workload: " + "; ".join(differ) + " (a sweep fits one "
+                                "setup at several K; --allow-mixed fits them anyway)")
+    if plain:
+        if baseline is not None or len(plain) > 1:
+            raise SpecprofError("more than one plain-decode baseline: " + ", ".join(
+                [p for p, _ in plain] + ([baseline.source] if baseline is not None else [])) + "; give one")
+        baseline = plain_baseline(*plain[0])
     # (draft_ns and verify_ns per run come from the sweep, on the basis it fits them on)
     table = pl.DataFrame(run_rows, schema={
         "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
         "accept_len": pl.Float64, "accept_source": pl.Utf8, "batch": pl.Float64, "rest_ns": pl.Int64,
         "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
-    return sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
-                 max_steps, pl.concat(event_rows) if event_rows else None, extrapolate)
+    if not run_rows:
+        raise SpecprofError("specprof sweep needs speculative runs at two or more step counts; the runs given are "
+                            "all plain decoding (K = 0)")
+    tree = max((s.get("topk") or 1 for _, s in setups), default=1)
+    result = sweep(table, pl.concat(cycle_rows), pl.concat(count_rows), pl.concat(period_rows) if period_rows else None,
+                 max_steps, pl.concat(event_rows) if event_rows else None, extrapolate,
+                 pl.concat(extend_rows) if len(extend_rows) == len(run_rows) else None,
+                 baseline.measure if baseline is not None else None, baseline.source if baseline else None,
+                 tree_topk=tree)
+    result.notes += [f"{path}: its sidecar does not line up with its trace (the sidecar of another run?): its "
+                     "accept counts and cycles feed nothing here" for path in unaligned]
+    return result
+
+
+def plain_baseline(path: str, sr: SweepRun) -> BaselineStep:
+    """A K = 0 run among a sweep's runs as its plain-decode baseline: the step `analyze --baseline` takes from its
+    files (`SweepRun.plain_step`), else its attributed cycle under nsys (said)."""
+    if sr.accept_len is not None and sr.accept_len > 1.0:
+        raise SpecprofError(f"{path}: given as K = 0, but its requests accepted draft tokens (accept length "
+                            f"{sr.accept_len:.3f}): not a plain decode", path)
+    if sr.plain_step is not None:
+        return sr.plain_step
+    m = econ.mean_measure(sr.cycles["total_ns"].to_numpy())
+    where = "attributed GPU time per step under nsys (no sidecar beside it)"
+    return BaselineStep(int(round(m.value)), f"{path}: {where}, {m.n} steps", [], sr.batch, m)

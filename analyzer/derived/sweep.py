@@ -37,13 +37,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from analyzer.derived import economics as econ
+from analyzer.derived.intervals import t975
 from analyzer.errors import SpecprofError
-
-# t quantiles at 0.975 for 1..30 degrees of freedom; beyond, a Cornish-Fisher expansion (error < 1e-4).
-_T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
-         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
-         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
-_Z975 = 1.959963984540054
 
 FIT_SCHEMA = {
     "name": pl.Utf8, "x": pl.Utf8, "source": pl.Utf8, "fixed_ns": pl.Float64, "per_unit_ns": pl.Float64,
@@ -52,17 +48,6 @@ FIT_SCHEMA = {
     "per_unit_runs_lo_ns": pl.Float64, "per_unit_runs_hi_ns": pl.Float64, "n": pl.Int64, "runs": pl.Int64,
     "lack_of_fit_ns": pl.Float64,
 }
-
-
-def t975(dof: int) -> float:
-    """The 0.975 quantile of Student's t with `dof` degrees of freedom."""
-    if dof < 1:
-        return math.inf
-    if dof <= len(_T975):
-        return _T975[dof - 1]
-    z, v = _Z975, float(dof)
-    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3))
 
 
 @dataclass
@@ -130,9 +115,9 @@ def acceptance(counts: pl.DataFrame) -> pl.DataFrame:
         drafted = counts.filter(pl.col("steps") >= i)
         reached = drafted.filter(pl.col("correct") >= i - 1).height
         accepted = drafted.filter(pl.col("correct") >= i).height
-        rows.append((i, reached, accepted, accepted / reached if reached else None))
+        rows.append((i, reached, accepted, accepted / reached if reached else None, reached == 0))
     return pl.DataFrame(rows, schema={"position": pl.Int64, "reached": pl.Int64, "accepted": pl.Int64,
-                                      "rate": pl.Float64}, orient="row")
+                                      "rate": pl.Float64, "assumed": pl.Boolean}, orient="row")
 
 
 def position_rates(acc: pl.DataFrame, kmax: int) -> tuple[list[float], float]:
@@ -159,10 +144,13 @@ class Sweep:
       accept_source, batch, draft_ns, verify_ns (means per cycle on the fits' basis), rest_ns, cycle_ns
       (attributed under the profiler), period_unprofiled_ns (mean period without nsys, or null)
     - fits: FIT_SCHEMA rows named verify (x = tokens), draft, rest, cycle, cycle_unprofiled (x = steps)
-    - acceptance: position, reached, accepted, rate (empty without accept counts)
+    - acceptance: position, reached, accepted, rate, assumed (no request-round reached it: its rate is the
+      pooled one, assumed; empty without accept counts)
     - predictions: steps, tokens, accept_len (predicted from the acceptance per position, or the measured one),
       measured_accept_len, cycle_ns, tokens_per_s, tokens_per_s_per_request, measured (a run had this K),
-      extrapolated (K outside the measured range); empty without any accept length
+      extrapolated (K outside the measured range), assumed (uses an assumed position's acceptance), speedup,
+      speedup_lo, speedup_hi (against the baseline; the interval at measured K); empty without any accept
+      length. Only the measured K when the model is contradicted or fewer than 3 step counts were measured.
     """
 
     runs: pl.DataFrame
@@ -177,6 +165,18 @@ class Sweep:
     extrapolate: bool = False
     reasoning: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    model_ok: bool = True  # no fit contradicts the model and no K-independent work drifts: predictions allowed
+    contradictions: list[str] = field(default_factory=list)  # the fits whose per-unit cost is negative
+    drift: str | None = None  # the K-independent work that moved between runs, in words
+    baseline_ns: int | None = None  # the plain-decode step the speedups are against
+    baseline_source: str | None = None
+    beats_plain: bool | None = None  # the best K against the baseline: None without one, or a wash
+
+    @property
+    def best(self) -> dict | None:
+        """The predictions row of the recommended K."""
+        rows = self.predictions.filter(pl.col("steps") == self.recommended_steps)
+        return rows.row(0, named=True) if rows.height else None
 
     def fit(self, name: str) -> dict:
         return self.fits.filter(pl.col("name") == name).row(0, named=True)
@@ -197,7 +197,9 @@ def resolvable(row: dict) -> bool:
 
 
 def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | None,
-          max_steps: int | None = None, events: pl.DataFrame | None = None, extrapolate: bool = False) -> Sweep:
+          max_steps: int | None = None, events: pl.DataFrame | None = None, extrapolate: bool = False,
+          extend: pl.DataFrame | None = None, baseline=None, baseline_source: str | None = None,
+          tree_topk: int = 1) -> Sweep:
     """The cost model from per-run and per-cycle tables.
 
     runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null), accept_len (measured or
@@ -209,6 +211,10 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     periods: run, period_ns (cycle periods without nsys) or None
     events: run, draft_ns, verify_ns (per cycle of the run without nsys, from the tracer's CUDA events) or None
     extrapolate: recommend among every predicted K, not only the measured ones
+    extend: run, ns (draft_extend's time per cycle, on the phases' basis) or None: K-independent work, whose
+      drift between runs shows they differ by more than K
+    baseline: the plain-decode step (economics.Measure) or None; baseline_source: where it came from
+    tree_topk: the widest draft tree among the runs (SGLang's --speculative-eagle-topk; 1: chains)
     """
     notes: list[str] = []
     if runs["steps"].n_unique() < 2:
@@ -234,8 +240,15 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     basis = "cycle"
     if periods is not None and periods.height and periods["run"].n_unique() == runs.height:
         p = periods.join(runs.select("run", "steps"), on="run")
+        group = p["run"]
+        if "twin" in p.columns and p["twin"].null_count() == 0 and p["twin"].n_unique() > p["run"].n_unique():
+            # repeated twins (RUN/no-nsys, RUN/no-nsys-2, ...): each is a run of its own for the run-means fit,
+            # so that its interval holds the run-to-run noise
+            group = (p["run"] * 1_000_000 + p["twin"].rank("dense").cast(pl.Int64)).alias("run")
+            notes.append("the cycle without nsys is fitted over every repeated twin: each counts as a run in "
+                         "the 'runs' interval, which so holds the run-to-run noise")
         fits.append(fit_row("cycle_unprofiled", "steps", "cycle period without nsys (baseline sidecars)",
-                            p["steps"], p["period_ns"], p["run"]))
+                            p["steps"], p["period_ns"], group))
         basis = "cycle_unprofiled"
     elif periods is not None and periods.height:
         notes.append("only some runs have a baseline sidecar (without nsys): predictions use the cycle time "
@@ -254,27 +267,62 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     batch = runs["batch"].drop_nulls().mean()
     measured = {r["steps"]: r["accept_len"] for r in runs.iter_rows(named=True)}
     rates, pooled = position_rates(acc, top) if acc.height and acc["reached"].sum() > 0 else ([], None)
+    last_seen = int(acc.filter(pl.col("reached") > 0)["position"].max() or 0) if acc.height else 0
+    # Is the model physical, and tested? Per-unit costs are at least 0; work that does not depend on K does
+    # not move with K; and a line through two step counts tests nothing.
+    drift = extend_drift(extend, runs) if extend is not None else None
+    contradictions = [r["name"] for r in fit_table.iter_rows(named=True) if contradicts(r)]
+    # a negative slope within its interval of zero contradicts nothing, but predicts a cycle that shrinks with K
+    negative = cycle_fit["per_unit_ns"] < 0 and basis not in contradictions
+    model_ok = not contradictions and drift is None and not negative
+    if negative:
+        notes.append(f"{basis}: its cost per step comes out negative ({_per_unit_text(fit_table, basis)}), within "
+                     "its interval of zero: the runs do not tell the cost per step, and nothing is predicted "
+                     "from it")
+    steps_measured = runs["steps"].n_unique()
+    predict = model_ok and steps_measured >= 3 and tree_topk == 1
+    if tree_topk > 1:
+        notes.append(f"tree drafts (--speculative-eagle-topk {tree_topk}): verify's token count is the tree's "
+                     "(--speculative-num-draft-tokens), not K + 1, and how it grows with K is the user's choice: "
+                     "nothing is predicted beyond the measured step counts")
+    if contradictions or drift:
+        notes.append("the fits contradict the cost model (" + ", ".join(
+            f"{n}: {_per_unit_text(fit_table, n)}" for n in contradictions)
+            + (("; " if contradictions else "") + drift if drift else "")
+            + "): nothing is predicted from them; the step counts are compared only as measured")
+    elif steps_measured < 3:
+        notes.append(f"{steps_measured} step counts: a line through two points cannot show whether the costs are "
+                     "straight in K; 3 or more step counts are needed to predict the ones not measured")
+    per_run = {r["steps"]: r for r in runs.iter_rows(named=True)}
     rows = []
-    if rates:
+    if rates and predict:
         candidates = range(1, top + 1)
-    elif all(v is not None for v in measured.values()):
+    elif rates or all(v is not None for v in measured.values()):
         candidates = sorted(measured)
-        notes.append("no accept counts per draft position (no sidecar): predictions only at the measured step "
-                     "counts, from their given accept lengths")
+        if not rates:
+            notes.append("no accept counts per draft position (no sidecar): predictions only at the measured step "
+                         "counts, from their given accept lengths")
     else:
         candidates = []
     for k in candidates:
-        L = expected_accept_len(rates, k) if rates else measured[k]
-        c = cycle_fit["fixed_ns"] + cycle_fit["per_unit_ns"] * k
+        L = expected_accept_len(rates, k) if rates and predict else measured[k]
+        if L is None:
+            continue
+        if model_ok:
+            c = cycle_fit["fixed_ns"] + cycle_fit["per_unit_ns"] * k
+        else:  # the measured run's own cycle, on the basis the fit would have used
+            r = per_run[k]
+            c = r["period_unprofiled_ns"] if basis == "cycle_unprofiled" else r["cycle_ns"]
         per_req = L / (c / 1e9) if c > 0 else None
         rows.append((k, _verify_tokens(runs, k), L, measured.get(k), int(round(c)),
                      per_req * batch if per_req and batch else None, per_req, k in measured,
-                     not kmin_measured <= k <= kmax_measured))
-    pred = pl.DataFrame(rows, schema={"steps": pl.Int64, "tokens": pl.Int64, "accept_len": pl.Float64,
-                                      "measured_accept_len": pl.Float64, "cycle_ns": pl.Int64,
-                                      "tokens_per_s": pl.Float64, "tokens_per_s_per_request": pl.Float64,
-                                      "measured": pl.Boolean, "extrapolated": pl.Boolean}, orient="row")
-    choose = pred if extrapolate else pred.filter(pl.col("measured"))
+                     not kmin_measured <= k <= kmax_measured, bool(rates) and predict and k > last_seen))
+    pred = pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
+    pred = _against_baseline(pred, baseline, runs, counts, periods, cyc, basis)
+    if extrapolate and not predict:
+        notes.append("--extrapolate: nothing is predicted from these runs, so the recommendation stays among the "
+                     "measured step counts")
+    choose = pred if extrapolate and predict else pred.filter(pl.col("measured"))
     best = choose.sort("tokens_per_s_per_request", descending=True, nulls_last=True).row(0, named=True) \
         if choose.height else None
     verify = fit_table.filter(pl.col("name") == "verify").row(0, named=True)
@@ -282,7 +330,13 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     v_at = verify["fixed_ns"] + verify["per_unit_ns"] * at_tokens
     fixed_share = verify["fixed_ns"] / v_at if v_at > 0 else float("nan")
     reasoning = _reasoning(fit_table, basis, phase_basis, pred, best, rates, pooled, kmax_measured, fixed_share,
-                           at_tokens, extrapolate)
+                           at_tokens, extrapolate and predict, last_seen, model_ok, predict)
+    beats_plain = None
+    if best is not None and baseline is not None:
+        reasoning.append(_against_plain(best, baseline, baseline_source))
+        if best["speedup"] is not None:
+            lo, hi = best["speedup_lo"], best["speedup_hi"]
+            beats_plain = None if lo is not None and lo <= 1 <= hi else best["speedup"] > 1
     for r in fit_table.iter_rows(named=True):
         half = (r["per_unit_hi_ns"] - r["per_unit_lo_ns"]) / 2
         spread = float(runs["steps"].max() - runs["steps"].min())
@@ -290,14 +344,118 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
             notes.append(f"{r['name']}: the run means stray from the line by up to {r['lack_of_fit_ns'] / 1e6:.3f} "
                          "ms, more than the per-cycle interval allows: the cost per unit is not constant over "
                          "these runs, and the 'runs' interval is the honest one")
-    if rates and kmax_measured < top:
+    if rates and acc.filter(pl.col("assumed")).height:
+        never = acc.filter(pl.col("assumed"))["position"].to_list()
+        notes.append(f"positions {', '.join(map(str, never))} were never reached (no request-round had every draft "
+                     f"before them accepted): their acceptance is assumed, the pooled rate of the measured positions "
+                     f"({pooled:.3f}), and marked so")
+    if rates and predict and kmax_measured < top:
         notes.append(f"positions {kmax_measured + 1}..{top} were never drafted: their acceptance is assumed to be "
                      f"the pooled rate of the measured positions ({pooled:.3f}); real acceptance usually falls "
                      "with depth, so predictions beyond K=" f"{kmax_measured} are optimistic")
     return Sweep(runs=runs, fits=fit_table, acceptance=acc, predictions=pred,
                  recommended_steps=int(best["steps"]) if best else None, basis=basis, phase_basis=phase_basis,
                  fixed_share=fixed_share, pooled_rate=pooled, extrapolate=extrapolate, reasoning=reasoning,
-                 notes=notes)
+                 notes=notes, model_ok=model_ok, contradictions=contradictions, drift=drift,
+                 baseline_ns=None if baseline is None else int(round(baseline.value)),
+                 baseline_source=baseline_source, beats_plain=beats_plain)
+
+
+PREDICTION_SCHEMA = {"steps": pl.Int64, "tokens": pl.Int64, "accept_len": pl.Float64,
+                     "measured_accept_len": pl.Float64, "cycle_ns": pl.Int64, "tokens_per_s": pl.Float64,
+                     "tokens_per_s_per_request": pl.Float64, "measured": pl.Boolean, "extrapolated": pl.Boolean,
+                     "assumed": pl.Boolean}
+# draft_extend re-runs the draft over the accepted tokens: the same work at every K when the runs accept alike.
+# Run means further apart than this (and than their intervals) are drift between the runs, not cost.
+DRIFT_TOLERANCE = 0.10
+
+
+def contradicts(row: dict) -> bool:
+    """A fit whose per-unit cost is negative beyond its honest 95% interval (the runs' when there is one): time
+    cannot fall as work is added, so the runs differ by something else."""
+    hi = row["per_unit_runs_hi_ns"] if row["per_unit_runs_hi_ns"] is not None else row["per_unit_hi_ns"]
+    return hi is not None and hi < 0
+
+
+def _per_unit_text(fits: pl.DataFrame, name: str) -> str:
+    r = fits.filter(pl.col("name") == name).row(0, named=True)
+    per = "token" if r["x"] == "tokens" else "step"
+    return f"{r['per_unit_ns'] / 1e6:+.3f} ms per {per}, {_interval(r, 1e6, 3)}"
+
+
+def extend_drift(extend: pl.DataFrame, runs: pl.DataFrame) -> str | None:
+    """draft_extend (run, ns per cycle) is K-independent work: when the runs' means differ by more than
+    DRIFT_TOLERANCE and beyond their 95% intervals, while their accept lengths agree within it, the runs differ
+    by something other than K (run-to-run drift): the sentence that says so, else None."""
+    per = []
+    for r in runs.iter_rows(named=True):
+        v = extend.filter(pl.col("run") == r["run"])["ns"].to_numpy()
+        m = econ.mean_measure(v) if len(v) else None
+        if m is not None and m.value > 0:
+            per.append((r["steps"], r["accept_len"], m))
+    if len(per) < 2:
+        return None
+    lo = min(per, key=lambda x: x[2].value)
+    hi = max(per, key=lambda x: x[2].value)
+    accepts = [a for _, a, _ in per if a is not None]
+    if accepts and (max(accepts) - min(accepts)) > DRIFT_TOLERANCE * min(accepts):
+        return None  # more accepted tokens is more work for draft_extend: not K-independent here
+    if hi[2].value - lo[2].value > max(DRIFT_TOLERANCE * lo[2].value, (hi[2].half or 0) + (lo[2].half or 0)):
+        return (f"draft_extend does the same work at every K here, yet reads {hi[2].value / 1e6:.3f} ms at "
+                f"K={hi[0]} and {lo[2].value / 1e6:.3f} ms at K={lo[0]}: the runs differ by something other than K "
+                "(run-to-run drift: measure the step counts in one launch window, interleaved)")
+    return None
+
+
+def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, counts: pl.DataFrame,
+                      periods: pl.DataFrame | None, cyc: pl.DataFrame, basis: str) -> pl.DataFrame:
+    """The predictions with speedup, speedup_lo, speedup_hi against the plain-decode step `baseline` (a
+    Measure, or None): 95% intervals at the measured K from their runs' cycles and accept counts."""
+    cols = {"speedup": pl.Float64, "speedup_lo": pl.Float64, "speedup_hi": pl.Float64}
+    if baseline is None or not pred.height:
+        return pred.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items()])
+    out = []
+    for r in pred.iter_rows(named=True):
+        s = lo = hi = None
+        if r["accept_len"] is not None and r["cycle_ns"]:
+            s = r["accept_len"] * baseline.value / r["cycle_ns"]
+            if r["measured"]:  # as measured: the run's own accept length and cycle, as `analyze` says them
+                run = runs.filter(pl.col("steps") == r["steps"])["run"][0]
+                if basis == "cycle_unprofiled" and periods is not None:
+                    mine = periods.filter(pl.col("run") == run)
+                    twins = mine["twin"].to_list() if "twin" in mine.columns and mine["twin"].null_count() == 0 \
+                        else None  # repeated runs without nsys: their spread is in the interval
+                    c = econ.mean_measure(mine["period_ns"].to_numpy(), twins)
+                else:
+                    c = econ.mean_measure(cyc.filter(pl.col("run") == run)["total_ns"].to_numpy())
+                s = (r["measured_accept_len"] if r["measured_accept_len"] is not None else r["accept_len"]) \
+                    * baseline.value / c.value
+                L = None
+                if "cycle" in counts.columns:
+                    per = counts.filter(pl.col("run") == run).group_by("cycle").agg(
+                        requests=pl.len(), correct=pl.col("correct").sum())
+                    L = econ.accept_measure(per) if per.height else None
+                rl = L.rel if L is not None else (0.0 if r["measured_accept_len"] is not None else None)
+                rb = baseline.rel if baseline.half is not None else 0.0
+                lo, hi = econ.band(s, rl, rb, c.rel if c is not None else None)
+        out.append({**r, "speedup": s, "speedup_lo": lo, "speedup_hi": hi})
+    return pl.DataFrame(out, schema={**pred.schema, **cols}, orient="row")
+
+
+def _against_plain(best: dict, baseline, source: str | None) -> str:
+    s, lo, hi = best["speedup"], best["speedup_lo"], best["speedup_hi"]
+    if s is None:
+        return "against plain decoding: no accept length at the best K, so no speedup"
+    ci = "" if lo is None else f" ({lo:.2f}-{hi:.2f})"
+    where = f" (baseline step {baseline.value / 1e6:.3f} ms, {source})" if source else ""
+    if lo is not None and lo <= 1 <= hi:
+        word = f"a wash against plain decoding: {s:.2f}x{ci}, the 95% interval holds 1"
+    elif s > 1:
+        word = f"speculation wins against plain decoding: {s:.2f}x{ci}"
+    else:
+        word = (f"speculation loses against plain decoding: {s:.2f}x{ci}; no measured K beats plain decoding"
+                if lo is not None or s < 1 else f"{s:.2f}x")
+    return f"at the best K={best['steps']}, {word}{where}"
 
 
 def _verify_tokens(runs: pl.DataFrame, k: int) -> int:
@@ -314,13 +472,35 @@ def _interval(row: dict, unit: float, digits: int) -> str:
     return f"95% CI {lo / unit:.{digits}f}..{hi / unit:.{digits}f} from the {which}"
 
 
+def verify_in_words(v: dict, fixed_share: float, at_tokens: int) -> str:
+    """Verify's cost as the user needs it: how much of it is fixed, so what cutting draft tokens saves."""
+    ms = 1e6
+    if contradicts(v):
+        return (f"verify's cost per token comes out negative ({v['per_unit_ns'] / ms:+.4f} ms per token, "
+                f"{_interval(v, ms, 4)}): verifying more tokens cannot take less time, so these runs differ by "
+                "more than their token counts, and verify's fixed share is not told")
+    if v["resolvable"]:
+        share = f"{fixed_share:.0%}"
+        return (f"verify is {share} fixed cost at {at_tokens} tokens: " + (
+            "cutting draft tokens barely changes it" if fixed_share >= 0.9 else
+            f"each verified token adds {v['per_unit_ns'] / ms:.4f} ms"))
+    hi = v["per_unit_runs_hi_ns"] if v["per_unit_runs_hi_ns"] is not None else v["per_unit_hi_ns"]
+    top = v["fixed_ns"] + max(hi, 0.0) * at_tokens
+    least = v["fixed_ns"] / top if top > 0 else float("nan")
+    return (f"verify is at least {least:.0%} fixed cost at {at_tokens} tokens (with the per-token cost at the top of "
+            "its interval): " + ("cutting draft tokens barely changes it" if least >= 0.9 else
+                                  "how much a verified token costs is not told by these runs"))
+
+
 def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_share, at_tokens,
-               extrapolate) -> list[str]:
+               extrapolate, last_seen: int = 0, model_ok: bool = True, predict: bool = True) -> list[str]:
     f = {r["name"]: r for r in fits.iter_rows(named=True)}
     v, d, c = f["verify"], f["draft"], f[basis]
     ms = 1e6
     lines = []
-    if v["resolvable"]:
+    if contradicts(v):
+        pass  # said in words below
+    elif v["resolvable"]:
         lines.append(
             f"verify = {v['fixed_ns'] / ms:.3f} ms + {v['per_unit_ns'] / ms:.4f} ms per token ({_interval(v, ms, 4)}; "
             f"{PHASE_BASES[phase_basis]}): at {at_tokens} tokens {fixed_share:.1%} of verify does not depend on the "
@@ -332,18 +512,26 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
             f"{_interval(v, ms, 4)}, which does not lie above zero ({PHASE_BASES[phase_basis]}); verify = "
             f"{v['fixed_ns'] / ms:.3f} ms at these sizes, and more runs, or runs further apart, would tell the "
             "per-token cost")
+    lines.append(verify_in_words(v, fixed_share, at_tokens))
     draft = (f"draft = {d['fixed_ns'] / ms:.3f} ms + {d['per_unit_ns'] / ms:.3f} ms per step ({_interval(d, ms, 3)}; "
              f"{PHASE_BASES[phase_basis]})")
-    if not d["resolvable"]:
+    if contradicts(d):
+        draft += ": a negative cost per step contradicts the model"
+    elif not d["resolvable"]:
         draft += ": the cost per step is not resolvable from these runs (its interval does not lie above zero)"
     lines.append(draft)
-    lines.append(f"cycle = {c['fixed_ns'] / ms:.3f} ms + {c['per_unit_ns'] / ms:.3f} ms per step ("
-                 + ("period measured without nsys" if basis == "cycle_unprofiled" else
-                    "attributed GPU time under nsys: inflated where nsys slows a launch-bound phase, see the "
-                    "cross-check") + ")")
+    line = (f"cycle = {c['fixed_ns'] / ms:.3f} ms {c['per_unit_ns'] / ms:+.3f} ms per step ("
+            + ("period measured without nsys" if basis == "cycle_unprofiled" else
+               "attributed GPU time under nsys: inflated where nsys slows a launch-bound phase, see the "
+               "cross-check") + ")")
+    if c["per_unit_ns"] < 0:
+        line += (": a cycle cannot get shorter as draft steps are added; the runs differ by something other "
+                 "than K, and nothing is predicted from this line")
+    lines.append(line)
     if rates:
-        lines.append("acceptance per position: " + ", ".join(f"p{i + 1}={p:.3f}" for i, p in enumerate(rates[:kmax]))
-                     + f" (pooled {pooled:.3f})")
+        lines.append("acceptance per position: " + ", ".join(
+            f"p{i + 1}={p:.3f}" + (" (assumed)" if i + 1 > last_seen else "") for i, p in enumerate(rates[:kmax]))
+            + f" (pooled {pooled:.3f})")
     if best is None:
         lines.append("no accept length (no sidecar counts, no --accept, no --server-log): the cost models alone, "
                      "no throughput and no recommended step count")
@@ -353,8 +541,11 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
     here = rows[k]
     among = "every predicted K (--extrapolate)" if extrapolate else "the measured step counts"
     lines.append(f"tokens/s peaks at K={k} among {among}: accept length {here['accept_len']:.3f} per "
-                 f"{here['cycle_ns'] / ms:.3f} ms cycle = {here['tokens_per_s_per_request']:.1f} tokens/s per request")
-    if not extrapolate:
+                 f"{here['cycle_ns'] / ms:.3f} ms cycle = {here['tokens_per_s_per_request']:.1f} tokens/s per request"
+                 + ("" if model_ok else " (as measured: the model is not used)"))
+    if not model_ok:
+        return lines
+    if predict and not extrapolate:
         top = pred.sort("tokens_per_s_per_request", descending=True, nulls_last=True).row(0, named=True)
         if top["steps"] != k:
             lines.append(f"the model predicts more at K={top['steps']} ({top['tokens_per_s_per_request']:.1f} tokens/s "

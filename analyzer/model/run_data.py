@@ -20,6 +20,7 @@ class BaselineStep(NamedTuple):
     source: str  # where it comes from, in the user's words
     notes: list[str]
     batch: float | None  # mean requests per step, or None when unknown
+    measure: object = None  # derived/intervals.py Measure: the step time with its 95 % interval (None: unknown)
 
 
 @dataclass

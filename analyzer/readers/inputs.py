@@ -122,6 +122,18 @@ class RunFiles:
         return self.folder is not None and self.folder != self.path
 
 
+def twin_dirs(path: str) -> list[str]:
+    """A run directory's twins without nsys: RUN/no-nsys, then its repeats RUN/no-nsys-2, RUN/no-nsys-3, ...
+    (`specprof capture --no-nsys --repeat N`), as long as they follow on."""
+    out, i = [], 2
+    if os.path.isdir(os.path.join(path, BASELINE_DIR)):
+        out.append(os.path.join(path, BASELINE_DIR))
+        while os.path.isdir(os.path.join(path, f"{BASELINE_DIR}-{i}")):
+            out.append(os.path.join(path, f"{BASELINE_DIR}-{i}"))
+            i += 1
+    return out
+
+
 def run_folder(path: str) -> str | None:
     """The run directory a trace file lies in: its folder, when the folder's only trace is this file and the
     folder holds the tracer's sidecars or `specprof capture`'s manifest; else None."""
@@ -145,7 +157,7 @@ def locate(path: str, sidecars=(), baseline_sidecars=()) -> RunFiles:
     if baseline_sidecars:
         files.baseline = list(baseline_sidecars)
     elif folder and os.path.isdir(os.path.join(folder, BASELINE_DIR)):
-        files.baseline = sc.find(os.path.join(folder, BASELINE_DIR))
+        files.baseline = [f for d in twin_dirs(folder) for f in sc.find(d)]
         files.baseline_auto = bool(files.baseline)
     if folder:
         files.ground_truth = gt.find(folder)

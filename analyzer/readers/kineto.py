@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.readers.nsys_sqlite import bounded_names, check_span, names_note
 from analyzer.model.trace import (
     API_SCHEMA,
     COLLECTIVES_SCHEMA,
@@ -76,8 +77,17 @@ _COLLECTIVE_ARGS = {
 }
 
 # Bytes of (decompressed) text the parser reads at a time. ijson parses a whole buffer before it
-# yields its events: small buffers keep those few events in cache (1 MiB buffers run 2x slower).
+# yields its events: small buffers keep those few events in cache (1 MiB buffers run 2x slower). But ijson
+# copies a value that spans buffers at every buffer (a 40 MB name took 20.6 s in 16 KiB reads, 0.4 s in 1 MiB
+# reads): while one event goes on past LONG_EVENT bytes, the reads double, up to BIG_READ, and shrink again at
+# the next event.
 READ_SIZE = 1 << 14
+LONG_EVENT = 1 << 16
+BIG_READ = 1 << 22
+# No event of a trace is longer than this (text): ijson builds each event whole, and one event of 1.5e8 array
+# items (a 2.9 MB .gz) reached 5 GB. A longer one is refused while it is read, having cost at most a few hundred
+# MB (its values up to here).
+MAX_EVENT_BYTES = 32 << 20
 HEAD_LIMIT = 16 << 20  # top-level keys further than this before `traceEvents` are not read
 TAIL_WINDOW = 4 << 20  # nor those further than this from the end (Kineto writes a few kB there)
 # JSON nesting kept to this depth: a Kineto trace nests 5 or 6 levels ({traceEvents: [{args: {...: [...]}}]});
@@ -157,52 +167,60 @@ class _Sink(list):
     send = list.append
 
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # a whole JSON string, escapes included
-_STRING_END = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # the rest of one, to its closing quote
-_OPENERS = np.zeros(256, np.int8)
-_OPENERS[list(b"[{")] = 1
-_OPENERS[list(b"]}")] = -1
+_DELETE = bytes(b for b in range(256) if b not in b'"[]{}')  # translate() keeps quotes and brackets only
+_OPEN = frozenset(b"[{")
 
 
 class _Depth:
     """The nesting depth of JSON text fed to it chunk by chunk (brackets inside strings do not count).
 
-    The strings are cut out by a regular expression and the brackets counted by bytes.count (both in C); only
-    a chunk whose openers could take the depth past the limit is walked bracket by bracket (numpy)."""
+    No regular expression and no per-byte loop over the chunk: escapes are removed (escaped backslashes, then
+    escaped quotes), bytes.translate keeps only the quotes and brackets, adjacent quotes are dropped in pairs
+    (a pair holds no bracket between its quotes: a string without brackets, or the bracket-free text between
+    two strings; dropping it moves no other character to the other side of a quote), and what is left, a few
+    brackets as a rule, is split at its quotes. All of it runs in C over the chunk; only a chunk whose openers
+    could take the depth past the limit is walked, bracket by bracket (its brackets only)."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.depth = 0
         self.in_string = False
-        self.escaped = False  # the text so far ends inside a string, right after a backslash
+        self.escaped = False  # the text so far ends inside a string, on a backslash whose character comes next
 
     def fits(self, data: bytes) -> bool:
         """Takes the next chunk; False once the depth has gone past the limit."""
-        if self.in_string:
-            end = _STRING_END.match(data, 1 if self.escaped else 0)
-            if end is None:
-                self._open_string(data[1 if self.escaped else 0:])
-                return True
-            data = data[end.end():]
-            self.in_string = False
-        text = _STRING.sub(b"", data)
-        quote = text.find(b'"')
-        if quote >= 0:  # a string that goes on into the next chunk
-            self.in_string = True
-            self._open_string(text[quote + 1:])
-            text = text[:quote]
-        opens = text.count(b"[") + text.count(b"{")
+        if self.escaped:
+            data = data[1:]
+            self.escaped = False
+        if b"\\" in data:  # backslashes appear only inside strings
+            data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+            if data.endswith(b"\\"):
+                data = data[:-1]
+                self.escaped = True
+        marks = data.translate(None, _DELETE)
+        if b'"' in marks:
+            marks = marks.replace(b'""', b"")
+        if b'"' in marks:
+            parts = marks.split(b'"')
+            marks = b"".join(parts[1::2] if self.in_string else parts[::2])
+            if len(parts) % 2 == 0:  # an odd number of quotes: the chunk ends on the other side
+                self.in_string = not self.in_string
+        elif self.in_string:
+            return True  # the whole chunk inside one string
+        opens = marks.count(b"[") + marks.count(b"{")
         if self.depth + opens <= self.limit:
-            self.depth = max(0, self.depth + opens - text.count(b"]") - text.count(b"}"))
+            self.depth = max(0, self.depth + opens - (len(marks) - opens))
             return True
-        steps = np.cumsum(_OPENERS[np.frombuffer(text, np.uint8)], dtype=np.int64) + self.depth
-        if steps.size and int(steps.max()) > self.limit:
-            return False
-        self.depth = max(0, int(steps[-1])) if steps.size else self.depth
+        depth, limit = self.depth, self.limit
+        for byte in marks:
+            if byte in _OPEN:
+                depth += 1
+                if depth > limit:
+                    return False
+            else:
+                depth -= 1
+        self.depth = max(0, depth)
         return True
-
-    def _open_string(self, rest: bytes) -> None:
-        self.escaped = (len(rest) - len(rest.rstrip(b"\\"))) % 2 == 1
 
 
 class _Tap:
@@ -219,16 +237,30 @@ class _Tap:
         self.ring_bytes = 0
         self.path = path
         self.depth = _Depth(MAX_DEPTH)
+        self.seen = 0  # events the parser has yielded (set by its loop)
+        self._seen_before = 0
+        self._since = 0  # bytes read since the parser last yielded an event
+        self._size = READ_SIZE
 
     def read(self, n: int = -1) -> bytes:
         if n == 0:  # ijson's probe for bytes or str
             return b""
+        if self.seen != self._seen_before:  # an event ended: back to small reads
+            self._seen_before, self._since, self._size = self.seen, 0, READ_SIZE
+        elif self._since > MAX_EVENT_BYTES:
+            raise SpecprofError(
+                f"{self.path}: one event is longer than {MAX_EVENT_BYTES >> 20} MB of JSON (a PyTorch-profiler "
+                "event takes a few hundred bytes); the file is not a trace, or is damaged: give the file "
+                "torch.profiler's export_chrome_trace wrote", self.path)
+        elif self._since > LONG_EVENT:
+            self._size = min(BIG_READ, self._size * 2)
         if self.first is not None:
             data, self.first = self.first, None
         else:
-            data = self.fh.read(n)
+            data = self.fh.read(max(n, self._size) if n > 0 else n)
         if not data:
             return data
+        self._since += len(data)
         if not self.depth.fits(data):  # before either parser sees it
             raise SpecprofError(
                 f"{self.path}: JSON nested deeper than {MAX_DEPTH} levels (a PyTorch-profiler trace nests 6); "
@@ -414,6 +446,7 @@ class _Parser:
             if not count:
                 tap.head = None  # the events have begun: the top-level keys before them are read
             count += 1
+            tap.seen = count
             try:
                 cat = ev.get("cat")
                 kind = op_kinds.get(cat)
@@ -543,7 +576,9 @@ class _Parser:
                 f"gpu_memset; {self.events} events{': ' + found if found else ''}); profile with "
                 "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]", self.path)
         base = self._base_ns(meta)
-        names = _names_series(self.names)
+        names, cut = bounded_names(_names_series(self.names))
+        if cut:
+            meta.notes.append(names_note(cut, "names"))
         ops = self._ops(names, base, meta)
         api = self._api(names, base, ops, meta)
         ops = self._launching_process(ops, api, meta)
@@ -554,6 +589,8 @@ class _Parser:
         self._processes(meta, api, ranges)
         for k, v in self.skipped.items():
             meta.skipped[k] = meta.skipped.get(k, 0) + v
+        for what, table in (("GPU ops", ops), ("CUDA API calls", api), ("ranges", ranges)):
+            check_span(self.path, {what: table}, "export it again")  # each on its own: some mix two clocks
         return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta, collectives=collectives)
 
     def _meta(self) -> TraceMeta:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import stat
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ MEMCPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD"
 
 _PID_MASK = ~0xFFFFFF  # globalPid = globalTid with the low 24 (tid) bits cleared
 _TIME_LIMIT = 1 << 62  # ns: no timestamp lies further from 0 (the difference of two then fits in 64 bits)
+# ns: no trace spans more (417 days): every duration, and every sum of durations over up to 256 devices or
+# streams, then fits in 64 bits
+SPAN_LIMIT = 1 << 55
 
 def _cores() -> int:
     """The cores this process may run on (its affinity, as `taskset` sets it), else all of them."""
@@ -96,7 +100,9 @@ class Select:
             else:
                 ids = ",".join(str(int(i)) for i in cond[2])
                 conds.append(f'"{cond[1]}" {"IN" if cond[0] == "in" else "NOT IN"} ({ids})')
-        return f'SELECT {cols} FROM "{self.table}"' + (" WHERE " + " AND ".join(conds) if conds else "")
+        # NOT INDEXED: the table's own B-tree, never an index, which may disagree with it (quick_check does
+        # not compare them); rowid ranges still search the table's B-tree.
+        return f'SELECT {cols} FROM "{self.table}" NOT INDEXED' + (" WHERE " + " AND ".join(conds) if conds else "")
 
 
 def _decoded(df: pl.DataFrame, schema: dict, encoding: str = "utf-8") -> pl.DataFrame:
@@ -116,6 +122,32 @@ def _text(col: pl.Series, encoding: str) -> pl.Series:
             pass
     return pl.Series(col.name, [None if b is None else b.decode(encoding, "replace") for b in col.to_list()],
                      pl.Utf8)
+
+
+# Names (kernels, ranges, marks, calls) are cut to this many characters when read: a real one is at most a few
+# thousand (a demangled template kernel), and a longer one, repeated through the analysis, cost 4 GB at
+# 200 KB and was OOM-killed at 20 MB. Each one cut ends in "…", and the trace's notes say how many were.
+MAX_NAME_CHARS = 4096
+
+
+def bounded_names(col: pl.Series) -> tuple[pl.Series, int]:
+    """`col` (text) with every value longer than MAX_NAME_CHARS cut to it, "…" last; and how many were."""
+    if col.dtype == pl.Categorical:
+        cut, n = bounded_names(col.cast(pl.Utf8))
+        return (cut.cast(pl.Categorical), n) if n else (col, 0)
+    long = col.str.len_chars() > MAX_NAME_CHARS
+    n = int(long.sum() or 0)
+    if not n:
+        return col, 0
+    frame = pl.DataFrame({"v": col, "long": long})
+    cut = frame.select(pl.when(pl.col("long")).then(pl.col("v").str.slice(0, MAX_NAME_CHARS - 1) + pl.lit("…"))
+                       .otherwise(pl.col("v")).alias(col.name)).to_series()
+    return cut, n
+
+
+def names_note(n: int, what: str) -> str:
+    return (f"{n:,} {what} longer than {MAX_NAME_CHARS:,} characters were cut to that length (ending in …): no "
+            "real name is that long")
 
 
 _CODECS = {"UTF-8": "utf-8", "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
@@ -428,7 +460,9 @@ class _Export:
             f"{self.path}: table {table} is damaged ({str(exc).split(': ', 1)[-1]}); specprof does not analyse "
             "a damaged export: export it again with `nsys export --type sqlite`", self.path)
 
-    def _corrupt(self, exc: Exception) -> SpecprofError:
+    def _corrupt(self, exc: Exception) -> Exception:
+        if "Cannot allocate memory" in str(exc) or "out of memory" in str(exc):
+            return MemoryError(str(exc))  # no damage: the CLI says the memory ran out
         return SpecprofError(
             f"{self.path}: reading the export failed ({str(exc).splitlines()[0]}); the file is "
             "probably truncated or corrupt: export it again with `nsys export --type sqlite`",
@@ -444,6 +478,9 @@ def _check_file(path: str) -> None:
         raise SpecprofError(f"{path}: no such file; give the path of an nsys SQLite export", path)
     if os.path.isdir(path):
         raise SpecprofError(f"{path}: is a directory; give the path of an nsys SQLite export", path)
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would be waited on, or read for ever
+        raise SpecprofError(f"{path}: not a regular file (a pipe, socket or device); give the path of an nsys "
+                            "SQLite export", path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(100)
@@ -476,6 +513,10 @@ def read_nsys_sqlite(path: str) -> Trace:
     try:
         meta = _read_meta(ex)
         strings = _read_strings(ex)
+        value, cut = bounded_names(strings.get_column("value"))
+        if cut:
+            strings = strings.with_columns(value)
+            meta.notes.append(names_note(cut, "strings (names of kernels, calls or ranges)"))
         gpu = sum(hi - lo for lo, hi in (ex.row_span(t) for t in _GPU_TABLES if t in ex.tables))
         with progress.step("reading GPU ops", gpu, "rows") as step:
             ops = _read_ops(ex, strings, step)
@@ -492,6 +533,7 @@ def read_nsys_sqlite(path: str) -> Trace:
     finally:
         ex.close()
     trim_c_heap()
+    check_span(path, {"GPU ops": ops, "CUDA API calls": api, "NVTX ranges": ranges}, "export it again")
     if not ops.is_empty():
         known_gpus = {g["device"] for g in meta.gpus}
         for device in distinct(ops.get_column("device")).drop_nulls().to_list():
@@ -500,26 +542,64 @@ def read_nsys_sqlite(path: str) -> Trace:
     return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta)
 
 
+def check_span(path: str, tables: dict, what_to_do: str) -> None:
+    """Refuses a trace whose timestamps (the `start` and `end` columns of `tables`, by what they hold) span
+    more than SPAN_LIMIT: no capture lasts that long, and the durations and sums the analysis takes would
+    no longer fit in 64 bits (one kernel from -2^62 to 2^62 lasts 2^63 ns)."""
+    lo = hi = None
+    for name, df in tables.items():
+        cols = [c for c in ("start", "end") if c in df.columns]
+        if df.is_empty() or not cols:
+            continue
+        row = df.select(lo=pl.min_horizontal(pl.col(c).min() for c in cols),
+                        hi=pl.max_horizontal(pl.col(c).max() for c in cols)).row(0)
+        if row[0] is None:
+            continue
+        if lo is None or row[0] < lo[0]:
+            lo = (row[0], name)
+        if hi is None or row[1] > hi[0]:
+            hi = (row[1], name)
+    if lo is not None and hi[0] - lo[0] > SPAN_LIMIT:
+        raise SpecprofError(
+            f"{path}: its timestamps span {(hi[0] - lo[0]) / 1e9:.3g} s (from {lo[1]} to {hi[1]}), more than "
+            f"2^55 ns (417 days); no capture lasts that long: the trace is damaged: {what_to_do}", path)
+
+
 def _read_meta(ex: _Export) -> TraceMeta:
     meta = TraceMeta(path=ex.path, format="nsys-sqlite")
     for table in ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds"):
         ex.check(table)  # small tables, read through SQLite: whole, or refused
     if "META_DATA_EXPORT" in ex.tables:
-        kv = dict(ex.rows("SELECT name, value FROM META_DATA_EXPORT"))
+        kv = dict(ex.rows("SELECT CAST(name AS TEXT), CAST(value AS TEXT) FROM META_DATA_EXPORT NOT INDEXED"))
         meta.tool_version = kv.get("EXPORT_PRODUCT_VERSION")
         meta.schema_version = kv.get("EXPORT_SCHEMA_VERSION")
     if "TARGET_INFO_GPU" in ex.tables and {"id", "name"} <= ex.columns("TARGET_INFO_GPU"):
-        for device, name in ex.rows("SELECT DISTINCT id, name FROM TARGET_INFO_GPU ORDER BY id"):
+        for device, name in _integers(ex, "TARGET_INFO_GPU", ex.rows(
+                "SELECT DISTINCT id, CAST(name AS TEXT) FROM TARGET_INFO_GPU NOT INDEXED ORDER BY id"), 1):
             meta.gpus.append({"device": device, "name": name})
     if "PROCESSES" in ex.tables:
-        for gpid, pid, name in ex.rows("SELECT globalPid, pid, name FROM PROCESSES"):
+        for gpid, pid, name in _integers(ex, "PROCESSES", ex.rows(
+                "SELECT globalPid, pid, CAST(name AS TEXT) FROM PROCESSES NOT INDEXED"), 2):
             meta.processes.append({"pid": gpid, "os_pid": pid, "name": name})
     if "ThreadNames" in ex.tables and "StringIds" in ex.tables:
-        for tid, name in ex.rows(
-            "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
-        ):
+        for tid, name in _integers(ex, "ThreadNames", ex.rows(
+            "SELECT t.globalTid, CAST(s.value AS TEXT) FROM ThreadNames t NOT INDEXED "
+            "JOIN StringIds s NOT INDEXED ON s.id = t.nameId"
+        ), 1):
             meta.threads[tid] = name
     return meta
+
+
+def _integers(ex: _Export, table: str, rows: list[tuple], count: int) -> list[tuple]:
+    """`rows` whose first `count` values are integers (or NULL), else one SpecprofError naming the table:
+    text or a BLOB where nsys writes an id is damage, never a value to show."""
+    for row in rows:
+        if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in row[:count]):
+            raise SpecprofError(
+                f"{ex.path}: table {table} holds a value that is not an integer where nsys writes an id; the "
+                "export is damaged or not made by nsys: export it again with `nsys export --type sqlite`",
+                ex.path)
+    return rows
 
 
 def _read_strings(ex: _Export) -> pl.DataFrame:
@@ -528,8 +608,8 @@ def _read_strings(ex: _Export) -> pl.DataFrame:
     if "StringIds" not in ex.tables:
         return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
     ex.check("StringIds")
-    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds", schema, table="StringIds").with_columns(
-        pl.col("value").cast(pl.Categorical))
+    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds NOT INDEXED", schema,
+                    table="StringIds").with_columns(pl.col("value").cast(pl.Categorical))
 
 
 def _name_table(strings: pl.DataFrame) -> pl.Series | None:
@@ -860,6 +940,10 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
                     (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),),
                     required=("start", "globalTid"))
     df = ex.whole(select, schema, step=step)
+    text, cut = bounded_names(df.get_column("text"))
+    if cut:
+        df = df.with_columns(text)
+        meta.notes.append(names_note(cut, "NVTX range or mark names"))
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
         pl.col("registered").cast(pl.Utf8))
     df = df.with_columns(

@@ -3,15 +3,23 @@
 Every cache lives in the user's cache folder, never beside the input: `$SPECPROF_CACHE_DIR` when set, else
 platformdirs' user cache folder for specprof (`~/.cache/specprof` on Linux, `$XDG_CACHE_HOME/specprof` where
 that is set). The cache of an export at PATH is the folder `ROOT/traces/<hash of PATH's real path>-NAME/`:
-its Trace's tables (`ops`, `api`, `ranges`, `marks`) and `key.json`, which holds
+its Trace's tables (`ops`, `api`, `ranges`, `marks`) and its stamp, `specprof-cache.json` (schema
+`ENTRY_SCHEMA`), which marks the folder as specprof's and holds
 
-- the export's size and modification time (ns), and a SHA-256 of its first and last 64 KiB: a changed or
-  replaced file, or a cache copied under another export's name, does not match;
-- `CACHE_SCHEMA` and a hash of the code that makes and reads the tables (the reader, the Trace model, this
-  module): a cache written by another version of specprof is not used.
+- the key: the export's size, modification time (ns) and the SHA-256 of its whole content (a changed,
+  replaced or damaged file, even one whose size and mtime were kept, or a cache copied under another export's
+  name, does not match); `CACHE_SCHEMA` and a hash of the code that makes and reads the tables (the reader,
+  the Trace model, this module): a cache written by another version of specprof is not used;
+- the size and SHA-256 of each of the entry's files: each is read whole into memory, checked, and parsed
+  from those same bytes, so an edited or damaged `ops.parquet` is never used.
 
 A moved or renamed export has another real path, so another folder: a cache is never looked up by the name
 alone. The same folder holds the cache of the analysis of those tables (analyzer/app/analysis_cache.py).
+
+Only stamped folders are entries: eviction and `cache clear` never touch anything else under `traces/` (a
+user's folder there is left alone), never follow a link (a `traces` that is a link holds no entries and is
+never written through; each entry is opened with O_NOFOLLOW and removed by `shutil.rmtree` relative to its
+folder, which does not follow links inside).
 
 The caches together are kept under a size bound (`$SPECPROF_CACHE_MAX_GB`, default `DEFAULT_MAX_GB`): after
 each write, the entries least recently used are removed until the rest fit (never the one just written).
@@ -24,24 +32,31 @@ skipped with a note on stderr. The cache never makes an analysis fail.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import platformdirs
 import polars as pl
 
-from analyzer.errors import SpecprofError
+from analyzer.errors import SpecprofError, clean
 from analyzer.model.trace import Trace, TraceMeta
 
-CACHE_SCHEMA = "specprof.cache/2"
+CACHE_SCHEMA = "specprof.cache/3"
+ENTRY_SCHEMA = "specprof.cache-entry/1"  # the stamp's schema: a folder holding it is specprof's
+STAMP = "specprof-cache.json"
 TABLES = ("ops", "api", "ranges", "marks")
-EDGE = 64 * 1024
+CHUNK = 8 << 20  # bytes hashed at a time
 ENTRIES = "traces"  # the folder of the entries, under the cache root
 USED = "used"  # touched on every use: the entries least recently used go first
 DEFAULT_MAX_GB = 10.0
@@ -79,17 +94,42 @@ def code_hash(files=_CODE) -> str:
     return h.hexdigest()[:16]
 
 
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_LEGACY = re.compile(r"[0-9a-f]{16}-")  # entries of specprof.cache/2, before stamps: `key.json` inside
+_digests: dict[tuple, str] = {}  # (real path, dev, inode, size, mtime, ctime) -> SHA-256, this process only
+_digests_lock = threading.Lock()
+
+
+def export_digest(path: str) -> tuple[os.stat_result, str]:
+    """The export's stat and the SHA-256 of its whole content (OSError when it is not a regular file).
+    Computed once per process for a file whose inode, size, mtime and ctime have not changed (a write keeps
+    none of the ctime: a file edited with its mtime put back is hashed again)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO is not waited on
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        memo = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with _digests_lock:
+            known = _digests.get(memo)
+        if known is not None:
+            return st, known
+        h = hashlib.sha256()
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
+            while chunk := fh.read(CHUNK):
+                h.update(chunk)
+        with _digests_lock:
+            _digests[memo] = h.hexdigest()
+        return st, h.hexdigest()
+    finally:
+        os.close(fd)
+
+
 def key(path: str) -> dict:
-    """What identifies the export at `path` and the code that parses it."""
-    st = os.stat(path)
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        h.update(fh.read(EDGE))
-        if st.st_size > EDGE:
-            fh.seek(max(EDGE, st.st_size - EDGE))
-            h.update(fh.read(EDGE))
+    """What identifies the export at `path` (its whole content) and the code that parses it."""
+    st, digest = export_digest(path)
     return {"schema": CACHE_SCHEMA, "code": code_hash(), "path": os.path.realpath(path), "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns, "edges_sha256": h.hexdigest()}
+            "mtime_ns": st.st_mtime_ns, "sha256": digest}
 
 
 def location(path: str) -> str:
@@ -100,43 +140,182 @@ def location(path: str) -> str:
     return os.path.join(root(), ENTRIES, f"{digest}-{os.path.basename(real)}")
 
 
+def _doc_digest(doc: dict) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------- files, never through links
+
+
+@contextmanager
+def _folder(path: str, dir_fd: int | None = None):
+    """A folder opened without following a link (OSError when it is one, or is not a folder)."""
+    fd = os.open(path, _NOFOLLOW_DIR, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_bytes(name: str, dir_fd: int) -> bytes:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(f"{name}: not a regular file")
+        return fh.read()
+
+
+def _write_bytes(name: str, data: bytes, dir_fd: int) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _read_json(name: str, dir_fd: int):
+    return json.loads(_read_bytes(name, dir_fd).decode("utf-8"))
+
+
+def write_tables(dir_fd: int, tables: dict) -> dict:
+    """Write each DataFrame of `tables` as NAME.parquet into the folder open as `dir_fd`; returns what the
+    stamp keeps of them: {file: {"bytes", "sha256"}}."""
+    files = {}
+    for name, df in tables.items():
+        buffer = io.BytesIO()
+        # One row group per table: read back, each column is one chunk (as a Trace keeps them), not dozens
+        # to be copied together.
+        df.write_parquet(buffer, compression="lz4", statistics=False, row_group_size=max(1, df.height))
+        data = buffer.getvalue()
+        del buffer
+        _write_bytes(f"{name}.parquet", data, dir_fd)
+        files[f"{name}.parquet"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return files
+
+
+def read_tables(dir_fd: int, files: dict, names) -> dict:
+    """The tables `names` of the folder open as `dir_fd`, each file checked against `files` (write_tables'
+    record) before it is parsed from the very bytes checked; ValueError when one does not match."""
+    out = {}
+    for name in names:
+        want = files.get(f"{name}.parquet") if isinstance(files, dict) else None
+        data = _read_bytes(f"{name}.parquet", dir_fd)
+        if not isinstance(want, dict) or len(data) != want.get("bytes") or \
+                hashlib.sha256(data).hexdigest() != want.get("sha256"):
+            raise ValueError(f"{name}.parquet does not match its checksum")
+        out[name] = pl.read_parquet(io.BytesIO(data))
+        del data
+    return out
+
+
+def _stamp(dir_fd: int) -> dict | None:
+    """The stamp of the folder open as `dir_fd` when it is specprof's, else None."""
+    try:
+        doc = _read_json(STAMP, dir_fd)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("schema") == ENTRY_SCHEMA else None
+
+
+def _write_stamp(dir_fd: int, doc: dict) -> None:
+    """Replace the folder's stamp at once (a reader sees the old one or the new one)."""
+    _write_bytes(STAMP + ".new", json.dumps(doc, default=str).encode(), dir_fd)
+    os.replace(STAMP + ".new", STAMP, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _is_complete(doc: dict) -> bool:
+    body = {k: doc.get(k) for k in ("key", "meta", "files")}
+    return doc.get("complete") is True and doc.get("digest") == _doc_digest(body)
+
+
+@contextmanager
+def _folder_or_none(path: str, dir_fd: int | None = None):
+    """`path` (relative to `dir_fd`) opened as a folder without following a link; None when it is absent, a
+    link (never followed), or not a folder."""
+    try:
+        fd = os.open(path, _NOFOLLOW_DIR, dir_fd=dir_fd)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _entries_folder():
+    """ROOT/traces (`_folder_or_none`)."""
+    return _folder_or_none(os.path.join(root(), ENTRIES))
+
+
+# ------------------------------------------------------------------------------------------------- use
+
+
+@contextmanager
+def _entry(path: str):
+    """The entry folder of the export at `path`, opened (under ROOT/traces) without following a link; None
+    when there is none."""
+    with _entries_folder() as base:
+        if base is None:
+            yield None
+            return
+        with _folder_or_none(os.path.basename(location(path)), base) as fd:
+            yield fd
+
+
 def _matching(path: str):
-    """(folder, key.json's content) of the cache of `path` when its key matches the export as it is now."""
+    """(folder, stamp) of the cache of `path` when its key matches the export as it is now."""
     try:
         want = key(path)
     except OSError:
         return
-    folder = location(path)
-    try:
-        with open(os.path.join(folder, "key.json"), encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except Exception:  # none there, or unreadable
-        return
-    if isinstance(doc, dict) and doc.get("key") == want:
-        yield folder, doc
+    with _entry(path) as fd:
+        doc = None if fd is None else _stamp(fd)
+    if doc is not None and _is_complete(doc) and doc.get("key") == want:
+        yield location(path), doc
 
 
-def _touch(folder: str) -> None:
+def _touch(dir_fd: int) -> None:
     try:
-        with open(os.path.join(folder, USED), "w", encoding="utf-8") as fh:
-            fh.write(str(time.time_ns()))
+        _write_bytes(USED, str(time.time_ns()).encode(), dir_fd)
     except OSError:
         pass
 
 
 def load(path: str) -> Trace | None:
-    """The cached Trace of the export at `path`, or None when there is no matching cache."""
-    for folder, doc in _matching(path):
-        try:
-            tables = {t: pl.read_parquet(os.path.join(folder, f"{t}.parquet")) for t in TABLES}
-            meta = doc["meta"]
+    """The cached Trace of the export at `path`, or None when there is no matching cache (the export's whole
+    content is hashed in a thread while the entry's files are read and checked)."""
+    try:
+        with _entry(path) as fd:
+            doc = None if fd is None else _stamp(fd)
+            if doc is None or not _is_complete(doc):
+                return None
+            digest: dict = {}
+
+            def hash_export():
+                try:
+                    digest["key"] = key(path)
+                except OSError:
+                    pass
+
+            hasher = threading.Thread(target=hash_export, name="specprof-cache-hash", daemon=True)
+            hasher.start()
+            try:
+                tables = read_tables(fd, doc["files"], TABLES)
+            finally:
+                hasher.join()
+            if digest.get("key") != doc.get("key"):
+                return None
+            meta = dict(doc["meta"])
             meta["threads"] = {int(k): v for k, v in meta.get("threads", {}).items()}
             meta["path"] = path
-            _touch(folder)
+            _touch(fd)
             return Trace(**tables, meta=TraceMeta(**meta))
-        except Exception:  # a missing, partial or foreign cache is no cache
-            continue
-    return None
+    except Exception:  # a missing, partial, edited or foreign cache is no cache
+        return None
+
+
+def _note(path: str, where: str, why) -> None:
+    print(clean(f"specprof: note: the parsed tables of {path} were not cached ({where}: {why}); "
+                "`specprof cache info` says where the cache is"), file=sys.stderr)
 
 
 def store(path: str, trace: Trace) -> str | None:
@@ -148,29 +327,34 @@ def store(path: str, trace: Trace) -> str | None:
         return None
     doc["meta"]["threads"] = {str(k): v for k, v in trace.meta.threads.items()}
     folder = location(path)
-    parent = os.path.dirname(folder)
+    parent, name = os.path.split(folder)
     tmp = None
     try:
         os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".tmp-", dir=parent)
-        for t in TABLES:
-            # One row group per table: read back, each column is one chunk (as a Trace keeps them), not
-            # dozens to be copied together.
-            df = getattr(trace, t)
-            df.write_parquet(os.path.join(tmp, f"{t}.parquet"), compression="lz4", statistics=False,
-                             row_group_size=max(1, df.height))
-        with open(os.path.join(tmp, "key.json"), "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, default=str)
-        _touch(tmp)
-        if os.path.isdir(folder):
-            shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        if os.path.islink(parent):
+            _note(path, parent, "a link, which specprof does not write through")
+            return None
+        with _folder(parent) as base:
+            tmp = os.path.basename(tempfile.mkdtemp(prefix=name + ".tmp-", dir=parent))
+            with _folder(tmp, base) as fd:
+                _write_stamp(fd, {"schema": ENTRY_SCHEMA, "complete": False})  # first: a left-over is specprof's
+                doc["files"] = write_tables(fd, {t: getattr(trace, t) for t in TABLES})
+                _write_stamp(fd, {"schema": ENTRY_SCHEMA, "complete": True, **doc, "digest": _doc_digest(doc)})
+                _touch(fd)
+            try:
+                info = os.stat(name, dir_fd=base, follow_symlinks=False)
+            except FileNotFoundError:
+                info = None
+            if info is not None:
+                if not (stat.S_ISDIR(info.st_mode) and _remove(base, name)):
+                    _note(path, folder, "a folder or file there is not specprof's, and is left alone")
+                    shutil.rmtree(tmp, dir_fd=base, ignore_errors=True)
+                    return None
+            os.replace(tmp, name, src_dir_fd=base, dst_dir_fd=base)
     except Exception as exc:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        print(f"specprof: note: the parsed tables of {path} were not cached ({parent}: "
-              f"{getattr(exc, 'strerror', None) or exc}); `specprof cache info` says where the cache is",
-              file=sys.stderr)
+            shutil.rmtree(os.path.join(parent, tmp), ignore_errors=True)
+        _note(path, parent, getattr(exc, "strerror", None) or exc)
         return None
     evict(keep=folder)
     return folder
@@ -181,81 +365,115 @@ def matching_folder(path: str) -> str | None:
     return next((folder for folder, _ in _matching(path)), None)
 
 
+# ---------------------------------------------------------------------------------------- entries, eviction
+
+
 @dataclass
 class Entry:
     folder: str
-    export: str | None  # the export it is the cache of, as key.json says
+    export: str | None  # the export it is the cache of, as its stamp says
     bytes: int
     used_ns: int  # when it was last written or read
+    complete: bool = True  # False: a write still going on, or one interrupted
 
 
-def _size(folder: str) -> int:
+def _specprofs(base: int, name: str) -> dict | None:
+    """What marks `name` (in the folder open as `base`) as a cache entry: its stamp, or for an entry of the
+    schema before stamps, its key.json (under a `<16 hex digits>-` name); None for anything else."""
+    try:
+        with _folder(name, base) as fd:
+            doc = _stamp(fd)
+            if doc is not None:
+                return doc
+            if _LEGACY.match(name):
+                legacy = _read_json("key.json", fd)
+                if isinstance(legacy, dict) and str(legacy.get("key", {}).get("schema", "")).startswith(
+                        "specprof.cache/"):
+                    return {"key": legacy["key"], "complete": True, "legacy": True}
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def _size(base: int, name: str) -> int:
     total = 0
-    for dirpath, _, files in os.walk(folder):
+    for _, _, files, fd in os.fwalk(name, dir_fd=base):  # never into a link
         for f in files:
             try:
-                total += os.lstat(os.path.join(dirpath, f)).st_size
+                total += os.stat(f, dir_fd=fd, follow_symlinks=False).st_size
             except OSError:
                 pass
     return total
 
 
-def entries() -> list[Entry]:
-    """Every entry of the cache, least recently used first."""
-    base = os.path.join(root(), ENTRIES)
+def _remove(base: int, name: str) -> bool:
+    """Remove the entry `name` of the folder open as `base`, if it is one (stamped); never through a link.
+    Returns whether it is gone."""
+    if _specprofs(base, name) is None:
+        return False
+    shutil.rmtree(name, dir_fd=base, ignore_errors=True)
     try:
-        names = os.listdir(base)
-    except OSError:
-        return []
+        os.stat(name, dir_fd=base, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    return False
+
+
+def _list(base: int) -> list[Entry]:
     out = []
-    for name in names:
-        folder = os.path.join(base, name)
-        if not os.path.isdir(folder) or os.path.islink(folder):
+    where = os.path.join(root(), ENTRIES)
+    for name in os.listdir(base):
+        doc = _specprofs(base, name)
+        if doc is None:
             continue
         try:
-            with open(os.path.join(folder, USED), encoding="utf-8") as fh:
-                used = int(fh.read().strip() or 0)
+            with _folder(name, base) as fd:
+                used = int(_read_bytes(USED, fd).decode().strip() or 0)
         except (OSError, ValueError):
             used = 0
-        try:
-            with open(os.path.join(folder, "key.json"), encoding="utf-8") as fh:
-                export = json.load(fh)["key"]["path"]
-        except Exception:
-            export = None
-        out.append(Entry(folder, export, _size(folder), used))
+        export = doc.get("key", {}).get("path") if isinstance(doc.get("key"), dict) else None
+        complete = bool(doc.get("legacy")) or _is_complete(doc)
+        out.append(Entry(os.path.join(where, name), export, _size(base, name), used, complete))
     return sorted(out, key=lambda e: (e.used_ns, e.folder))
+
+
+def entries() -> list[Entry]:
+    """Every entry of the cache (every stamped folder under ROOT/traces), least recently used first."""
+    with _entries_folder() as base:
+        return [] if base is None else _list(base)
 
 
 def evict(keep: str | None = None, limit: int | None = None) -> list[Entry]:
     """Remove the entries least recently used until the cache fits `limit` bytes (default `max_bytes()`; 0:
-    no bound), never `keep`; returns those removed."""
+    no bound), never `keep`, nor a write still going on; returns those removed."""
     limit = max_bytes() if limit is None else limit
     if not limit:
         return []
-    listed = entries()
-    total = sum(e.bytes for e in listed)
-    removed = []
-    for e in listed:
-        if total <= limit:
-            break
-        if keep is not None and os.path.abspath(e.folder) == os.path.abspath(keep):
-            continue
-        shutil.rmtree(e.folder, ignore_errors=True)
-        total -= e.bytes
-        removed.append(e)
+    with _entries_folder() as base:
+        if base is None:
+            return []
+        listed = _list(base)
+        total = sum(e.bytes for e in listed)
+        removed = []
+        for e in listed:
+            if total <= limit:
+                break
+            if not e.complete or (keep is not None and os.path.abspath(e.folder) == os.path.abspath(keep)):
+                continue
+            if _remove(base, os.path.basename(e.folder)):
+                total -= e.bytes
+                removed.append(e)
     return removed
 
 
 def clear() -> tuple[int, int]:
-    """Remove every entry of the cache; returns (entries, bytes) removed."""
-    listed = entries()
-    base = os.path.join(root(), ENTRIES)
-    for e in listed:
-        shutil.rmtree(e.folder, ignore_errors=True)
-    if os.path.isdir(base):  # left-over temporary folders of interrupted writes
-        for name in os.listdir(base):
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-    left = [e for e in listed if os.path.exists(e.folder)]
+    """Remove every entry of the cache (left-over writes included; nothing that is not stamped); returns
+    (entries, bytes) removed."""
+    with _entries_folder() as base:
+        if base is None:
+            return 0, 0
+        listed = _list(base)
+        left = [e for e in listed if not _remove(base, os.path.basename(e.folder))]
     if left:
         raise SpecprofError(f"{left[0].folder}: could not be removed; remove it by hand", left[0].folder)
     return len(listed), sum(e.bytes for e in listed)

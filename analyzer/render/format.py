@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from analyzer.errors import clean  # noqa: F401  (the one cleaner of text for a terminal: analyzer/errors.py)
+
 # -- JSON numbers ------------------------------------------------------------------------------------------------
 
 
@@ -40,15 +42,6 @@ def cut(text, width: int) -> str:
 
 
 # -- terminal text -----------------------------------------------------------------------------------------------
-
-
-def clean(text, width: int | None = None) -> str:
-    """Printable text only (no escape sequences from a trace can reach the terminal)."""
-    s = "" if text is None else str(text)
-    s = "".join(ch if ch.isprintable() else "?" for ch in s)
-    if width is not None and len(s) > width:
-        s = s[: max(1, width - 1)] + "…"
-    return s
 
 
 def table(headers: list[str], rows: list[list], align: str | None = None) -> str:

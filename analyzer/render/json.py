@@ -121,6 +121,7 @@ def _document(a: Analysis) -> dict:
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
+        "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
         **ranks(a.ranks),
     }
@@ -222,7 +223,8 @@ def crosscheck(c: CrossCheck) -> dict:
                  "cycles_without": r["cycles_without"], "with_ms": ms_or_null(r["with_ns"]),
                  "without_ms": ms_or_null(r["without_ns"]),
                  "ratio": num(r["ratio"], 4), "ratio_ci95": [num(r["ratio_lo"], 4), num(r["ratio_hi"], 4)],
-                 "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"]}
+                 "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"],
+                 "noise_pct": num(r["noise_pct"], 2)}
                 for r in c.inflation.iter_rows(named=True)
             ],
         }
@@ -270,6 +272,22 @@ def crosscheck(c: CrossCheck) -> dict:
     }
 
 
+def sync_timers(t) -> dict:
+    """derived/economics.py SyncTimerEstimate."""
+    return {"cycle_ms": ms_or_null(t.cycle_ns), "synced_cycle_ms": ms_or_null(t.synced_cycle_ns),
+            "cycle_inflation_pct": num(t.cycle_inflation_pct, 2), "sync_ms": ms_or_null(t.sync_ns),
+            "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles,
+            "per_phase": [{"phase": r["phase"], "instances": r["instances"], "events_ms": ms_or_null(r["events_ns"]),
+                           "timer_ms": ms_or_null(r["timer_ns"]), "inflation_pct": num(r["inflation_pct"], 2)}
+                          for r in t.phases.iter_rows(named=True)],
+            "notes": t.notes}
+
+
+def _pair(lo, hi):
+    """A 95 % interval [lo, hi], or null when unknown."""
+    return None if lo is None or hi is None else [lo, hi]
+
+
 def economics(e: Economics) -> dict:
     return {
         "baseline_ms": ms_or_null(e.baseline_ns), "baseline_source": e.baseline_source,
@@ -284,9 +302,17 @@ def economics(e: Economics) -> dict:
              "draft_steps": r["draft_steps"], "max_accept_len": r["max_accept_len"],
              "break_even_reachable": r["break_even_reachable"],
              "can_pay": r["break_even_reachable"],  # the same, under its former name (docs/json.md)
-             "verdict": r["verdict"]}
+             "verdict": r["verdict"],
+             "cycle_ms_ci": _pair(ms_or_null(r["cycle_lo_ns"]), ms_or_null(r["cycle_hi_ns"])),
+             "accept_len_ci": _pair(num(r["accept_len_lo"], 4), num(r["accept_len_hi"], 4)),
+             "tokens_per_s_ci": _pair(num(r["tokens_per_s_lo"], 1), num(r["tokens_per_s_hi"], 1)),
+             "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4)),
+             "break_even_accept_len_ci": _pair(num(r["break_even_lo"], 4), num(r["break_even_hi"], 4)),
+             "runs": r["runs"], "interval_basis": r["interval_basis"]}
             for r in e.estimates.iter_rows(named=True)
         ],
+        "baseline_ms_ci": _pair(ms_or_null(e.baseline_lo_ns), ms_or_null(e.baseline_hi_ns)),
+        "draft_tree": e.draft_tree,
         "profiled_only": e.profiled_only,
         "gpu_waits_on_host": None if e.waits is None else [
             {"phase": r["phase"], "share_of_cycle": num(r["share_of_cycle"], 6), "wait_share": num(r["wait_share"], 6)}
@@ -332,14 +358,19 @@ def sweep(s: Sweep) -> dict:
         "basis": s.basis,
         "phase_basis": s.phase_basis,
         "extrapolate": s.extrapolate,
+        "model_ok": s.model_ok, "contradictions": s.contradictions, "drift": s.drift,
+        "baseline_ms": ms_or_null(s.baseline_ns), "baseline_source": s.baseline_source,
+        "beats_plain": s.beats_plain,
         "acceptance": {"positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
-                                      "rate": num(r["rate"], 4)} for r in s.acceptance.iter_rows(named=True)],
+                                      "rate": num(r["rate"], 4), "assumed": r["assumed"]}
+                                     for r in s.acceptance.iter_rows(named=True)],
                        "pooled_rate": num(s.pooled_rate, 4)},
         "predictions": [
             {"steps": r["steps"], "tokens": r["tokens"], "accept_len": num(r["accept_len"], 4),
              "measured_accept_len": num(r["measured_accept_len"], 4), "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
              "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2), "measured": r["measured"],
-             "extrapolated": r["extrapolated"]}
+             "extrapolated": r["extrapolated"], "assumed": r["assumed"], "speedup": num(r["speedup"], 4),
+             "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4))}
             for r in s.predictions.iter_rows(named=True)
         ],
         "recommended_steps": s.recommended_steps,

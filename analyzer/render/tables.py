@@ -4,7 +4,11 @@ Every table the analysis has goes out: the attribution's (phases, categories, cy
 cross-check's,
 the economics' and the per-rank results' where the run has them (`crosscheck_*.csv`, `economics_*.csv`,
 `ranks_*.csv`). Times stay integer nanoseconds (latency percentiles: float ns), and every time column says so in
-its name (`attributed_ns`, `busy_ns`, `start_ns`); counts, ids, ratios and names keep theirs."""
+its name (`attributed_ns`, `busy_ns`, `start_ns`); counts, ids, ratios and names keep theirs.
+
+CSV only: a text cell (or header) that a spreadsheet would read as a formula, one beginning with `=`, `+`, `-`,
+`@`, a tab or a carriage return, is written with a leading `'` (`csv_safe`; kernel and range names come from
+other people's programs). Parquet keeps every value exactly."""
 
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ MORE = (("crosscheck", "crosscheck", ("alignment", "pairs", "consistency", "infl
         ("economics", "economics", ("estimates", "waits")),
         ("ranks", "ranks", ("ranks", "phases", "categories", "skew", "comm", "comm_phases", "collectives",
                              "stragglers")))
+
+# What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection).
+FORMULA_START = r"^[=+\-@\t\r]"
 
 _T = ("start", "end")
 # Per table, its time columns whose names say no unit: each gets `_ns`.
@@ -76,6 +83,28 @@ def frames(a: Analysis) -> dict[str, pl.DataFrame]:
     return {name: named(name, df) for name, df in out.items()}
 
 
+def _safe_text(text: str) -> str:
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` for a CSV file: every text column (categoricals as their text, lists joined by "; ") with a
+    leading `'` on each cell that begins as a formula would (FORMULA_START), and so every column name."""
+    lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+    df = df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.Utf8)).list.join("; ") for c in lists)
+    texts = [c for c, t in df.schema.items() if t in (pl.Utf8, pl.Categorical) or isinstance(t, pl.Enum)]
+    # Only the columns that hold such a cell (looked for among their distinct values: cheap on names).
+    texts = [c for c in texts
+             if df.get_column(c).drop_nulls().unique().cast(pl.Utf8).str.contains(FORMULA_START).any()]
+    df = df.with_columns(
+        pl.when(pl.col(c).cast(pl.Utf8).str.contains(FORMULA_START))
+        .then(pl.lit("'") + pl.col(c).cast(pl.Utf8))
+        .otherwise(pl.col(c).cast(pl.Utf8))
+        .alias(c)
+        for c in texts)
+    return df.rename({c: _safe_text(c) for c in df.columns if _safe_text(c) != c})
+
+
 def write(a: Analysis, directory: str, fmt: str) -> list[str]:
     """Write every table to `directory` as `<table>.csv` or `<table>.parquet`; returns the paths."""
     try:
@@ -88,10 +117,8 @@ def write(a: Analysis, directory: str, fmt: str) -> list[str]:
         try:
             if fmt == "csv":
                 # CSV has no nested values: a list (the accept check's explanations) is written as its items
-                # joined by "; "; categoricals as their text.
-                lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
-                df.with_columns(pl.col(c).list.eval(pl.element().cast(pl.Utf8)).list.join("; ")
-                                for c in lists).write_csv(path)
+                # joined by "; "; categoricals as their text; no cell a spreadsheet would run (csv_safe).
+                csv_safe(df).write_csv(path)
             else:
                 df.write_parquet(path)
         except OSError as exc:

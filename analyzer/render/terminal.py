@@ -268,8 +268,10 @@ def crosscheck(c: CrossCheck) -> str:
         rows = []
         for r in c.inflation.iter_rows(named=True):
             verdict = r["verdict"]
-            if verdict in ("inflated", "shorter"):
+            if verdict in ("inflated", "shorter", "within noise", "noise"):
                 verdict += f" {(r['ratio'] - 1) * 100:+.0f}%"
+            if verdict.startswith("noise"):
+                verdict += " (faster under the profiler: run-to-run)"
             rows.append([r["measure"], clean(r["phase"], 32), f_ms_or_dash(r["with_ns"]), f_ms_or_dash(r["without_ns"]),
                          f_x(r["ratio"]), f"{r['ratio_lo']:.2f}..{r['ratio_hi']:.2f}", verdict])
         base = ", ".join(clean(p) for p in c.baseline)
@@ -302,21 +304,40 @@ def crosscheck(c: CrossCheck) -> str:
     return "\n\n".join(parts)
 
 
+def _ci(lo, hi, digits: int) -> str:
+    return "" if lo is None or hi is None else f" ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
 def economics(e: Economics) -> str:
     rows = [[clean(r["source"]), f"{r['cycles']:,}", f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
-             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]), f_num(r["break_even_accept_len"]),
+             f_num(r["tokens_per_s"], 0), f_ms_or_dash(r["baseline_ns"]), f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2),
+             f_num(r["break_even_accept_len"]) + _ci(r["break_even_lo"], r["break_even_hi"], 3),
              "-" if r["draft_steps"] is None else str(r["draft_steps"]),
              "-" if r["break_even_reachable"] is None else ("yes" if r["break_even_reachable"] else "no")]
             for r in e.estimates.iter_rows(named=True)]
     base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
         "no baseline step time (give --baseline-ms MS or --baseline RUN)"
     text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
-            + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms", "speedup",
-                     "break-even accept len", "K", "break-even <= K+1"], rows, "lrrrrrrrrl"))
+            + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms",
+                     "speedup (95% CI)", "break-even accept len", "K", "break-even <= K+1"], rows, "lrrrrrrrrl"))
     if e.verdict:
         text += "\n" + bullets(e.verdict)
     if e.notes:
         text += "\n" + bullets(e.notes)
+    return text
+
+
+def sync_timers(t) -> str:
+    rows = [[clean(r["phase"], 32), f"{r['instances']:,}", f_ms_or_dash(r["events_ns"]), f_ms_or_dash(r["timer_ns"]),
+             "-" if r["inflation_pct"] is None else f"{r['inflation_pct']:+.1f}%"] for r in t.phases.iter_rows(named=True)]
+    text = ("Synchronize timers: what torch.cuda.synchronize() before and after every phase would add (estimated "
+            f"from this capture's timeline, {t.cycles:,} cycles; docs/economics.md)\n"
+            f"  cycle {f_ms_or_dash(t.cycle_ns)} ms -> {f_ms_or_dash(t.synced_cycle_ns)} ms with the timers "
+            f"({t.cycle_inflation_pct:+.1f}%, {t.syncs_per_cycle:g} synchronize calls per cycle); per phase, its GPU "
+            "time as in-stream events read it against what the timer would read\n"
+            + table(["phase", "inst", "events ms", "timer ms", "timer reads"], rows, "lrrrr"))
+    if t.notes:
+        text += "\n" + bullets(t.notes)
     return text
 
 
@@ -398,6 +419,8 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
         parts.append(crosscheck(a.crosscheck))
     if a.economics is not None:
         parts.append(economics(a.economics))
+    if getattr(a, "sync_timers", None) is not None:
+        parts.append(sync_timers(a.sync_timers))
     if a.notes:
         parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in a.notes))
     return "\n\n".join(parts) + "\n"
@@ -465,7 +488,8 @@ def sweep(s: Sweep) -> str:
                  + table(["fit", "fixed ms", "95% CI", "per unit ms", "95% CI", "runs 95% CI", "lack of fit ms",
                           "per unit"], fits, "lrrrrrrl"))
     if s.acceptance.height:
-        acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}", f_num(r["rate"])]
+        acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}",
+                f"assumed {s.pooled_rate:.3f}" if r["assumed"] else f_num(r["rate"])]
                for r in s.acceptance.iter_rows(named=True)]
         parts.append(f"Acceptance per draft position (pooled over the runs that drafted it; pooled "
                      f"{s.pooled_rate:.3f})\n" + table(["position", "reached", "accepted", "rate"], acc))
@@ -473,15 +497,21 @@ def sweep(s: Sweep) -> str:
         pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
                  f_num(r["accept_len"]), f_num(r["measured_accept_len"]), f_ms_or_dash(r["cycle_ns"]),
                  f_num(r["tokens_per_s"], 0), f_num(r["tokens_per_s_per_request"], 1),
-                 "measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated")]
+                 ("measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated"))
+                 + (", assumed acceptance" if r["assumed"] else "")]
+                + ([f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2)] if s.baseline_ns else [])
                 for r in s.predictions.iter_rows(named=True)]
         cycle = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
         parts.append(f"Predicted throughput (cycle from the fit of the {cycle}; accept length predicted from the "
                      "acceptance per position, beside the measured one)\n" + table(
-                         ["K", "tokens", "accept len", "measured", "cycle ms", "tokens/s", "per request", "K is"],
-                         pred, "rrrrrrrl"))
+                         ["K", "tokens", "accept len", "measured", "cycle ms", "tokens/s", "per request", "K is"]
+                         + (["vs plain (95% CI)"] if s.baseline_ns else []), pred, "rrrrrrrlr"))
     head = f"Recommendation: K = {s.recommended_steps}" if s.recommended_steps is not None else \
         "No recommendation: the cost models alone"
+    if s.beats_plain is False:
+        head = f"Recommendation: plain decoding (the best step count, K = {s.recommended_steps}, loses to it)"
+    elif s.recommended_steps is not None and s.baseline_ns and s.beats_plain is None:
+        head += " (against plain decoding: a wash)"
     parts.append(head + "\n" + bullets(s.reasoning))
     if s.notes:
         parts.append("Notes\n" + bullets(s.notes))

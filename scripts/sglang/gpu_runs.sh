@@ -1,76 +1,66 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, once scripts/sglang/gpu_stage.sh printed `staged: ready`:
-# real SGLang 0.5.16 EAGLE-3 servers profiled by specprof, one run set per name given:
+# On the GPU machine (one H200), from the repository root, once scripts/sglang/gpu_stage.sh printed
+# `staged: ready`: real SGLang 0.5.16 EAGLE-3 servers profiled by specprof, one plan per name given:
 #
-#   scripts/sglang/gpu_runs.sh k4 plain k2 k4-noevents
+#   scripts/sglang/gpu_runs.sh dense          # then the same command again in the next calls until nothing is
+#   scripts/sglang/gpu_runs.sh moe tree       # `deferred` (scripts/sglang/runs_lib.sh: the budget, the state)
 #
-#   k4, k2        EAGLE-3 with 4 (2) draft steps, topk 1, under nsys (`specprof capture --capture-cycles W:N
-#                 --gpu-events --nvidia-stats`), then the same again without nsys into RUN/no-nsys
-#   plain         the same server without speculation (the plain-decode baseline), the same two ways
-#   k4-noevents   EAGLE-3 K = 4 without nsys and without --gpu-events: with k4/no-nsys, the events' own cost
-#   k4-nooverlap  EAGLE-3 K = 4 with --disable-overlap-schedule, under nsys (the scheduler's other path)
+# Plans (each configuration three times, in rounds over all the plan's configurations: the unprofiled twin
+# (RUN/no-nsys), the run under nsys (RUN), the twin again (RUN/no-nsys-2), so that a run under nsys sits
+# between its twins and the drift between the rounds is measured; launches.jsonl says when each ran):
+#   dense   the 8 B Llama-3-shaped target (make_model.py --shape dense): plain decoding, and EAGLE-3 chains
+#           (topk 1) with K = 1, 2, 3, 4, 6 draft steps: sglang-dense-{plain,k1,k2,k3,k4,k6}
+#   moe     the Qwen3-MoE-shaped target (--shape moe) on SGLang's fused-MoE Triton kernels: plain, K = 2, 4:
+#           sglang-moe-{plain,k2,k4}
+#   tree    the dense target with tree drafts: --speculative-num-steps 3 --speculative-eagle-topk 4
+#           --speculative-num-draft-tokens 8 --disable-overlap-schedule: sglang-dense-tree
+# and the first captures' run sets on the 8-layer target (--shape small --runs 1,0: accept length 1.5), each
+# under nsys then without: k4, k2, plain, k4-noevents (no nsys, no --gpu-events), k4-nooverlap (nsys only).
 #
-# The model (scripts/sglang/make_model.py: a Llama target whose greedy choices an EAGLE-3 head gets right on a
-# known share of tokens) is made on first use. Runs go to $RUNS_HOME (default $HOME/sglang-runs, outside the
-# checkout, so they stay between calls while the machine is held); each run set is packed as
-# $OUT/NAME.tar.xz (the nsys report left out: run.sqlite is what specprof reads), with $OUT/gpu_runs.log.
+# Every run: scripts/sglang/serve.py under `specprof capture --capture-cycles W:N --gpu-events` (W:N from
+# $SGLANG_WINDOW, default 30:40 for the plans, small windows; 30:120 for the first run sets), 8 requests of 41
+# prompt tokens, 320 new tokens each.
+# Where this SGLang has them, `--cuda-graph-bs 8` and `--skip-server-warmup` shorten each start (every decode
+# batch is padded to 8; MoE: `--moe-runner-backend triton`).
 # Needs, carried: .debs/ (libdw1, libelf1 for nsys: ../shared/gpu/README.md); staged: the package folder.
-set -u -o pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/gpu_runs.log") 2>&1
-export PYTHONUNBUFFERED=1
-log() { echo "== $(date +%T) $*"; }
+source "$(dirname "$0")/runs_lib.sh"
+setup_machine
+server_options
 
-mkdir -p /tmp/dw && for f in .debs/*.deb; do dpkg -x "$f" /tmp/dw; done
-export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
-SITE=${STAGE_HOME:-$HOME/sglang-stage}/site
-[ -f "$SITE/.complete" ] || { log "no staged package folder at $SITE: run scripts/sglang/gpu_stage.sh first"; exit 1; }
-export PYTHONPATH=$SITE:$PWD/scripts/sglang/stub
-RUNS=${RUNS_HOME:-$HOME/sglang-runs}
-MODEL=$RUNS/model
-WINDOW=${WINDOW:-30:120}
-mkdir -p "$RUNS"
-
-if [ ! -f "$MODEL/model.json" ]; then
-  log "model: $MODEL"
-  python3 scripts/sglang/make_model.py "$MODEL" || exit 1
-fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-"$NSYS" --version
-python3 -c 'import sglang, torch, nvtx; print("sglang", sglang.__version__, "torch", torch.__version__)'
-
-serve() { python3 scripts/sglang/serve.py --model "$MODEL" "$@"; }
-
-pair() {  # NAME, then the server's mode (--steps K or --plain) and any server arguments
-  local name=$1; shift
-  log "$name: under nsys"
-  rm -rf "${RUNS:?}/$name"
-  serve "$RUNS/$name" "$@" --capture-cycles "$WINDOW" --gpu-events
-  log "$name: without nsys"
-  serve "$RUNS/$name/no-nsys" --no-nsys "$@" --capture-cycles "$WINDOW" --gpu-events
-}
-
-for name in "$@"; do
-  case $name in
-    k4) pair sglang-k4 --steps 4 ;;
-    k2) pair sglang-k2 --steps 2 ;;
-    plain) pair sglang-plain --plain ;;
-    k4-noevents)
-      log "sglang-k4-noevents: without nsys, without events"
-      rm -rf "$RUNS/sglang-k4-noevents"
-      serve "$RUNS/sglang-k4-noevents" --no-nsys --steps 4 --capture-cycles "$WINDOW" ;;
-    k4-nooverlap)
-      log "sglang-k4-nooverlap: under nsys, --disable-overlap-schedule"
-      rm -rf "$RUNS/sglang-k4-nooverlap"
-      serve "$RUNS/sglang-k4-nooverlap" --steps 4 --capture-cycles "$WINDOW" --gpu-events \
-        --server-arg=--disable-overlap-schedule ;;
-    *) log "unknown run set: $name"; continue ;;
+for plan in "$@"; do
+  PLAN_ARGS=()
+  WINDOW=${SGLANG_WINDOW:-30:40}
+  case $plan in
+    dense)
+      m=$(model dense) || continue
+      rounds sglang-dense "$m" plain=--plain k1="--steps 1" k2="--steps 2" k3="--steps 3" k4="--steps 4" k6="--steps 6" ;;
+    moe)
+      m=$(model moe) || continue
+      PLAN_ARGS=("${MOE_BACKEND[@]}")
+      rounds sglang-moe "$m" plain=--plain k2="--steps 2" k4="--steps 4" ;;
+    tree)
+      m=$(model dense) || continue
+      rounds sglang-dense "$m" "tree=--steps 3 --topk 4 --draft-tokens 8 --server-arg=--disable-overlap-schedule" ;;
+    k4|k2|plain|k4-noevents|k4-nooverlap)
+      WINDOW=${SGLANG_WINDOW:-30:120}
+      m=$RUNS/model
+      if [ ! -f "$m/model.json" ]; then
+        python3 scripts/sglang/make_model.py "$m" --shape small --runs 1,0 || exit 1
+      fi
+      case $plan in
+        k4) launch 1 sglang-k4 nsys "$m" --steps 4; launch 2 sglang-k4/no-nsys twin "$m" --steps 4 ;;
+        k2) launch 1 sglang-k2 nsys "$m" --steps 2; launch 2 sglang-k2/no-nsys twin "$m" --steps 2 ;;
+        plain) launch 1 sglang-plain nsys "$m" --plain; launch 2 sglang-plain/no-nsys twin "$m" --plain ;;
+        k4-noevents)
+          # without --gpu-events: serve.py is called directly (launch always passes it)
+          if [ ! -f "$RUNS/sglang-k4-noevents/.done" ]; then
+            python3 scripts/sglang/serve.py "$RUNS/sglang-k4-noevents" --model "$m" --no-nsys --steps 4 \
+              --capture-cycles "$WINDOW" && cp "$m/model.json" "$RUNS/sglang-k4-noevents/" \
+              && touch "$RUNS/sglang-k4-noevents/.done" && FINISHED+=(sglang-k4-noevents)
+          fi ;;
+        k4-nooverlap) launch 1 sglang-k4-nooverlap nsys "$m" --steps 4 --server-arg=--disable-overlap-schedule ;;
+      esac ;;
+    *) log "unknown plan: $plan" ;;
   esac
-  dir=sglang-$name; [ "$name" = plain ] && dir=sglang-plain
-  [ -d "$RUNS/$dir" ] || continue
-  cp "$MODEL/model.json" "$RUNS/$dir/model.json"
-  tar -C "$RUNS" --exclude='*.nsys-rep' --exclude='.bootstrap' -cJf "$OUT/$dir.tar.xz" "$dir"
-  log "$dir packed: $(stat -c %s "$OUT/$dir.tar.xz") bytes"
 done
+pack

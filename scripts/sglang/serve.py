@@ -1,24 +1,32 @@
 """One profiled run of a real SGLang server: start it under `specprof capture`, send a fixed workload, stop it.
 
-    python3 scripts/sglang/serve.py RUN_DIR --model MODEL_DIR [--steps K | --plain] [--no-nsys]
-        [--capture-cycles W:N] [--gpu-events] [--requests 8] [--new-tokens 320] [--port 30123]
+    python3 scripts/sglang/serve.py RUN_DIR --model MODEL_DIR [--steps K [--topk N --draft-tokens M] | --plain]
+        [--no-nsys] [--capture-cycles W:N] [--gpu-events] [--tp N] [--requests 8] [--new-tokens 320]
+        [--port 30123] [--mem-fraction 0.3] [--server-arg=ARG ...] [--dry-run]
 
 - The server: `python3 -m sglang.launch_server` with MODEL_DIR/target (and MODEL_DIR/draft as the EAGLE-3
-  draft head, `--speculative-num-steps K --speculative-eagle-topk 1 --speculative-num-draft-tokens K+1`;
-  `--plain`: no speculation), token ids in and out (`--skip-tokenizer-init`), the Triton attention backend,
-  CUDA graphs for batches up to 8, and everything else at that version's defaults (the overlap scheduler
-  included). Weights from MODEL_DIR's model.safetensors, or random (`--load-format dummy`) when it has none.
+  draft head, `--speculative-num-steps K --speculative-eagle-topk N --speculative-num-draft-tokens M`: a chain,
+  topk 1 and K+1 draft tokens, unless --topk/--draft-tokens say a tree; `--plain`: no speculation), token ids in
+  and out (`--skip-tokenizer-init`), the Triton attention backend, CUDA graphs for batches up to 8, `--tp-size
+  N`, and everything else at that version's defaults (the overlap scheduler included; `--server-arg` adds
+  more, e.g. `--server-arg=--disable-overlap-schedule`). Weights from MODEL_DIR's safetensors, or random
+  (`--load-format dummy`) when it has none.
 - Under `specprof capture` (`--nvidia-stats`, or `--no-nsys` for the twin run), with `--capture-cycles` and
-  `--gpu-events` passed on. The capture's own output (nsys, the server's log) goes to RUN_DIR/server.log.
+  `--gpu-events` passed on. The capture keeps the server's output in RUN_DIR/server.log (where `analyze` reads
+  it); everything the capture printed (nsys's lines, and the server's output again) goes to RUN_DIR/capture.log.
 - The workload: REQUESTS requests at once (one decode batch), request i the prompt [1, 100+50i, ...,
   139+50i] (41 tokens), NEW_TOKENS new tokens each, greedy, `ignore_eos`: the same tokens every run.
-  RUN_DIR/client.json holds each response's output length and SGLang's own `meta_info` (spec_* fields).
+  RUN_DIR/client.json holds each response's output length and SGLang's own `meta_info` (spec_* fields), the
+  command lines, and the run's wall-clock `start` and `end` (UTC) with the server's start-up and the
+  workload's own times.
 - Then SIGINT to `specprof capture`, which passes it on to nsys (or the server), and waits for the export.
+- `--dry-run`: print the two command lines (the capture's and the server's) as JSON, run nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -35,15 +43,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def server_argv(args) -> list[str]:
     model = os.path.abspath(args.model)
     weights = os.path.exists(os.path.join(model, "target", "model.safetensors"))
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", f"{model}/target",
+    target = os.path.join(model, "target")
+    weights = os.path.isdir(target) and any(f.endswith(".safetensors") for f in os.listdir(target))
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", target,
             "--load-format", "auto" if weights else "dummy", "--skip-tokenizer-init",
             "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-            "--mem-fraction-static", "0.3", "--cuda-graph-max-bs", "8", "--port", str(args.port),
+            "--mem-fraction-static", str(args.mem_fraction), "--cuda-graph-max-bs", "8", "--port", str(args.port),
             "--decode-log-interval", "10", "--disable-radix-cache"]
+    if args.tp > 1:
+        argv += ["--tp-size", str(args.tp)]
     if not args.plain:
-        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", f"{model}/draft",
-                 "--speculative-num-steps", str(args.steps), "--speculative-eagle-topk", "1",
-                 "--speculative-num-draft-tokens", str(args.steps + 1)]
+        argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", os.path.join(model, "draft"),
+                 "--speculative-num-steps", str(args.steps), "--speculative-eagle-topk", str(args.topk),
+                 "--speculative-num-draft-tokens", str(args.draft_tokens)]
     return argv + args.server_arg
 
 
@@ -55,6 +67,11 @@ def capture_argv(args) -> list[str]:
     if args.gpu_events:
         argv.append("--gpu-events")
     return argv + ["--"] + server_argv(args)
+
+
+def utc(t: float) -> str:
+    """Wall-clock seconds as UTC ISO 8601 with milliseconds (as `specprof capture`'s manifest writes them)."""
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def wait_healthy(port: int, process: subprocess.Popen, timeout_s: float) -> float:
@@ -83,7 +100,7 @@ def generate(port: int, i: int, new_tokens: int, out: list) -> None:
               "first_output_ids": ids[:12], "meta_info": response.get("meta_info", {})}
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir")
     ap.add_argument("--model", required=True)
@@ -97,11 +114,39 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=320)
     ap.add_argument("--port", type=int, default=30123)
     ap.add_argument("--timeout", type=float, default=400)
+    ap.add_argument("--topk", type=int, default=1, help="draft branches per step (1: a chain)")
+    ap.add_argument("--draft-tokens", type=int, help="tokens the target verifies per cycle [chain: steps + 1]")
+    ap.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (--tp-size)")
+    ap.add_argument("--mem-fraction", type=float, default=0.3, help="--mem-fraction-static")
     ap.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
-    args = ap.parse_args()
+    ap.add_argument("--dry-run", action="store_true", help="print the command lines as JSON, run nothing")
+    args = ap.parse_args(argv)
+    if args.plain and (args.topk != 1 or args.draft_tokens is not None):
+        ap.error("--topk and --draft-tokens need --steps")
+    if not args.plain:
+        if args.steps < 1 or args.topk < 1:
+            ap.error("--steps and --topk must be at least 1")
+        if args.draft_tokens is None:
+            if args.topk != 1:
+                ap.error("a tree (--topk > 1) needs --draft-tokens")
+            args.draft_tokens = args.steps + 1
+        if args.topk == 1 and args.draft_tokens != args.steps + 1:
+            ap.error("a chain (--topk 1) verifies --steps + 1 tokens")
+        if args.draft_tokens < 2:
+            ap.error("--draft-tokens must be at least 2")
+    if args.tp < 1 or args.requests < 1 or args.new_tokens < 1:
+        ap.error("--tp, --requests and --new-tokens must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.dry_run:
+        print(json.dumps({"capture_argv": capture_argv(args), "server_argv": server_argv(args)}, indent=1))
+        return
     parent = os.path.dirname(os.path.abspath(args.run_dir))
     os.makedirs(parent, exist_ok=True)
-    log_path = os.path.join(parent, f".{os.path.basename(args.run_dir)}.server.log")
+    log_path = os.path.join(parent, f".{os.path.basename(args.run_dir)}.capture.log")
     argv = capture_argv(args)
     print("+", " ".join(argv), flush=True)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -109,7 +154,7 @@ def main() -> None:
     with open(log_path, "w") as log:
         capture = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         record = {"argv": argv, "server_argv": server_argv(args), "requests": args.requests,
-                  "new_tokens": args.new_tokens}
+                  "new_tokens": args.new_tokens, "start": utc(t_start)}
         try:
             record["startup_s"] = wait_healthy(args.port, capture, args.timeout)
             print(f"server up after {record['startup_s']:.0f} s", flush=True)
@@ -121,7 +166,7 @@ def main() -> None:
                 thread.start()
             for thread in threads:
                 thread.join()
-            record["workload_s"] = time.time() - t0
+            record["workload_start"], record["workload_s"] = utc(t0), time.time() - t0
             record["responses"] = results
             done = [r for r in results if r]
             record["output_tokens"] = sum(r["output_tokens"] for r in done)
@@ -138,9 +183,10 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 capture.kill()
                 record["capture_exit"] = "killed after timeout"
-            record["total_s"] = time.time() - t_start
+            t_end = time.time()
+            record["end"], record["total_s"] = utc(t_end), t_end - t_start
     os.makedirs(args.run_dir, exist_ok=True)
-    shutil.move(log_path, os.path.join(args.run_dir, "server.log"))
+    shutil.move(log_path, os.path.join(args.run_dir, "capture.log"))
     with open(os.path.join(args.run_dir, "client.json"), "w") as fh:
         json.dump(record, fh, indent=1)
     print(f"capture exited with {record['capture_exit']} after {record['total_s']:.0f} s in all", flush=True)

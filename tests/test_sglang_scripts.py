@@ -1,0 +1,213 @@
+"""scripts/sglang/: the parts that run without a GPU (argument handling, dry runs, the measurement of the
+cycles outside the capture window on the committed captures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+SCRIPTS = ROOT / "scripts" / "sglang"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+outside = load("outside_window")
+
+
+def test_cycles_outside_the_capture_window_are_not_the_unprofiled_speed():
+    # docs/sglang.md, "Cycles outside the capture window": measured on the committed K = 4 capture
+    rows = {(r["part"], r["measure"]): r for r in outside.compare(str(FIXTURES / "sglang-k4"))}
+    before, after = rows[("before", "gpu_cycle")], rows[("after", "gpu_cycle")]
+    assert (before["cycles"], after["cycles"]) == (17, 69)
+    assert before["lo"] > 1.15 and after["lo"] > 1.5  # slower than the twin, beyond the launch-to-launch noise
+    assert round(before["ratio"], 3) == 1.209 and round(rows[("before", "cpu_period")]["ratio"], 3) == 1.197
+    inside = rows[("inside", "gpu_cycle")]
+    assert before["nsys_ms"] < inside["nsys_ms"] < after["nsys_ms"]
+
+
+def test_outside_window_needs_a_window(tmp_path):
+    run = tmp_path / "run"
+    (run / "no-nsys").mkdir(parents=True)
+    out = subprocess.run([sys.executable, str(SCRIPTS / "outside_window.py"), str(run)], capture_output=True,
+                         text=True)
+    assert out.returncode != 0 and "one sidecar" in out.stderr
+
+
+FAKE_SERVE = r'''#!/usr/bin/env python3
+# stands in for scripts/sglang/serve.py: checks its arguments with serve.py's own parser, writes what a run
+# writes that the plan logic looks at, takes a moment
+import json, os, sys, time
+sys.path.insert(0, os.path.join(os.environ["REPO"], "scripts", "sglang"))
+import serve
+args = serve.parse_args(sys.argv[1:])
+os.makedirs(args.run_dir)
+for name in ("manifest.json", "server.log", "specprof-sidecar.vm.1.jsonl"):
+    open(os.path.join(args.run_dir, name), "w").write("{}")
+json.dump({"server_argv": serve.server_argv(args), "no_nsys": args.no_nsys}, open(os.path.join(args.run_dir, "client.json"), "w"))
+time.sleep(float(os.environ.get("FAKE_SECONDS", "0")))
+'''
+
+
+def fake_machine(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("nvidia-smi", "nsys"):
+        (bin_dir / tool).write_text("#!/bin/sh\necho fake-" + tool + "\n")
+        (bin_dir / tool).chmod(0o755)
+    serve = tmp_path / "fake_serve.py"
+    serve.write_text(FAKE_SERVE)
+    serve.chmod(0o755)
+    (tmp_path / "stage" / "site").mkdir(parents=True)
+    (tmp_path / "stage" / "site" / ".complete").touch()
+    runs = tmp_path / "runs"
+    (runs / "model-dense").mkdir(parents=True)
+    (runs / "model-dense" / "model.json").write_text('{"shape": "dense"}')
+    (runs / ".server_help").write_text("--cuda-graph-bs CUDA_GRAPH_BS\n--skip-server-warmup\n")
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", NSYS=str(bin_dir / "nsys"), REPO=str(ROOT),
+               STAGE_HOME=str(tmp_path / "stage"), RUNS_HOME=str(runs), SERVE=f"{sys.executable} {serve}")
+    return runs, env
+
+
+def call(env, out, *plans, **extra):
+    return subprocess.run(["bash", str(SCRIPTS / "gpu_runs.sh"), *plans], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, OUT=str(out), **extra), timeout=300)
+
+
+def test_the_dense_plan_interleaves_its_rounds_and_resumes_where_the_budget_stopped(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    calls = []
+    for n in range(20):
+        out = tmp_path / f"out{n}"
+        done = call(env, out, "dense", BUDGET_S="6", LAUNCH_GUESS_S="1", FAKE_SECONDS="0.5")
+        assert done.returncode == 0, done.stdout + done.stderr
+        calls.append(out)
+        if "deferred" not in (out / "gpu_runs.log").read_text():
+            break
+    assert len(calls) > 2  # the budget split the plan over calls
+    launches = [json.loads(line) for line in (runs / "launches.jsonl").read_text().splitlines()]
+    assert [x["position"] for x in launches] == list(range(1, 19)) and all(x["exit"] == 0 for x in launches)
+    configs = ["plain", "k1", "k2", "k3", "k4", "k6"]
+    assert [x["run"] for x in launches] == ([f"sglang-dense-{c}/no-nsys" for c in configs]
+                                            + [f"sglang-dense-{c}" for c in configs]
+                                            + [f"sglang-dense-{c}/no-nsys-2" for c in configs])
+    assert all(x["start"] <= x["end"] for x in launches) and launches[0]["end"] <= launches[6]["start"]
+    k4 = runs / "sglang-dense-k4"
+    for sub, nsys in ((k4, False), (k4 / "no-nsys", True), (k4 / "no-nsys-2", True)):
+        client = json.loads((sub / "client.json").read_text())
+        argv = client["server_argv"]
+        assert client["no_nsys"] == nsys and (sub / "model.json").exists()
+        assert argv[argv.index("--speculative-num-steps") + 1] == "4"
+        assert argv[argv.index("--speculative-eagle-topk") + 1] == "1"
+        assert "--skip-server-warmup" in argv and argv[argv.index("--cuda-graph-bs") + 1] == "8"
+    plain = json.loads((runs / "sglang-dense-plain" / "client.json").read_text())["server_argv"]
+    assert "--speculative-algorithm" not in plain
+    # every call brought back what it finished: each run folder's own files, once
+    packed = []
+    for out in calls:
+        for archive in out.glob("runs-*.tar.xz"):
+            listing = subprocess.run(["tar", "-tJf", str(archive)], capture_output=True, text=True, check=True)
+            packed += listing.stdout.split()
+        assert len(list(out.iterdir())) <= 8
+    assert sorted(packed) == sorted(set(packed))
+    assert {p.rsplit("/", 1)[0] for p in packed} == {x["run"] for x in launches}
+    assert "sglang-dense-k4/client.json" in packed and "sglang-dense-k4/no-nsys-2/client.json" in packed
+
+
+def test_the_tree_and_moe_plans(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (runs / "model-moe").mkdir()
+    (runs / "model-moe" / "model.json").write_text('{"shape": "moe"}')
+    (runs / ".server_help").write_text("--moe-runner-backend\n")
+    done = call(env, tmp_path / "out", "tree", "moe")
+    assert done.returncode == 0, done.stdout + done.stderr
+    tree = json.loads((runs / "sglang-dense-tree" / "client.json").read_text())["server_argv"]
+    assert tree[tree.index("--speculative-eagle-topk") + 1] == "4"
+    assert tree[tree.index("--speculative-num-draft-tokens") + 1] == "8" and "--disable-overlap-schedule" in tree
+    assert "--cuda-graph-bs" not in tree and "--moe-runner-backend" not in tree  # not in this SGLang's help
+    for k in ("plain", "k2", "k4"):
+        argv = json.loads((runs / f"sglang-moe-{k}" / "no-nsys-2" / "client.json").read_text())["server_argv"]
+        assert argv[argv.index("--moe-runner-backend") + 1] == "triton"
+
+
+def test_the_tensor_parallel_plan(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\necho 'GPU 1: NVIDIA H200'\n")
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_runs_tp.sh")], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, OUT=str(tmp_path / "out")), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    launches = [json.loads(line)["run"] for line in (runs / "launches.jsonl").read_text().splitlines()]
+    names = ["ar-plain", "ar-k2", "ar-k4", "nccl-plain", "nccl-k2", "nccl-k4"]
+    assert launches == [f"sglang-tp2-{n}/no-nsys" for n in names] + [f"sglang-tp2-{n}" for n in names]
+    for name in names:
+        client = json.loads((runs / f"sglang-tp2-{name}" / "client.json").read_text())
+        argv = client["server_argv"]
+        assert argv[argv.index("--tp-size") + 1] == "2" and not client["no_nsys"]
+        assert ("--disable-custom-all-reduce" in argv) == name.startswith("nccl")
+        assert ("--speculative-algorithm" in argv) == (not name.endswith("plain"))
+    # four GPUs asked of a machine of two: refused before any server starts
+    refused = subprocess.run(["bash", str(SCRIPTS / "gpu_runs_tp.sh")], cwd=ROOT, capture_output=True, text=True,
+                             env=dict(env, OUT=str(tmp_path / "out4"), TP="4"), timeout=300)
+    assert refused.returncode == 1 and "TP 4 needs 4 GPUs" in refused.stdout
+
+
+def test_the_server_keeps_nvlink_multicast_off(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: x'\necho 'GPU 1: x'\n")
+    serve = tmp_path / "env_serve.sh"
+    serve.write_text('#!/bin/sh\nmkdir -p "$1" && env | grep -E "NVLS|MULTICAST" > "$1/env.txt" && echo {} > "$1/client.json"\n')
+    serve.chmod(0o755)
+    done = subprocess.run(["bash", str(SCRIPTS / "gpu_runs_tp.sh")], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(env, OUT=str(tmp_path / "out"), SERVE=str(serve), NCCL_NVLS_ENABLE="1"),
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = set((runs / "sglang-tp2-ar-k2" / "env.txt").read_text().split())
+    assert {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"} <= seen
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--plain", "--topk", "4"], "need --steps"),
+    (["--steps", "3", "--topk", "4"], "needs --draft-tokens"),
+    (["--steps", "3", "--draft-tokens", "8"], "a chain"),
+    (["--steps", "0"], "at least 1"),
+    (["--plain", "--tp", "0"], "at least 1"),
+])
+def test_serve_refuses_what_sglang_would_not_run(argv, message, capsys):
+    serve = load("serve")
+    with pytest.raises(SystemExit):
+        serve.parse_args(["run", "--model", "m", *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_serve_dry_run_prints_both_command_lines(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPTS / "serve.py"), str(tmp_path / "run"), "--model", str(tmp_path),
+                          "--steps", "3", "--topk", "4", "--draft-tokens", "8", "--tp", "2", "--no-nsys",
+                          "--capture-cycles", "30:40", "--gpu-events", "--server-arg=--disable-overlap-schedule",
+                          "--dry-run"], capture_output=True, text=True, check=True)
+    lines = json.loads(out.stdout)
+    capture, server = lines["capture_argv"], lines["server_argv"]
+    assert capture[capture.index("--") + 1:] == server and "--no-nsys" in capture and "--gpu-events" in capture
+    assert server[server.index("--load-format") + 1] == "dummy"  # no weights in that folder
+    assert server[server.index("--tp-size") + 1] == "2" and server[-1] == "--disable-overlap-schedule"
+    assert not (tmp_path / "run").exists()
+
+
+def test_only_some_configurations_of_a_plan(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    done = call(env, tmp_path / "out", "dense", ONLY="k3 k6", ROUNDS="nsys twin")
+    assert done.returncode == 0, done.stdout + done.stderr
+    launches = [json.loads(line) for line in (runs / "launches.jsonl").read_text().splitlines()]
+    assert [(x["run"], x["position"]) for x in launches] == [
+        ("sglang-dense-k3", 4), ("sglang-dense-k6", 6), ("sglang-dense-k3/no-nsys", 10),
+        ("sglang-dense-k6/no-nsys", 12)]
