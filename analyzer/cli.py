@@ -1,4 +1,9 @@
-"""The `specprof` console script. It only parses options and calls the library."""
+"""The `specprof` console script. It only parses options and calls the library.
+
+Each command imports what it uses when it runs: `specprof --help` loads click alone, and `capture` (which a GPU
+server host runs with only the tracer, nvtx and click installed) loads nothing of the analysis stack (polars,
+numpy, the store): tests/test_cli_imports.py checks `sys.modules`.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,6 @@ import sys
 import click
 
 from analyzer import __version__
-from analyzer.app import commands
-from analyzer.app.analyze import Options, RunInputs, Window
-from analyzer.app.traces import Outputs
 from analyzer.errors import SpecprofError, clean, clean_lines
 
 
@@ -77,9 +79,11 @@ def _remember_export_here(ctx, param, value):
         ctx.meta["export_here"] = True
 
 
-def _options(categories_file, grouping, domains, no_cache=False) -> Options:
-    """How a trace is analysed, from the options of `_analysis_options` (and --no-cache), with the window of
-    `_window_options` when the command has them."""
+def _options(categories_file, grouping, domains, no_cache=False):
+    """How a trace is analysed (app/analyze.py `Options`), from the options of `_analysis_options` (and
+    --no-cache), with the window of `_window_options` when the command has them."""
+    from analyzer.app.analyze import Options, Window
+
     meta = click.get_current_context().meta
     return Options.of(categories_file, grouping, domains, bool(meta.get("all_domains")), cache=not no_cache,
                       window=meta.get("window", Window()), export_here=bool(meta.get("export_here")))
@@ -111,6 +115,8 @@ def _remember_window(ctx, param, value):
     got = ctx.meta.setdefault("window_parts", {})
     got[param.name] = value
     if len(got) == 3:
+        from analyzer.app.analyze import Window
+
         time = got["time_window"]
         ns = None if time is None else tuple(None if x is None else round(x * 1e6) for x in time)
         try:
@@ -230,10 +236,11 @@ def main():
               help="Append the run(s) to this results database (SQLite, docs/store.md); the same run again is "
                    "left as it is.")
 @click.option("--jobs", "-j", type=click.IntRange(1), default=1, show_default=True,
-              help="Several traces: analyse them in parallel, one process per file.")
+              help="Several traces: analyse them in parallel, one process per file; one nsys export of several "
+                   "processes (a TP capture): one task per process (docs/multirank.md).")
 @click.option("--dask", "dask_address", metavar="ADDRESS",
-              help="Several traces: analyse them on the Dask scheduler at ADDRESS (tcp://host:8786; "
-                   "docs/multirank.md).")
+              help="Several traces, or the processes of one nsys export: analyse them on the Dask scheduler at "
+                   "ADDRESS (tcp://host:8786; docs/multirank.md).")
 def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, no_cache,
                     cycle_limit, phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
                     baseline_range, baseline_ms, steps, quiet, db_path, jobs, dask_address):
@@ -248,6 +255,10 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
     sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics
     (docs/crosscheck.md, docs/economics.md).
     """
+    from analyzer.app import commands
+    from analyzer.app.analyze import RunInputs
+    from analyzer.app.traces import Outputs
+
     _say(commands.analyze_traces(
         trace, _options(categories_file, grouping, domains, no_cache),
         RunInputs(sidecars=tuple(sidecars), baseline_sidecars=tuple(baseline_sidecars), server_log=server_log,
@@ -263,6 +274,8 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON (specprof.runs/1).")
 def runs_command(db_path, as_json):
     """List the runs in a results database (docs/store.md): `@ID` names one for compare and sweep."""
+    from analyzer.app import commands
+
     _say(commands.list_runs(db_path, as_json))
 
 
@@ -282,6 +295,9 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
     """
+    from analyzer.app import commands
+    from analyzer.app.analyze import RunInputs
+
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
                                RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms)))
 
@@ -323,6 +339,9 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     zero is "not resolvable"), the acceptance per draft position, predicted throughput per step count and the
     best measured step count (docs/economics.md).
     """
+    from analyzer.app import commands
+    from analyzer.app.analyze import Options
+
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
                                  accept, list(server_logs), extrapolate, baseline_run, allow_mixed))
 
@@ -348,6 +367,8 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
     `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when
     B is slower than A by more than PCT percent (for CI pipelines).
     """
+    from analyzer.app import commands
+
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
                                fail_pct, allow_mixed))
 
@@ -365,6 +386,8 @@ def export_command(trace, perfetto_file, categories_file, grouping, domains, no_
     capture`. The Perfetto trace holds each GPU stream's ops and its tiling by phase and category (idle
     included), each thread's ranges and launch calls, and a flow from each launch to its ops.
     """
+    from analyzer.app import commands
+
     _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache)))
 
 
@@ -377,12 +400,16 @@ def cache_group():
 @cache_group.command("info")
 def cache_info_command():
     """Where the cache is, how large, and which exports it holds."""
+    from analyzer.app import commands
+
     _say(commands.cache_info())
 
 
 @cache_group.command("clear")
 def cache_clear_command():
     """Remove every entry of the cache (the next analysis of each export reads it again)."""
+    from analyzer.app import commands
+
     _say(commands.cache_clear())
 
 

@@ -6,6 +6,10 @@ Each load reports, from the page's own clock (performance.now(), 0 = navigation 
 - interactive_ms: the first screen (header, timeline with its cycle selector, phase bars, top kernels) is
   drawn and answers input;
 - ready_ms: every panel is drawn;
+- load_blocked_ms, load_longest_task_ms: while the report's data loads (from its script's start until the data
+  is parsed, `parse_ms`), the main thread's long tasks (the Long Tasks API: each task over 50 ms) summed, and
+  the longest; and the long tasks before the report's script starts (the HTML parser, plotly.js:
+  `before_app_blocked_ms`) and after the load until every panel is drawn (`after_load_blocked_ms`);
 and, as the floor set by the browser itself, the same page with plotly.js alone (nothing of the report), loaded
 back to back with the report in each run, so that on a shared machine the difference is the report's own cost.
 
@@ -45,17 +49,40 @@ def load_times(paths: list[Path], runs: int) -> list[list[dict]]:
                 errors = []
                 page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
                 page.on("pageerror", lambda e: errors.append(str(e)))
+                page.add_init_script(LONG_TASKS)
                 t = time.perf_counter()
                 page.goto(path.resolve().as_uri())
                 page.wait_for_function("window.specprofReady === true", timeout=120_000)
                 wall = time.perf_counter() - t
                 timings = page.evaluate("window.specprofTimings || {}")
+                timings.update(_load_blocking(timings, page.evaluate("window.specprofLongTasks || []")))
                 timings["wall_s"] = round(wall, 3)
                 timings["console_errors"] = errors
                 out[k].append(timings)
                 page.close()
         browser.close()
     return out
+
+
+# Recorded from the page's first script on: every long task's (start, duration), ms.
+LONG_TASKS = ("window.specprofLongTasks = []; try { new PerformanceObserver(function (l) { l.getEntries()"
+              ".forEach(function (e) { window.specprofLongTasks.push([e.startTime, e.duration]); }); })"
+              ".observe({type: 'longtask', buffered: true}); } catch (e) {}")
+
+
+def _load_blocking(timings: dict, tasks: list) -> dict:
+    """The long tasks while the data loads: from the report's script's start to the data parsed."""
+    if "start_ms" not in timings or "parse_ms" not in timings:
+        return {}
+    def within(a, b):
+        return [min(s + d, b) - max(s, a) for s, d in tasks if s < b and s + d > a]
+
+    start, loaded = timings["start_ms"], timings["start_ms"] + timings["parse_ms"]
+    inside = within(start, loaded)
+    return {"load_blocked_ms": round(sum(inside), 1), "load_longest_task_ms": round(max(inside, default=0), 1),
+            # the rest of the page: before the report's script (HTML parser, plotly.js), and after the load
+            "before_app_blocked_ms": round(sum(within(0, start)), 1),
+            "after_load_blocked_ms": round(sum(within(loaded, timings.get("ready_ms", loaded))), 1)}
 
 
 def plotly_only(folder: Path) -> Path:
@@ -103,6 +130,8 @@ def main(argv=None) -> int:
             "interactive_ms_median": median(loads, "interactive_ms"),
             "ready_ms_median": median(loads, "ready_ms"),
             "plotly_only_ms_median": median(floor, "ready_ms"),
+            **{f"{k}_median": median(loads, k) for k in ("parse_ms", "load_blocked_ms", "load_longest_task_ms",
+                                                         "before_app_blocked_ms", "after_load_blocked_ms")},
             "beyond_plotly_interactive_ms_median": median(own, "interactive_ms"),
             "beyond_plotly_ready_ms_median": median(own, "ready_ms"),
             "load_average": os.getloadavg()[0],

@@ -7,7 +7,7 @@ exist). Nothing here imports torch or SGLang: versions come from importlib.metad
 from __future__ import annotations
 
 import csv
-import importlib.metadata
+import importlib
 import json
 import shutil
 import socket
@@ -49,6 +49,8 @@ def parse_gpus(text: str) -> list[dict]:
 
 def package_version(name: str) -> str | None:
     """The installed version of a distribution in this (the capturing) Python, or None when absent."""
+    import importlib.metadata  # when asked, not at start-up: `specprof --help` would pay 12 ms for it
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

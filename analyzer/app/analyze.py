@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analyzer import progress
-from analyzer.app import analysis_cache
+from analyzer.app import analysis_cache, window_reads
 from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from analyzer.core.categories import Rule, default_rules, load_rules
-from analyzer.core.window import Window, select
+from analyzer.core.window import Window
 from analyzer.derived.run_files import given_step
 from analyzer.errors import SpecprofError
 from analyzer.model.trace import Trace
@@ -99,10 +99,7 @@ def attribution(path: str, options: Options = Options()) -> Attribution:
     """The attribution of the trace at `path` (a file or a run directory), or of the part of it that
     `options.window` keeps, through the caches."""
     rules = options.rule_list
-    trace = read_trace(path, options)
-    if options.window:
-        with progress.step("selecting the window"):
-            trace = select(trace, options.window, options.grouping)
+    trace = window_reads.load(path, options.window, options.grouping, options.cache)
     if not options.cache or trace.meta.format != "nsys-sqlite":
         return attribute(trace, grouping=options.grouping, rules=rules, domains=options.domains)
     export = resolve(path)

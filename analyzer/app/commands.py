@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from analyzer import progress
-from analyzer.app import store
+from analyzer.app import process_tasks, store
 from analyzer.app import traces as many
 from analyzer.app.analyze import Options, RunInputs
 from analyzer.app.run import Run, baseline_step, open_run
@@ -42,7 +42,8 @@ def analyze_traces(paths, options: Options = Options(), inputs: RunInputs = RunI
     traces = expand(paths)
     progress.enable(progress.wanted(quiet))  # bars on stderr once an analysis has taken seconds
     outputs = replace(outputs, store=db_path is not None)
-    if len(traces) > 1:
+    if len(traces) > 1 or (not (html_file or db_path or outputs.csv_dir or outputs.parquet_dir) and inputs == RunInputs()
+                           and process_tasks.wanted(traces[0], options, jobs, dask)):
         return _several(traces, options, inputs, outputs, html_file, db_path, jobs, dask, argv)
     run = Run.load(traces[0], options, inputs)
     out = many.produce(run, outputs, html_file=html_file)
@@ -57,7 +58,8 @@ def _several(traces: list[str], options: Options, inputs: RunInputs, outputs: ma
     if html_file:
         raise SpecprofError(f"{html_file}: --html takes one trace; give the traces one at a time", html_file)
     outputs = replace(outputs, text=not outputs.as_json)
-    several = many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask, inputs=inputs)
+    several = process_tasks.analyze_all(traces[0], options, outputs, jobs=jobs, dask=dask) if len(traces) == 1 \
+        else many.analyze_all(traces, options, outputs, jobs=jobs, dask=dask, inputs=inputs)
     outs = several.outputs
     said = []
     if db_path:

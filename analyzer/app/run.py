@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
+from analyzer import progress
 from analyzer.app import store
 from analyzer.app.analyze import Options, RunInputs, attribution, read_trace
 from analyzer.core.attribution import Attribution
@@ -55,7 +56,8 @@ class Run(Analysis):
     @cached_property
     def data(self) -> RunData:
         """The run's files besides its trace, each read once."""
-        return read_run_data(self.files, self.inputs, self.options)
+        with progress.step("reading the run's files"):
+            return read_run_data(self.files, self.inputs, self.options)
 
     @property
     def manifest(self) -> dict | None:

@@ -100,12 +100,13 @@ def _cycle_ranges(ranges: pl.DataFrame, grouping) -> pl.DataFrame:
         index=pl.int_range(pl.len()).over("pid").cast(pl.Int64))
 
 
-def _bounds(trace: Trace, window: Window, grouping) -> pl.DataFrame:
+def _bounds(ranges: pl.DataFrame, origin: int | None, window: Window, grouping, path: str) -> pl.DataFrame:
     """Per process (pid; null: every process without a bound of its own), the window [t0, t1) on the trace's
-    clock."""
+    clock, from the trace's ranges and the capture's start (`origin`: model/trace.py capture_start)."""
     t0, t1 = -INF, INF
     if window.by_time:
-        origin = trace.meta.start_ns  # the capture's start (model/trace.py capture_start)
+        if origin is None:
+            raise SpecprofError(f"{path}: nothing in this trace has a time, so no time window", path)
         if window.start_ns is not None:
             t0 = origin + window.start_ns
         if window.end_ns is not None:
@@ -113,10 +114,10 @@ def _bounds(trace: Trace, window: Window, grouping) -> pl.DataFrame:
     if not window.by_cycles:
         return pl.DataFrame({"pid": [None], "t0": [t0], "t1": [t1]}, schema={"pid": pl.Int64, "t0": pl.Int64,
                                                                             "t1": pl.Int64})
-    cycles = _cycle_ranges(trace.ranges, grouping)
+    cycles = _cycle_ranges(ranges, grouping)
     if cycles.is_empty():
-        raise SpecprofError(f"{trace.meta.path}: no cycle ranges ({', '.join(grouping)}) in this trace, so no "
-                            "cycle window; use --time-window A:B (ms) instead", trace.meta.path)
+        raise SpecprofError(f"{path}: no cycle ranges ({', '.join(grouping)}) in this trace, so no "
+                            "cycle window; use --time-window A:B (ms) instead", path)
     first = window.first_cycle or 0
     per_pid = cycles.group_by("pid").agg(
         t0=pl.col("start").filter(pl.col("index") == first).first(),
@@ -126,8 +127,8 @@ def _bounds(trace: Trace, window: Window, grouping) -> pl.DataFrame:
     kept = per_pid.filter(pl.col("t0").is_not_null())
     if kept.is_empty():
         most = int(per_pid["n"].max())
-        raise SpecprofError(f"{trace.meta.path}: the cycle window starts at cycle {first}, but no process has more "
-                            f"than {most} cycles (numbered from 0)", trace.meta.path)
+        raise SpecprofError(f"{path}: the cycle window starts at cycle {first}, but no process has more "
+                            f"than {most} cycles (numbered from 0)", path)
     kept = kept.select("pid", pl.max_horizontal(pl.col("t0"), pl.lit(t0)).alias("t0"),
                        pl.min_horizontal(pl.col("t1").fill_null(INF), pl.lit(t1)).alias("t1"))
     # Processes without cycles of their own: the span of every process's window.
@@ -144,11 +145,24 @@ def _with_bounds(df: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
                                                              pl.col("t1").fill_null(rest["t1"]))
 
 
-def select(trace: Trace, window: Window, grouping=("cycle",)) -> Trace:
-    """The part of `trace` that `window` keeps (the module's docstring says what is kept)."""
+def hull(ranges: pl.DataFrame, origin: int | None, window: Window, grouping, path: str) -> tuple[int, int]:
+    """[t0, t1) on the trace's clock that holds every process's window: what a read of the window's part of an
+    export (readers/nsys_window.py) must hold, from the trace's ranges and the capture's start (`origin`)."""
+    bounds = _bounds(ranges, origin, window, grouping, path)
+    return int(bounds["t0"].min()), int(bounds["t1"].max())
+
+
+def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Trace:
+    """The part of `trace` that `window` keeps (the module's docstring says what is kept). `whole`
+    (readers/nsys_window.py `Whole`): `trace` holds only the part of an export that a read for this window
+    kept (its `meta.start_ns` the whole capture's), and `whole` says what the export holds (its GPU ops, its
+    first op's start, its last op's end)."""
     if not window:
         return trace
-    bounds = _bounds(trace, window, grouping)
+    total = trace.ops.height if whole is None else whole.ops
+    first = trace.ops["start"].min() if whole is None else whole.first_start
+    last = trace.ops["end"].max() if whole is None else whole.last_end
+    bounds = _bounds(trace.ranges, trace.meta.start_ns, window, grouping, trace.meta.path)
     inside = (pl.col("at") >= pl.col("t0")) & (pl.col("at") < pl.col("t1"))
     launch = trace.api.select("pid", "correlation", launched="start").unique(["pid", "correlation"], keep="first")
     ops = _with_bounds(trace.ops.join(launch, on=["pid", "correlation"], how="left", maintain_order="left"),
@@ -157,8 +171,8 @@ def select(trace: Trace, window: Window, grouping=("cycle",)) -> Trace:
     if ops.is_empty():
         raise SpecprofError(f"{trace.meta.path}: the window ({window.describe()}) holds no GPU op; the trace's ops "
                             "run from "
-                            f"{(trace.ops['start'].min() - trace.meta.start_ns) / 1e6:.1f} to "
-                            f"{(trace.ops['end'].max() - trace.meta.start_ns) / 1e6:.1f} ms after the capture's start", trace.meta.path)
+                            f"{(first - trace.meta.start_ns) / 1e6:.1f} to "
+                            f"{(last - trace.meta.start_ns) / 1e6:.1f} ms after the capture's start", trace.meta.path)
     api = _with_bounds(trace.api, bounds).with_columns(at=pl.col("start")).filter(inside).select(trace.api.columns)
     ranges = _with_bounds(trace.ranges, bounds).filter((pl.col("start") < pl.col("t1")) & (pl.col("end") > pl.col("t0")))
     is_cycle = pl.col("name").is_in(list(grouping))
@@ -171,7 +185,7 @@ def select(trace: Trace, window: Window, grouping=("cycle",)) -> Trace:
         offset=pl.col("index").min())
     kept_cycles = ranges.filter(is_cycle).height
     meta = replace(trace.meta, notes=[*trace.meta.notes, (
-        f"window {window.describe()}: {ops.height:,} of {trace.ops.height:,} GPU ops (by launch time), "
+        f"window {window.describe()}: {ops.height:,} of {total:,} GPU ops (by launch time), "
         f"{kept_cycles:,} of {every.height:,} cycles")],
         extra={**trace.meta.extra, "window": window.describe(),
                "cycle_index_offset": {int(p): int(o) for p, o in offset.iter_rows() if o}})

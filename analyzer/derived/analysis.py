@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import fields
 from functools import cached_property
 
+from analyzer import progress
 from analyzer.core.attribution import Attribution
 from analyzer.derived import breakdown as bd
 from analyzer.derived import run_files
@@ -39,17 +40,20 @@ class Analysis:
     def crosscheck(self) -> CrossCheck | None:
         """The cross-check against the tracer's sidecar and the profiler's inflation (docs/crosscheck.md): None
         without a sidecar."""
-        return run_files.crosscheck_of(self.attribution, self.data)
+        with progress.step("cross-checking with the sidecar"):
+            return run_files.crosscheck_of(self.attribution, self.data)
 
     @cached_property
     def ranks(self) -> Ranks:
         """Per-rank attribution, skew across ranks, the communication wait/transfer split (docs/multirank.md), and
         each rank's cycle breakdown with the run without the profiler beside it (`breakdowns`)."""
         sidecars, baseline = self.data.sidecars, self.data.baseline
-        m = per_rank(self.attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
+        with progress.step("per-rank results"):
+            m = per_rank(self.attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
         check = self.crosscheck
         events, period = unprofiled_events(check.inflation if check is not None else None)
-        every = bd.breakdowns(self.attribution, m.ranks)
+        with progress.step("breaking the cycles down"):
+            every = bd.breakdowns(self.attribution, m.ranks)
         # With several ranks, a phase's events are one rank's only where they come from the reference engine's
         # ground truth (rank 0's file); the sidecars' events are pooled over the ranks, which no rank's breakdown
         # may show. The period without the profiler is every rank's.
@@ -85,7 +89,9 @@ class Analysis:
     @cached_property
     def economics(self) -> Economics | None:
         """Does speculation pay (docs/economics.md): None without a sidecar or a baseline step time."""
-        return run_files.economics_of(self.attribution, self.data, self.crosscheck, self.cycle_breakdown)
+        check, breakdown = self.crosscheck, self.cycle_breakdown  # (each its own step)
+        with progress.step("the economics"):
+            return run_files.economics_of(self.attribution, self.data, check, breakdown)
 
     @cached_property
     def sync_timers(self) -> SyncTimerEstimate | None:
@@ -97,7 +103,9 @@ class Analysis:
     @cached_property
     def sweep_input(self) -> run_files.SweepRun:
         """This run's inputs to the sweep's fit (derived/sweep.py): over the headline breakdown's decode cycles."""
-        return run_files.sweep_run(self.shown, self.data, self.crosscheck, self.cycle_breakdown)
+        check, breakdown = self.crosscheck, self.cycle_breakdown
+        with progress.step("the sweep's inputs"):
+            return run_files.sweep_run(self.shown, self.data, check, breakdown)
 
 
 def _attribution_field(name: str) -> property:

@@ -19,15 +19,18 @@
  *                                          number and the rowids the interior pages allow it)
  *   read(path, leaves, columns, kinds, filters, defaults, notnull) -> capsule "arrow_array_stream"
  *       leaves:  a bytes-like slice of what leaves() returned, on LEAF_SIZE boundaries
- *       columns: tuple of record column indices to return
+ *       columns: tuple of record column indices to return; -1 returns each row's rowid (kind b'i')
  *       kinds:   bytes, one per column: b'i' (int64) or b'b' (binary: text bytes)
- *       filters: tuple of (column, bitmap: bytes, outside: bool, null: bool): a row is kept when, for every
- *                filter, its integer value v has bit v set in bitmap (LSB first), or lies outside the
- *                bitmap and `outside` is true, or is NULL and `null` is true.
+ *       filters: tuple of (column, bitmap: bytes, outside: bool, null: bool[, base: int]): a row is kept when,
+ *                for every filter, its integer value v has bit v - base set in bitmap (LSB first; base 0
+ *                unless given), or lies outside the bitmap and `outside` is true, or is NULL and `null` is true.
  *       defaults: per record column from the first, what a record too short to hold it gives (ALTER TABLE
  *                ... ADD COLUMN ... DEFAULT): None (NULL), an int, or bytes (text); columns past it: NULL.
  *       notnull: bytes, one per record column from the first: 1 where the column is declared NOT NULL.
  *   The stream yields one struct array (children c0, c1, ...) and ends.
+ *   read(..., notnull, group) -> bytes   the same rows, not returned: per `group` leaves (a zone), its rows,
+ *       and per column (integers) its least and greatest value, a mask of the values 0..63 and flags
+ *       (zone_of says the layout): what a reader needs to know which zones can hold which rows.
  */
 #define PY_SSIZE_T_CLEAN
 #ifndef Py_LIMITED_API
@@ -410,6 +413,7 @@ typedef struct {
     const uint8_t *bits;
     uint64_t nbits;
     int outside, null;
+    int64_t base; /* the bitmap's bit 0 stands for this value */
 } filter_t;
 
 /* The value of integer serial type t (1..6, 8, 9) at p. */
@@ -456,7 +460,7 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                      int nfilters, const default_t *defaults, int ndefaults, const uint8_t *notnull, int nnotnull) {
     int maxcol = 0;
     for (int i = 0; i < r->ncols; i++)
-        if (r->cols[i].index > maxcol) maxcol = r->cols[i].index;
+        if (r->cols[i].index > maxcol) maxcol = r->cols[i].index; /* (-1, the rowid, is no record column) */
     for (int i = 0; i < nfilters; i++)
         if (filters[i].index > maxcol) maxcol = filters[i].index;
     uint64_t types[MAX_COLUMNS];
@@ -594,8 +598,10 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                     if (t == 0) {
                         keep = filters[f].null;
                     } else if ((t >= 1 && t <= 6) || t == 8 || t == 9) {
-                        int64_t x = int_value(t, where[filters[f].index]);
-                        if (x >= 0 && (uint64_t)x < filters[f].nbits)
+                        int64_t v = int_value(t, where[filters[f].index]);
+                        /* (in unsigned arithmetic: a value below base wraps past the bitmap, as it must) */
+                        uint64_t x = (uint64_t)v - (uint64_t)filters[f].base;
+                        if (x < filters[f].nbits)
                             keep = (filters[f].bits[x >> 3] >> (x & 7)) & 1;
                         else
                             keep = filters[f].outside;
@@ -607,6 +613,11 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 if (!keep) continue;
                 for (int i = 0; i < r->ncols; i++) {
                     column_t *c = &r->cols[i];
+                    if (c->index < 0) { /* the rowid */
+                        int64_t x = (int64_t)rowid;
+                        memcpy(c->data.p + row * 8, &x, 8);
+                        continue;
+                    }
                     uint64_t t = types[c->index];
                     const uint8_t *at = where[c->index];
                     if (c->kind == 'i') {
@@ -695,12 +706,48 @@ static PyObject *py_leaves(PyObject *self, PyObject *args) {
     return b;
 }
 
+/* One zone of the rows just read into `r` (integer columns), appended to `out`: the rows (int64), then per
+ * column its least and greatest value (int64; with no value: INT64_MAX, INT64_MIN), a mask with bit v set for
+ * each value v in 0..63 (uint64) and flags (uint64: bit 0 a NULL seen, bit 1 a value outside 0..63 seen).
+ * `r` is left ready for the next group's rows. */
+static int zone_of(result_t *r, buf_t *out) {
+    if (buf_reserve(out, 8 + 32 * (size_t)r->ncols)) return E_NOMEM;
+    int64_t rows = r->rows;
+    memcpy(out->p + out->len, &rows, 8);
+    out->len += 8;
+    for (int i = 0; i < r->ncols; i++) {
+        column_t *c = &r->cols[i];
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        uint64_t mask = 0, flags = c->nulls ? 1 : 0;
+        const int64_t *v = (const int64_t *)c->data.p;
+        for (int64_t k = 0; k < rows; k++) {
+            if (c->valid && !((c->valid[k >> 3] >> (k & 7)) & 1)) continue;
+            int64_t x = v[k];
+            if (x < lo) lo = x;
+            if (x > hi) hi = x;
+            if (x >= 0 && x < 64) mask |= (uint64_t)1 << x;
+            else flags |= 2;
+        }
+        memcpy(out->p + out->len, &lo, 8);
+        memcpy(out->p + out->len + 8, &hi, 8);
+        memcpy(out->p + out->len + 16, &mask, 8);
+        memcpy(out->p + out->len + 24, &flags, 8);
+        out->len += 32;
+        free(c->valid);
+        c->valid = NULL;
+        c->nulls = 0;
+    }
+    r->rows = 0;
+    return OK;
+}
+
 static PyObject *py_read(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *path_obj, *leaves_obj, *columns, *kinds_obj, *filters_obj, *defaults_obj, *notnull_obj;
-    if (!PyArg_ParseTuple(args, "O&OO!O!O!O!O!", PyUnicode_FSConverter, &path_obj, &leaves_obj, &PyTuple_Type,
+    unsigned long long group = 0;
+    if (!PyArg_ParseTuple(args, "O&OO!O!O!O!O!|K", PyUnicode_FSConverter, &path_obj, &leaves_obj, &PyTuple_Type,
                           &columns, &PyBytes_Type, &kinds_obj, &PyTuple_Type, &filters_obj, &PyTuple_Type,
-                          &defaults_obj, &PyBytes_Type, &notnull_obj))
+                          &defaults_obj, &PyBytes_Type, &notnull_obj, &group))
         return NULL;
     const char *path = PyBytes_AsString(path_obj);
     Py_ssize_t ndefaults = PyTuple_Size(defaults_obj);
@@ -746,7 +793,7 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < ncols; i++) {
         long idx = PyLong_AsLong(PyTuple_GetItem(columns, i));
         if (idx == -1 && PyErr_Occurred()) goto fail;
-        if (idx < 0 || idx >= MAX_COLUMNS || (kinds[i] != 'i' && kinds[i] != 'b')) {
+        if (idx < -1 || idx >= MAX_COLUMNS || (kinds[i] != 'i' && kinds[i] != 'b') || (idx == -1 && kinds[i] != 'i')) {
             PyErr_SetString(PyExc_ValueError, "a column index or kind is out of range");
             goto fail;
         }
@@ -757,7 +804,8 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         PyObject *f = PyTuple_GetItem(filters_obj, i);
         PyObject *bits;
         int idx, outside, null;
-        if (!f || !PyArg_ParseTuple(f, "iO!pp", &idx, &PyBytes_Type, &bits, &outside, &null)) goto fail;
+        long long base = 0;
+        if (!f || !PyArg_ParseTuple(f, "iO!pp|L", &idx, &PyBytes_Type, &bits, &outside, &null, &base)) goto fail;
         if (idx < 0 || idx >= MAX_COLUMNS) {
             PyErr_SetString(PyExc_ValueError, "a filter's column index is out of range");
             goto fail;
@@ -767,6 +815,7 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
         filters[i].index = idx;
         filters[i].bits = (const uint8_t *)PyBytes_AsString(bits);
         filters[i].nbits = (uint64_t)PyBytes_Size(bits) * 8;
+        filters[i].base = (int64_t)base;
         filters[i].outside = outside;
         filters[i].null = null;
     }
@@ -800,17 +849,32 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     const uint8_t *notnull = (const uint8_t *)PyBytes_AsString(notnull_obj); /* (the tuple of args holds it) */
     db_t db;
     int rc;
+    buf_t zones = {0};
+    for (Py_ssize_t i = 0; group && i < ncols; i++)
+        if (kinds[i] != 'i') {
+            PyErr_SetString(PyExc_ValueError, "zones are of integer columns");
+            goto fail_ints;
+        }
     Py_BEGIN_ALLOW_THREADS
     rc = db_open(&db, path);
-    if (rc == OK)
+    if (rc == OK && !group)
         rc = read_rows(&db, leaves, nleaves, &r, filters, (int)nfilters, defaults, (int)ndefaults, notnull,
                        nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull);
+    for (size_t g = 0; rc == OK && group && g < nleaves; g += group) {
+        size_t n = nleaves - g < group ? nleaves - g : group;
+        rc = read_rows(&db, leaves + g, n, &r, filters, (int)nfilters, defaults, (int)ndefaults, notnull,
+                       nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull);
+        if (rc == OK) rc = zone_of(&r, &zones);
+    }
     db_close(&db);
     Py_END_ALLOW_THREADS
     if (rc != OK)
         raise_for(rc, &db, path);
+    else if (group)
+        capsule = PyBytes_FromStringAndSize((const char *)zones.p, (Py_ssize_t)zones.len);
     else
         capsule = result_to_capsule(&r, kinds);
+    free(zones.p);
 fail_ints:
     free(ints);
 fail: /* (and the way out when it worked: capsule is set) */

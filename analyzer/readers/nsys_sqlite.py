@@ -80,7 +80,7 @@ class Select:
 
     `columns`: column names of the table, or None for a column of NULLs (one the export lacks).
     `where`: conditions, all of which a row meets: ("in", column, ids), ("not in", column, ids) with
-    non-negative integer ids, or ("not null", column). Both read paths take this one description.
+    non-negative integer ids, ("not null", column), or ("range", column, lo, hi): lo <= value < hi. Both read paths take this one description.
     `required`: columns nsys always fills: a row read with one of them NULL is refused (`_Export.parallel`)."""
 
     table: str
@@ -97,6 +97,8 @@ class Select:
         for cond in self.where:
             if cond[0] == "not null":
                 conds.append(f'"{cond[1]}" IS NOT NULL')
+            elif cond[0] == "range":
+                conds.append(f'"{cond[1]}" >= {int(cond[2])} AND "{cond[1]}" < {int(cond[3])}')
             else:
                 ids = ",".join(str(int(i)) for i in cond[2])
                 conds.append(f'"{cond[1]}" {"IN" if cond[0] == "in" else "NOT IN"} ({ids})')
@@ -198,6 +200,7 @@ class _Export:
         self._spans: dict[str, tuple[int, int]] = {}
         self.read_by: dict[str, str] = {}  # table -> "pages" or "sqlite": how its rows were read
         self._checked: set[str] = set()  # tables SQLite's quick_check found whole
+        self.process: int | None = None  # read only this process's rows (its globalPid) from the large tables
         if not self.tables & {"StringIds", "META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL",
                               "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
             raise SpecprofError(
@@ -298,6 +301,7 @@ class _Export:
         each, since SQLite decodes rows on one core per connection."""
         if select.table not in self.tables:
             return []
+        select = self._of_process(select)
         frames = None
         if _sqlite_pages is not None and DIRECT_PAGES:
             frames = self._pages(select, schema, keep, step, slice_rows)
@@ -310,6 +314,19 @@ class _Export:
         for df in frames:
             self._validate(select, schema, df)
         return frames
+
+    def _of_process(self, select: Select) -> Select:
+        """`select` restricted to the rows of `self.process` (none: as it is): a GPU op's globalPid is the
+        process's, a CUDA call's or NVTX event's globalTid lies in it (its low 24 bits are the thread's)."""
+        if self.process is None:
+            return select
+        column = _PROCESS_COLUMNS.get(select.table)
+        if column is None or column not in self.columns(select.table):
+            raise SpecprofError(f"{self.path}: table {select.table} has no process column, so the export cannot be "
+                                "read one process at a time; analyse it whole (without --jobs)", self.path)
+        span = 1 if column == "globalPid" else 1 << 24
+        return Select(select.table, select.columns, (*select.where, ("range", column, self.process,
+                                                                       self.process + span)), select.required)
 
     def _validate(self, select: Select, schema: dict, df: pl.DataFrame) -> None:
         """Refuses values nsys never writes, which the analysis cannot take: NULL in a `required` column, a
@@ -442,6 +459,15 @@ class _Export:
             if cond[0] == "not null":
                 filters.append((col, b"", True, False))
                 continue
+            if cond[0] == "range":  # a bit per value from lo (the filter's base) to hi - 1
+                lo, hi = int(cond[2]), int(cond[3])
+                if not 0 < hi - lo <= 1 << 27:
+                    return None
+                bits = bytearray(b"\xff" * ((hi - lo) // 8))
+                if (hi - lo) % 8:
+                    bits.append((1 << ((hi - lo) % 8)) - 1)
+                filters.append((col, bytes(bits), False, False, lo))
+                continue
             ids = sorted({int(i) for i in cond[2]})
             if ids and ids[0] < 0:
                 return None
@@ -507,9 +533,15 @@ def _check_file(path: str) -> None:
         )
 
 
-def read_nsys_sqlite(path: str) -> Trace:
-    """Read an nsys SQLite export into a Trace."""
+_PROCESS_COLUMNS = {**{t: "globalPid" for t in _GPU_TABLES}, "CUPTI_ACTIVITY_KIND_RUNTIME": "globalTid",
+                     "NVTX_EVENTS": "globalTid"}
+
+
+def read_nsys_sqlite(path: str, process: int | None = None) -> Trace:
+    """Read an nsys SQLite export into a Trace; with `process` (a globalPid), only that process's GPU ops, CUDA
+    calls and NVTX events (app/process_tasks.py)."""
     ex = _Export(path)
+    ex.process = process
     try:
         meta = _read_meta(ex)
         strings = _read_strings(ex)

@@ -1,0 +1,132 @@
+"""One nsys export of several processes (a tensor-parallel capture: one process per GPU), analysed one process per
+task: with `--jobs N` or `--dask ADDRESS` and a single export whose GPU work comes from two processes or more.
+
+Each task reads only its process's rows (readers/nsys_sqlite.py `read_nsys_sqlite(path, process=...)`: its GPU
+ops, CUDA calls and NVTX events, picked out by the page reader as it walks the tables), attributes them as any
+trace is attributed, and returns a small output (app/traces.py `TraceOutput`: the JSON document, the terminal
+text, the summary row, the attributed time per phase), never its op tables. The merge puts them in rank order
+and adds the skew across them, as for the ranks of one run given as several traces (docs/multirank.md). Each
+process's figures are those the one-process analysis gives that rank (`ranks` in its JSON:
+tests/test_process_tasks.py on fixtures/reference-k4-tp2).
+
+Not split (one task, as without --jobs): Kineto traces, an export of one process, a time window (measured from
+the whole export's first GPU op), and the outputs written per trace (--html, --db, --csv, --parquet). Ranks are
+numbered as the one-process analysis numbers them (derived/ranks.py `number_ranks`): by the sidecars' tensor-
+parallel ranks when every process has a distinct one, else in device order, then process id. The
+communication split into waiting and transfer needs every rank's kernels in one place: the one-process
+analysis gives it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from functools import cached_property
+
+import polars as pl
+
+from analyzer import progress
+from analyzer.app import parallel
+from analyzer.app import traces as many
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.run import Run
+from analyzer.core.attribution import Attribution, attribute
+from analyzer.core.window import select
+from analyzer.derived.ranks import os_pid, sidecar_ranks
+from analyzer.errors import SpecprofError
+from analyzer.model.columns import distinct
+from analyzer.readers import nsys_sqlite as ns
+from analyzer.readers import sidecar as sc
+from analyzer.readers.inputs import RunFiles, locate, resolve
+from analyzer.readers.load import is_kineto_file
+
+WHY = "the processes of one export, one task each"
+
+
+def wanted(path: str, options: Options, jobs: int, dask) -> bool:
+    """Whether to analyse the trace at `path` one process per task (the module's docstring says when)."""
+    if (jobs <= 1 and not dask) or options.window.by_time:
+        return False
+    try:
+        export = resolve(path)
+        return not is_kineto_file(export) and len(processes(export)) > 1
+    except SpecprofError:  # the one-task path says what is wrong with it
+        return False
+
+
+def processes(export: str) -> tuple[int, ...]:
+    """The processes (nsys globalPid) that ran GPU work in the export, or () where its tables cannot be read one
+    process at a time."""
+    st = os.stat(export)
+    return _processes(export, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _processes(export: str, size: int, mtime_ns: int) -> tuple[int, ...]:
+    ex = ns._Export(export)
+    try:
+        for table, column in ns._PROCESS_COLUMNS.items():
+            if table in ex.tables and column not in ex.columns(table):
+                return ()
+        pids = set()
+        for table in ns._GPU_TABLES:
+            if table in ex.tables:
+                for part in ex.parallel(ns.Select(table, ("globalPid",)), {"pid": pl.Int64}):
+                    pids.update(distinct(part.get_column("pid")).drop_nulls().to_list())
+    finally:
+        ex.close()
+    return tuple(sorted(pids))
+
+
+class ProcessRun(Run):
+    """One process of the export at `files.trace` (its globalPid `pid`), as a run of its own: its GPU ops, CUDA
+    calls and NVTX events only, and no other file of the run (the sidecars and the run without nsys are the
+    whole run's)."""
+
+    def __init__(self, path: str, options: Options, files: RunFiles, pid: int):
+        super().__init__(path, options, RunInputs(), files)
+        self.pid = pid
+
+    @cached_property
+    def attribution(self) -> Attribution:
+        trace = ns.read_nsys_sqlite(self.files.trace, process=self.pid)
+        if self.options.window:
+            with progress.step("selecting the window"):
+                trace = select(trace, self.options.window, self.options.grouping)
+        o = self.options
+        return attribute(trace, grouping=o.grouping, rules=o.rule_list, domains=o.domains)
+
+
+def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 1, dask=None) -> many.Several:
+    """The outputs of the processes of the export at `path` that ran GPU work, in rank order."""
+    export = resolve(path)
+    tasks = [(path, export, pid) for pid in processes(export)]
+    with progress.step(f"analysing {len(tasks)} processes", len(tasks), "processes") as step:
+        done = parallel.map_paths(_task, tasks, options, outputs, jobs=jobs, dask=dask, done=step.advance)
+    ranks = _ranks([(pid, device, osp) for (_, _, pid), (_, device, osp) in zip(tasks, done)], locate(path))
+    outs = []
+    for (out, _, _), rank in zip(done, ranks):
+        out.rank = rank
+        outs.append(out)
+    outs.sort(key=lambda o: o.rank)
+    return many.Several(outs, True, WHY)
+
+
+def _task(task: tuple[str, str, int], options: Options, outputs: many.Outputs):
+    """One process's output, its first device and its OS process id: the unit of work, run where the export is."""
+    path, export, pid = task
+    run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid)
+    out = many.produce(run, outputs, alone=False)
+    return out, int(run.ops["device"].min()), os_pid(run.trace.meta, pid)
+
+
+def _ranks(procs: list[tuple[int, int, int]], files: RunFiles) -> list[int]:
+    """Each process's rank (`procs`: globalPid, device, OS pid), as derived/ranks.py `number_ranks` numbers the
+    (process, device) pairs: the sidecars' tensor-parallel ranks when every process has a distinct one, else in
+    device order, then process id."""
+    tp = sidecar_ranks(sc.read_sidecars(files.sidecars).files) if files.sidecars else {}
+    given = [tp.get(osp) for _, _, osp in procs]
+    if all(r is not None for r in given) and len(set(given)) == len(procs):
+        return given
+    order = sorted(range(len(procs)), key=lambda i: (procs[i][1], procs[i][0]))
+    return [order.index(i) for i in range(len(procs))]

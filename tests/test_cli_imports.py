@@ -1,0 +1,93 @@
+"""What the console script imports: each command loads what it uses when it runs (analyzer/cli.py).
+
+A GPU server host runs `python3 -m analyzer capture` from a folder that holds only the tracer, nvtx and click
+(scripts/sglang/stage.sh): there `capture` must work with the analysis stack absent. These tests run the real
+command in a fresh Python whose import system refuses the analysis stack (as a host without it would) and that
+records every attempt to import it; `capture` runs the test double of nsys from tests/test_capture.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from test_capture import WORKLOAD, Tools, _script
+
+# The analysis stack: none of it is on a GPU server host.
+ANALYSIS_STACK = ("polars", "numpy", "pyarrow", "pandas", "adbc_driver_manager", "adbc_driver_sqlite", "ijson",
+                  "plotly", "platformdirs", "sqlite_utils")
+
+# Runs `python3 -m analyzer ARGS...` with the analysis stack refused, then prints what was asked for (a refused
+# import, or one of the specprof modules that need it) as JSON on the last line of stdout.
+PROBE = '''
+import atexit, json, runpy, sys
+
+STACK = set({stack!r})
+asked = []
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in STACK:
+            asked.append(name)
+            raise ModuleNotFoundError(f"No module named {{name!r}} (refused: not on a GPU server host)")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+
+def report():
+    heavy = sorted(m for m in sys.modules if m.startswith(("analyzer.app", "analyzer.core", "analyzer.derived",
+                                                           "analyzer.readers", "analyzer.render", "analyzer.model")))
+    sys.stdout.write("\\n" + json.dumps({{"refused": sorted(set(asked)), "analysis_modules": heavy}}) + "\\n")
+
+atexit.register(report)
+sys.argv = ["specprof", *{args!r}]
+runpy.run_module("analyzer", run_name="__main__", alter_sys=True)
+'''
+
+
+def _run(args: list[str], env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    code = PROBE.format(stack=ANALYSIS_STACK, args=[str(a) for a in args])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    return done, seen
+
+
+def _env(tools: Tools, tmp_path: Path) -> dict:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NSYS", "NSYS_NVTX_PROFILER_REGISTER_ONLY")}
+    env["FAKE_NSYS_LOG"] = str(tools.log)
+    env["WORKLOAD_ENV_DUMP"] = str(tmp_path / "workload-env.json")
+    return env
+
+
+def test_capture_runs_without_the_analysis_stack(tmp_path):
+    """The whole capture (nsys profile, export, manifest, the tracer's bootstrap) with polars, numpy and the other
+    analysis packages absent: it succeeds, tried to import none of them, and loaded none of the analyzer's
+    analysis modules."""
+    tools = Tools(tmp_path / "nsight")
+    workload = [sys.executable, str(_script(tmp_path / "workload.py", WORKLOAD))]
+    done, seen = _run(["capture", "--preset", "reference", "--nsys", tools.nsys, "-o", tmp_path / "run", "--",
+                       *workload], env=_env(tools, tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "run" / "manifest.json").is_file() and (tmp_path / "run" / "run.sqlite").is_file()
+    assert json.loads((tmp_path / "workload-env.json").read_text())["tracer_loaded"] is True
+    assert seen == {"refused": [], "analysis_modules": []}
+
+
+def test_capture_dry_run_and_help_without_the_analysis_stack(tmp_path):
+    tools = Tools(tmp_path / "nsight")
+    for args in (["capture", "--dry-run", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", "true"],
+                 ["capture", "--help"], ["--help"], ["--version"]):
+        done, seen = _run(args, env=_env(tools, tmp_path))
+        assert done.returncode == 0, (args, done.stderr)
+        assert seen == {"refused": [], "analysis_modules": []}, args
+
+
+def test_the_probe_sees_an_import_of_the_analysis_stack(tmp_path):
+    """The probe itself: `analyze` needs polars, so there it is refused, and the one clear failure is seen (this
+    is what `capture` did when cli.py imported the analysis stack at start-up)."""
+    done, seen = _run(["analyze", "fixtures/reference-k4", "--no-cache"])
+    assert done.returncode != 0 and "polars" in seen["refused"]
