@@ -29,7 +29,7 @@ def doc():
 
 
 def test_json_contract(doc):
-    assert doc["schema"] == "specprof.analysis/2"
+    assert doc["schema"] == "specprof.analysis/3"
     assert {"path", "format", "nsys_version", "gpus"} <= set(doc["source"])
     assert doc["source"]["gpus"] == [{"device": 0, "name": "NVIDIA H200"}]
     names = [p["name"] for p in doc["phases"]]

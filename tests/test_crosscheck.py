@@ -328,7 +328,7 @@ def test_cli_run_directory_finds_its_sidecar_and_baseline(checks):
     result = CliRunner().invoke(main, ["analyze", str(run_dir(4)), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["schema"] == "specprof.analysis/2"
+    assert doc["schema"] == "specprof.analysis/3"
     c = doc["crosscheck"]
     assert [r["verdict"] for r in c["consistency"]] == ["consistent"] * 6
     draft = next(r for r in c["inflation"]["rows"] if (r["measure"], r["phase"]) == ("gpu", "draft"))

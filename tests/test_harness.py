@@ -15,7 +15,7 @@ from analyzer.app import run as run_module
 from analyzer.app.analyze import Options
 from analyzer.app.run import Run
 from analyzer.core import accounting, categories, projection, summary
-from analyzer.derived import analysis, run_files
+from analyzer.derived import analysis, breakdown, run_files
 from analyzer.readers import nsys_sqlite
 from analyzer.render import json as json_render
 from conftest import FIXTURES, ROOT
@@ -28,7 +28,7 @@ WORK = [
     (projection, "project"), (categories, "categorize"),
     (accounting, "with_prev_end"), (accounting, "cpu_waits"), (accounting, "charges"),
     (summary, "cycle_table"), (summary, "phase_table"), (summary, "category_table"),
-    (run_module, "read_run_data"), (run_files, "crosscheck_of"), (analysis, "cycle_breakdown"),
+    (run_module, "read_run_data"), (run_files, "crosscheck_of"), (breakdown, "breakdowns"),
     (run_files, "economics_of"), (analysis, "per_rank"),
 ]
 

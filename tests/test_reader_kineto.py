@@ -250,7 +250,7 @@ def test_untrusted_names_stay_data(tmp_path, shared_dir):
     assert "\x1b" not in result.output and "\x07" not in result.output and "\r" not in result.output
     out = CliRunner().invoke(main, ["analyze", str(p), "--json"])
     parsed = json.loads(out.stdout)
-    assert parsed["schema"] == "specprof.analysis/2"
+    assert parsed["schema"] == "specprof.analysis/3"
     assert not Path("/tmp/pwned").exists()
 
 
@@ -321,7 +321,7 @@ def test_a_folder_of_unrelated_traces_is_several_runs(tmp_path, shared_dir):
     assert doc["schema"] == "specprof.runs-side-by-side/1" and doc["ranks_of_one_run"] is False
     assert "world sizes differ" in doc["why"]
     assert [os.path.basename(r["path"]) for r in doc["runs"]] == sorted(names)
-    assert all(r["analysis"]["schema"] == "specprof.analysis/2" for r in doc["runs"])
+    assert all(r["analysis"]["schema"] == "specprof.analysis/3" for r in doc["runs"])
     assert sorted(p.name for p in (tmp_path / "csv").iterdir()) == [
         "1-hta_trace_diff__control__control", "2-hta_trace_file_list__inference_rank_1",
         "3-hta_trace_filter__sampled_rank-0"]
@@ -366,7 +366,7 @@ def test_a_run_folder_with_one_trace_is_one_run():
     result = CliRunner().invoke(main, ["analyze", str(TORCH_K4.parent), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "specprof.analysis/2" and doc["source"]["path"].endswith("trace.json.gz")
+    assert doc["schema"] == "specprof.analysis/3" and doc["source"]["path"].endswith("trace.json.gz")
 
 
 def test_a_folder_with_no_trace(tmp_path):

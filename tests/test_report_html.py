@@ -247,7 +247,7 @@ def test_report_and_analyze_html_commands(browser, tmp_path):
     out2 = tmp_path / "a.html"
     result = CliRunner().invoke(main, ["analyze", str(K4 / "run.sqlite"), "--html", str(out2), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["schema"] == "specprof.analysis/2"
+    assert json.loads(result.stdout)["schema"] == "specprof.analysis/3"
     assert f"report written to {out2}" in result.stderr
     assert data_of(out2.read_text(encoding="utf-8"))["facts"]["ops"] == 21126
 

@@ -26,7 +26,8 @@ _CODE = ("core/attribution.py", "core/projection.py", "core/accounting.py", "cor
          "core/categories.py", "model/labels.py")
 # What an attribution adds and keeps: its tables, and the ops' added columns.
 TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",
-                   "streams", "devices", "kernels", "unattributed")
+                   "streams", "devices", "kernels", "unattributed", "pairs", "pair_phases", "pair_categories",
+          "comm_ops")
 
 
 def key(grouping, rules, domains) -> dict:

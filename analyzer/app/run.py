@@ -66,8 +66,8 @@ class Run(Analysis):
 
     @cached_property
     def side(self) -> Side:
-        """This run as one side of `specprof compare`."""
-        return side_of(self.attribution)
+        """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py)."""
+        return side_of(self.attribution, self.pace)
 
     @cached_property
     def store_key(self) -> dict:

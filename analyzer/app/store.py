@@ -28,6 +28,7 @@ import polars as pl
 
 from analyzer import __version__
 from analyzer.core import categories
+from analyzer.derived import views
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.compare import Side
 from analyzer.derived.ranks import per_rank
@@ -204,7 +205,8 @@ def _rows(df: pl.DataFrame | None) -> list[dict]:
 
 
 def _charges(a: Analysis) -> pl.DataFrame:
-    return a.charges.select(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8),
+    """The charges behind the headline breakdown (derived/views.py cycle_charges): what compare and runs show."""
+    return views.cycle_charges(a)[0].select(phase=pl.col("phase").cast(pl.Utf8), category=pl.col("category").cast(pl.Utf8),
                           cycle="cycle", ns="ns")
 
 
@@ -250,7 +252,8 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         "options": json.dumps(options, sort_keys=True), "path": path, "trace_path": os.path.abspath(trace_path),
         "run_dir": run_dir, "format": meta.format, "tool_version": meta.tool_version,
         "gpus": json.dumps(meta.gpus), "rank_count": m.count, "trace_rank": meta.rank,
-        "ops": a.ops.height, "ranges": a.ranges.height, "streams": a.streams.height, "cycles": a.cycles.height,
+        "ops": a.ops.height, "ranges": a.ranges.height, "streams": a.streams.height,
+        "cycles": views.cycle_charges(a)[1],
         "wall_ns": int(a.streams["wall"].sum() or 0), "attributed_ns": int(ch["ns"].sum() or 0),
         "cycle_attributed_ns": int(in_cycle["ns"].sum() or 0),
         "busy_ns": int(a.streams["busy"].fill_null(0).sum() or 0),
@@ -321,7 +324,10 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         comm, on=["rank", "phase"], how="left").with_columns(
         [pl.col(c).fill_null(0) for c in ("comm_ns", "wait_ns", "transfer_ns")])
     cycles = a.cycles.select("pid", cycle_index="index", start_ns="start", end_ns="end", _cycle="cycle")
-    cycle_phases = a.cycle_phases.join(cycles.select("_cycle", "pid", "cycle_index"), left_on="cycle",
+    # (the phases of the headline breakdown's decode cycles: what the sweep and compare take a cycle to be)
+    shown = views.shown_cycles(a)
+    per_cycle = a.cycle_phases if shown is None else a.cycle_phases.join(shown, on="cycle", how="semi")
+    cycle_phases = per_cycle.join(cycles.select("_cycle", "pid", "cycle_index"), left_on="cycle",
                                        right_on="_cycle", how="inner").select(
         "pid", "cycle_index", "phase", attributed_ns="attributed", gpu_busy_ns="gpu_busy", cpu_ns="cpu")
     # a cycle belongs to the rank of its process (the first device of that process)

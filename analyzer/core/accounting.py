@@ -105,7 +105,34 @@ def cpu_waits(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
         "device", "stream", "op_id", "launch_tid", "prev_end", op_phase="phase", op_cycle="cycle",
         split=_SPLIT,
     ).filter(pl.col("split") > pl.col("prev_end")).rename({"prev_end": "a", "split": "b"}).pipe(collect)
-    return _split_by_open_range(waits, ranges, tl, grouping).cast(SEGMENT_SCHEMA)
+    return _fill_wait_cycles(ops, _split_by_open_range(waits, ranges, tl, grouping).cast(SEGMENT_SCHEMA))
+
+
+def stream_cycle(ops: pl.DataFrame) -> pl.Expr:
+    """Each op's cycle on its stream: its own, or where it has none (launched between cycles, by the engine's
+    code outside every range), the cycle of the latest op before it on its (device, stream) that has one: the
+    time between two cycles belongs to the cycle it follows, as a cycle's period does (start to next start).
+    Null before a stream's first cycle. `ops` in op (start) order."""
+    key = combined_key(ops, ["device", "stream"])
+    filled = pl.col("cycle").forward_fill().over(key if key is not None else pl.struct("device", "stream"))
+    return pl.coalesce("cycle", filled)
+
+
+def _fill_wait_cycles(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """The cpu_wait pieces with no range open and no cycle (the engine between cycles, before an op launched outside
+    every range) take the stream cycle (`stream_cycle`) of the op they precede. (A piece of a range outside every
+    cycle, a prefill before the first cycle, stays in none.)"""
+    if waits.is_empty() or not waits.get_column("cycle").has_nulls() or not ops.get_column("cycle").is_not_null().any():
+        return waits
+    loose = pl.col("cycle").is_null() & (pl.col("phase").cast(pl.Utf8) == UNATTRIBUTED)
+    need = waits.filter(loose).select("op_id").unique()
+    if need.is_empty():
+        return waits
+    cyc = collect(ops.lazy().select("op_id", "cycle", "device", "stream").with_columns(
+        filled=stream_cycle(ops)).join(need.lazy(), on="op_id", how="semi").select("op_id", "filled"))
+    return waits.join(cyc, on="op_id", how="left", maintain_order="left").with_columns(
+        cycle=pl.when(loose).then(pl.coalesce("cycle", "filled")).otherwise(pl.col("cycle"))).drop(
+        "filled").cast(SEGMENT_SCHEMA)
 
 
 def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
@@ -113,7 +140,8 @@ def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     keys = ["device", "stream", "cycle", "phase"]
     if ops.is_empty():
         return pl.DataFrame(schema=CHARGE_SCHEMA)
-    per_op = ops.lazy().select(
+    # (every piece has the cycle it belongs to on its stream: `stream_cycle`)
+    per_op = ops.lazy().with_columns(cycle=stream_cycle(ops)).select(
         *keys, "category",
         busy=(pl.col("end") - _BUSY_START).clip(lower_bound=0),
         launch=pl.when(_GAP & pl.col("launch_start").is_not_null()).then(pl.col("start") - _SPLIT).otherwise(0),
@@ -142,7 +170,7 @@ def tile(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     pieces `waits` (`cpu_waits`)."""
     if ops.is_empty():
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    o = ops.lazy()
+    o = ops.lazy().with_columns(cycle=stream_cycle(ops))
     cols = ["device", "stream", "phase", "cycle", "op_id"]
     busy = o.select(*cols, "category", start=_BUSY_START, end=pl.col("end")).filter(pl.col("end") > pl.col("start"))
     gaps = o.filter(_GAP)

@@ -15,6 +15,7 @@ from analyzer import progress
 from analyzer.core import accounting, categories, projection, summary
 from analyzer.core.window import renumber_cycles
 from analyzer.errors import SpecprofError
+from analyzer.model.labels import COMMUNICATION
 from analyzer.model.trace import Trace
 
 DEFAULT_GROUPING = ("cycle",)
@@ -29,7 +30,8 @@ class Attribution:
     ops: pl.DataFrame  # projected, categorised ops
     ranges: pl.DataFrame  # ranges with depth, parent, cycle and their GPU projection
     # The tiling of every stream, summed: attributed ns per (device, stream, cycle, phase, category)
-    # (accounting.CHARGE_SCHEMA). The segments themselves are built on demand (`segments`).
+    # (accounting.CHARGE_SCHEMA). The segments themselves are built on demand (`segments`). `phases`,
+    # `categories` and `cycle_phases` hold the cycle streams' charges only (`streams.role`, `home_charges`).
     charges: pl.DataFrame
     phases: pl.DataFrame
     categories: pl.DataFrame
@@ -46,7 +48,18 @@ class Attribution:
     # The cpu_wait pieces (accounting.SEGMENT_SCHEMA); with `ops` (which carry prev_end) they give the
     # segments. `segments` builds the whole tiling once and keeps it.
     waits: pl.DataFrame | None = field(default=None, repr=False)
+    # Per (process, device) pair, whatever the ranks' numbering (summary.pair_tables): `pairs`, `pair_phases`,
+    # `pair_categories`, `comm_ops`; None where the attribution was made without them (derived/ranks.py makes them).
+    pairs: pl.DataFrame | None = field(default=None, repr=False)
+    pair_phases: pl.DataFrame | None = field(default=None, repr=False)
+    pair_categories: pl.DataFrame | None = field(default=None, repr=False)
+    comm_ops: pl.DataFrame | None = field(default=None, repr=False)
     _segments: pl.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def home_charges(self) -> pl.DataFrame:
+        """The charges of the cycle streams (summary.on_cycle_streams): what `phases` and `cycle_phases` sum."""
+        return summary.on_cycle_streams(self.charges, self.streams)
 
     @property
     def segments(self) -> pl.DataFrame:
@@ -113,22 +126,29 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         step.advance()
         per_range = summary.range_busy(ops, scanned)
         del scanned
-        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, charged, grouping, per_range)
+        # Each rank's phases are charged on the stream its cycles ran on; the other streams are side streams.
+        tables["streams"] = summary.stream_table(ops, charged)
+        home = summary.on_cycle_streams(charged, tables["streams"])
+        side = charged.join(home.select("device", "stream").unique(), on=["device", "stream"], how="anti")
+        tables["cycles"], tables["cycle_phases"] = summary.cycle_table(ranges, ops, home, grouping, per_range)
         # A window's cycles keep their numbers in the whole trace (core/window.py).
         tables["cycles"] = renumber_cycles(tables["cycles"], trace.meta.extra.get("cycle_index_offset"))
         step.advance()
         if trace.meta.skipped:
             for reason, n in trace.meta.skipped.items():
                 notes.append(f"{n} rows not used: {reason.replace('_', ' ')}")
-        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, charged, grouping, per_range)),
-                           ("categories", lambda: summary.category_table(charged)),
+        for name, make in (("phases", lambda: summary.phase_table(ranges, proj, ops, home, grouping, per_range, side)),
+                           ("categories", lambda: summary.category_table(home)),
                            ("launch", lambda: summary.launch_table(ops)),
-                           ("streams", lambda: summary.stream_table(ops, charged)),
                            ("devices", lambda: summary.device_table(ops)),
                            ("kernels", lambda: summary.top_kernels(ops)),
                            ("unattributed", lambda: summary.unattributed_table(ops))):
             tables[name] = make()
             step.advance()
+        parents = categories.parents(rules)
+        tables.update(summary.pair_tables(ops, ranges, charged, tables["streams"], grouping, tables["phases"],
+                                          tables["categories"], categories.kinds_of(COMMUNICATION, parents)))
+        step.advance()
     return Attribution(
         trace=trace,
         grouping=grouping,
@@ -136,7 +156,7 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         ranges=ranges,
         charges=charged,
         notes=notes,
-        category_parents=categories.parents(rules),
+        category_parents=parents,
         waits=waits,
         **tables,
     )

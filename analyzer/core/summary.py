@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.core.accounting import union_length, with_prev_end
-from analyzer.core.projection import phase_of_ops
+from analyzer.core.projection import phase_of_ops, range_projection
 from analyzer.model.columns import collect, first_distinct
 from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 
@@ -32,10 +32,12 @@ def range_busy(ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.Dat
 
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
                 charges: pl.DataFrame, grouping: tuple[str, ...],
-                per_range: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per phase: instances, cpu, gpu span, gpu busy, attributed (all ns totals).
+                per_range: pl.DataFrame | None = None, side: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per phase: instances, cpu, gpu span, gpu busy, attributed, side_busy (all ns totals).
 
-    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges;
+    `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges, of the cycle streams
+    (`on_cycle_streams`): attributed is the phase's tiling there; `side`: the charges of the side streams, whose
+    busy pieces are `side_busy` (the phase's work on other streams, which its attributed time does not hold);
     `per_range`: `range_busy(ops)` when the caller has it already.
     """
     # (the columns needed first, then the rows: ranges carry names and other text)
@@ -60,6 +62,8 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
                        .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
     attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))
+    side_busy = _text((side if side is not None else charges.clear()).filter(
+        ~pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).group_by("phase").agg(side_busy=pl.col("ns").sum()))
     op_counts = _text(collect(ops.lazy().group_by("phase").agg(ops=pl.len().cast(pl.Int64))))
     names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
     out = (
@@ -67,10 +71,11 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
         .join(busy, on="phase", how="left")
         .join(attributed, on="phase", how="left")
         .join(op_counts, on="phase", how="left")
+        .join(side_busy, on="phase", how="left")
         .with_columns(
             pl.col("instances").fill_null(0), pl.col("cpu").fill_null(0),
             pl.col("gpu_span").fill_null(0), pl.col("gpu_busy").fill_null(0),
-            pl.col("attributed").fill_null(0), pl.col("ops").fill_null(0),
+            pl.col("attributed").fill_null(0), pl.col("ops").fill_null(0), pl.col("side_busy").fill_null(0),
         )
         .drop("gpu_ops")
     )
@@ -184,17 +189,64 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
-    """Per (device, stream): wall, busy (union), and the idle kinds."""
-    walls = collect(ops.lazy().group_by("device", "stream").agg(
+    """Per (device, stream): wall, busy (its tiling's busy pieces), the idle kinds, and its role.
+
+    - pid: the process that launched most of its ops (a stream belongs to one process: with its device, one rank);
+      pids: how many processes launched ops on it;
+    - role: `cycle` for the stream each (pid, device) ran its cycles on (the most GPU-busy time inside cycles;
+      without cycles, the most busy time), `side` for the others. A phase's time is its tiling on the cycle stream
+      (`on_cycle_streams`); a side stream's work is reported as busy time and what it overlapped;
+    - overlapped: the side stream's busy time during which its rank's cycle stream was busy too (0 on a cycle
+      stream)."""
+    per = collect(ops.lazy().group_by("device", "stream", "pid").agg(
         first=pl.col("start").min(), last=pl.col("end").max(), ops=pl.len().cast(pl.Int64)))
+    walls = per.group_by("device", "stream").agg(
+        first=pl.col("first").min(), last=pl.col("last").max(), ops=pl.col("ops").sum(),
+        pids=pl.len().cast(pl.Int64),
+        pid=pl.col("pid").sort_by(pl.col("ops"), pl.col("pid"), descending=[True, False]).first())
     c = charges.group_by("device", "stream", "category").agg(pl.col("ns").sum()).with_columns(
         kind=pl.when(pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).then(pl.col("category").cast(pl.Utf8))
         .otherwise(pl.lit("busy")))
     kinds = c.group_by("device", "stream").agg(
         *[(pl.col("ns") * (pl.col("kind") == k)).sum().alias(k) for k in ("busy", *IDLE_CATEGORIES)]
     )
-    return walls.join(kinds, on=["device", "stream"], how="left").with_columns(
-        wall=pl.col("last") - pl.col("first")).sort("device", "stream")
+    in_cycles = charges.filter(pl.col("cycle").is_not_null() & ~pl.col("category").cast(pl.Utf8).is_in(
+        IDLE_CATEGORIES)).group_by("device", "stream").agg(cycle_busy=pl.col("ns").sum())
+    out = walls.join(kinds, on=["device", "stream"], how="left").join(
+        in_cycles, on=["device", "stream"], how="left").with_columns(
+        [pl.col(k).fill_null(0) for k in ("busy", *IDLE_CATEGORIES, "cycle_busy")]).with_columns(
+        wall=pl.col("last") - pl.col("first"))
+    best = out.sort(["cycle_busy", "busy", "stream"], descending=[True, True, False]).group_by(
+        "device", "pid").first().select("device", "stream", is_cycle=pl.lit(True))
+    out = out.join(best, on=["device", "stream"], how="left").with_columns(
+        role=pl.when(pl.col("is_cycle")).then(pl.lit("cycle")).otherwise(pl.lit("side"))).drop("is_cycle", "cycle_busy")
+    return _overlaps(ops, out).sort("device", "stream")
+
+
+def _overlaps(ops: pl.DataFrame, streams: pl.DataFrame) -> pl.DataFrame:
+    """`streams` with `overlapped`: each side stream's busy time that its rank's cycle stream was busy during."""
+    home = streams.filter(pl.col("role") == "cycle").select("device", "pid", home="stream", home_busy="busy")
+    side = streams.filter(pl.col("role") == "side").join(home, on=["device", "pid"], how="left")
+    rows = []
+    for device, stream, home_stream, busy, home_busy in side.select(
+            "device", "stream", "home", "busy", "home_busy").iter_rows():
+        if home_stream is None or not busy:
+            rows.append((device, stream, 0))
+            continue
+        both = (pl.col("device") == device) & pl.col("stream").is_in([stream, home_stream])
+        union = int(union_length(ops, ["device"], where=both)["busy"].sum() or 0)
+        rows.append((device, stream, max(0, int(busy) + int(home_busy) - union)))
+    over = pl.DataFrame(rows, schema={"device": pl.Int64, "stream": pl.Int64, "overlapped": pl.Int64}, orient="row")
+    return streams.join(over, on=["device", "stream"], how="left").with_columns(pl.col("overlapped").fill_null(0))
+
+
+def on_cycle_streams(charges: pl.DataFrame, streams: pl.DataFrame) -> pl.DataFrame:
+    """The charges of the cycle streams only (`stream_table`'s role): where each rank's phases ran, so that no
+    phase is charged the idle time of a stream that ran none of its work."""
+    keep = streams.filter(pl.col("role") == "cycle").select("device", "stream")
+    if keep.height == streams.height:
+        return charges
+    return charges.join(keep, on=["device", "stream"], how="semi")
 
 
 def device_table(ops: pl.DataFrame) -> pl.DataFrame:
@@ -218,3 +270,62 @@ def unattributed_table(ops: pl.DataFrame) -> pl.DataFrame:
     return _text(collect(ops.lazy().select("unattributed", "start", "end").filter(
         pl.col("unattributed").is_not_null()).group_by(reason="unattributed").agg(
         ops=pl.len().cast(pl.Int64), ns=(pl.col("end") - pl.col("start")).sum()))).sort("reason")
+
+
+PAIR_PHASE_SCHEMA = {"pid": pl.Int64, "device": pl.Int64, "phase": pl.Utf8, "instances": pl.Int64, "ops": pl.Int64,
+                     "cpu": pl.Int64, "gpu_span": pl.Int64, "gpu_busy": pl.Int64, "attributed": pl.Int64,
+                     "side_busy": pl.Int64}
+PAIR_CATEGORY_SCHEMA = {"pid": pl.Int64, "device": pl.Int64, "phase": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64}
+COMM_OP_SCHEMA = {"pid": pl.Int64, "device": pl.Int64, "op_id": pl.Int64, "name": pl.Utf8, "kind": pl.Utf8,
+                  "phase": pl.Utf8, "start": pl.Int64, "end": pl.Int64}
+
+
+def pair_tables(ops: pl.DataFrame, ranges: pl.DataFrame, charges: pl.DataFrame, streams: pl.DataFrame,
+                grouping: tuple[str, ...], phases: pl.DataFrame, categories: pl.DataFrame,
+                communication: list[str]) -> dict[str, pl.DataFrame]:
+    """What the per-rank analysis needs of each (process, device) pair that ran GPU work, whatever the ranks'
+    numbering (derived/ranks.py numbers them): computed once with the attribution, and cached with it.
+
+    - `pairs`: pid, device, ops, first, last, streams, busy (union of the pair's ops), attributed (its cycle
+      stream's tiling);
+    - `pair_phases` (PAIR_PHASE_SCHEMA), `pair_categories` (PAIR_CATEGORY_SCHEMA): `phase_table` and
+      `category_table` over the pair's own ranges, ops and streams, charged on its cycle stream;
+    - `comm_ops` (COMM_OP_SCHEMA): the communication ops (categories `communication`, the kinds of it).
+    `phases`, `categories`: the whole capture's, which are the pair's when one process holds every range."""
+    pairs = collect(ops.lazy().group_by("pid", "device").agg(
+        ops=pl.len().cast(pl.Int64), first=pl.col("start").min(), last=pl.col("end").max())).sort("device", "pid")
+    busy = union_length(ops, ["pid", "device"])
+    home = streams.filter(pl.col("role") == "cycle")
+    attributed = charges.join(home.select("device", "stream", "pid"), on=["device", "stream"], how="inner").group_by(
+        "pid", "device").agg(attributed=pl.col("ns").sum())
+    counts = streams.group_by("pid", "device").agg(streams=pl.len().cast(pl.Int64))
+    pairs = pairs.join(counts, on=["pid", "device"], how="left").join(busy, on=["pid", "device"], how="left").join(
+        attributed, on=["pid", "device"], how="left").with_columns(
+        [pl.col(c).fill_null(0).cast(pl.Int64) for c in ("streams", "busy", "attributed")])
+    ranges = ranges.drop([c for c in ("gpu_start", "gpu_end", "gpu_ops", "gpu_launches") if c in ranges.columns])
+    whole = pairs.height == 1 and ranges.filter(pl.col("pid") != pairs["pid"][0]).is_empty()
+    ph_rows, cat_rows = [], []
+    for pid, device in pairs.select("pid", "device").iter_rows():
+        mine = (pl.col("pid") == pid) & (pl.col("device") == device)
+        if whole:
+            ph, cats = phases, categories
+        else:
+            own = ops.filter(mine)
+            mine_streams = streams.filter(mine)
+            ch = charges.join(mine_streams.filter(pl.col("role") == "cycle").select("device", "stream"),
+                              on=["device", "stream"], how="semi")
+            side = charges.join(mine_streams.filter(pl.col("role") == "side").select("device", "stream"),
+                                on=["device", "stream"], how="semi")
+            rng = ranges.filter(pl.col("pid") == pid)
+            ph = phase_table(rng, range_projection(rng, own), own, ch, grouping, side=side)
+            cats = category_table(ch)
+        key = [pl.lit(pid, dtype=pl.Int64).alias("pid"), pl.lit(device, dtype=pl.Int64).alias("device")]
+        ph_rows.append(ph.select(*key, pl.all()).select(list(PAIR_PHASE_SCHEMA)).cast(PAIR_PHASE_SCHEMA))
+        cat_rows.append(cats.select(*key, pl.all()).select(list(PAIR_CATEGORY_SCHEMA)).cast(PAIR_CATEGORY_SCHEMA))
+    comm = collect(ops.lazy().filter(pl.col("category").cast(pl.Utf8).is_in(communication)).select(
+        "pid", "device", "op_id", name=pl.col("name").cast(pl.Utf8), kind=pl.col("category").cast(pl.Utf8),
+        phase=pl.col("phase").cast(pl.Utf8), start="start", end="end")).cast(COMM_OP_SCHEMA)
+    return {"pairs": pairs,
+            "pair_phases": pl.concat(ph_rows) if ph_rows else pl.DataFrame(schema=PAIR_PHASE_SCHEMA),
+            "pair_categories": pl.concat(cat_rows) if cat_rows else pl.DataFrame(schema=PAIR_CATEGORY_SCHEMA),
+            "comm_ops": comm}

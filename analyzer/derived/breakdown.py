@@ -1,37 +1,40 @@
-"""Where one decode cycle goes: the per-cycle breakdown (docs/attribution.md, "The cycle breakdown").
+"""Where one decode cycle goes, per rank: the per-cycle breakdown (docs/attribution.md, "The cycle breakdown").
 
-A speculative cycle runs its phases one after another on one GPU stream (SGLang's forward stream; the
-reference engine's default stream). On that stream, every nanosecond from one cycle's work to the next
-cycle's belongs to exactly one cycle and one phase:
+A speculative cycle runs its phases one after another on one GPU stream per rank (SGLang's forward stream; the
+reference engine's default stream): the rank's cycle stream (`streams.role`, core/summary.py). On that stream,
+every nanosecond from one cycle's work to the next cycle's belongs to exactly one cycle and one phase: the
+attribution's tiling charges each piece of the stream to a phase and a cycle, and a piece of no cycle (the
+engine's code between two cycles) to the cycle it follows (accounting.stream_cycle). So the phases' times of
+one cycle add up to that cycle's length on the stream, and their shares to 1. This is read from the
+attribution's charges: nothing is tiled again.
 
-- the tiling (accounting) charges each piece of the stream's timeline to a phase and a cycle;
-- a piece that belongs to no cycle (the engine's code between two cycles, with no range open: the scheduler
-  processing results, preparing the next batch) is given to the cycle it follows: a cycle lasts from its
-  start to the next cycle's start, as its period does.
+The cycles: decode cycles (those holding a `verify` or a plain `decode` phase, or, when the trace names neither,
+every cycle) without a `prefill`, less each thread's last one (nothing marks where it ends).
 
-So the phases' times of one cycle add up to that cycle's length on the stream, and their shares to 1. The
-stream: per device, the one carrying the most GPU-busy time of decode cycles; the breakdown is that of the
-device with the most. The cycles: decode cycles (those holding a `verify` or a plain `decode` phase, or, when
-the trace names neither, every cycle) without a `prefill`, less each thread's last one (nothing marks where
-it ends).
-
-`CycleBreakdown` (what `Analysis.cycle_breakdown` holds), integer ns:
-- device, stream; cycles (how many); mean_ns, median_ns, p90_ns (cycle length on the stream);
-- phases: phase, ns_per_cycle (mean over the cycles, 0 where a cycle lacks the phase), share (of the mean
-  cycle; the shares add up to 1), busy_ns_per_cycle (the GPU running the phase's ops), busy_share (busy over
-  the phase's time: how much of the phase the GPU was working rather than waiting).
-- devices: how many devices ran decode cycles (the others are in the per-rank analysis).
+`CycleBreakdown`, integer ns, one per rank (`breakdowns`):
+- rank, pid, device, stream (the rank's cycle stream); cycles (how many); mean_ns, median_ns, p90_ns (cycle
+  length on the stream: `cycle_stats`);
+- phases: phase, ns_per_cycle (mean over the cycles, 0 where a cycle lacks the phase), share (of the mean cycle;
+  the shares add up to 1), busy_ns_per_cycle (the GPU running the phase's ops), busy_share (busy over the phase's
+  time), unprofiled_ns_per_cycle (the same phase in the run without the profiler, from its CUDA events; null
+  without them), ratio (ns_per_cycle / unprofiled_ns_per_cycle), unprofiled_share (of the unprofiled period);
+- per_cycle: cycle, ns (each cycle's length on the stream);
+- unprofiled_mean_ns: the cycle's period without the profiler (null without a twin run).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
-from analyzer.core import accounting
 from analyzer.core.attribution import Attribution
+from analyzer.derived import views
 from analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES
+
+PHASE_SCHEMA = {"phase": pl.Utf8, "ns_per_cycle": pl.Int64, "share": pl.Float64, "busy_ns_per_cycle": pl.Int64,
+                "busy_share": pl.Float64, "unprofiled_ns_per_cycle": pl.Int64, "ratio": pl.Float64,
+                "unprofiled_share": pl.Float64}
 
 
 @dataclass
@@ -43,7 +46,12 @@ class CycleBreakdown:
     median_ns: int
     p90_ns: int
     phases: pl.DataFrame
-    devices: int = 1
+    rank: int = 0
+    pid: int | None = None
+    per_cycle: pl.DataFrame | None = None
+    unprofiled_mean_ns: int | None = None
+    # Why this rank is the headline's (set on the headline breakdown only): "the only rank", "the straggler: ...".
+    why: str | None = None
 
 
 def decode_cycles(a: Attribution) -> pl.DataFrame:
@@ -58,38 +66,81 @@ def decode_cycles(a: Attribution) -> pl.DataFrame:
     return cycles.join(prefill.select("cycle").unique(), on="cycle", how="anti").select("cycle", "pid")
 
 
-def cycle_breakdown(a: Attribution) -> CycleBreakdown | None:
-    """The breakdown (module docstring), or None when the trace has fewer than two cycles."""
-    keep = decode_cycles(a)
-    if keep.is_empty():
-        return None
-    busy = ~pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)
-    per_stream = (a.charges.join(keep.select("cycle"), on="cycle", how="semi").filter(busy)
-                  .group_by("device", "stream").agg(pl.col("ns").sum()).sort("ns", "device", "stream",
-                                                                              descending=[True, False, False]))
-    if per_stream.is_empty():
-        return None
-    device, stream = per_stream.row(0)[:2]
-    devices = per_stream["device"].n_unique()
-    on = (pl.col("device") == device) & (pl.col("stream") == stream)
-    segments = accounting.tile(a.ops.filter(on), a.waits.filter(on) if a.waits is not None else
-                               pl.DataFrame(schema=accounting.SEGMENT_SCHEMA))
-    # A piece of no cycle belongs to the cycle before it on the stream (the time up to the next cycle's start).
-    segments = segments.sort("start").with_columns(cycle=pl.col("cycle").forward_fill())
-    pieces = segments.join(keep.select("cycle"), on="cycle", how="semi").with_columns(
-        ns=pl.col("end") - pl.col("start"), busy=busy, phase=pl.col("phase").cast(pl.Utf8))
+def _one(charges: pl.DataFrame, keep: pl.DataFrame, device: int, stream: int, rank: int, pid: int | None
+         ) -> CycleBreakdown | None:
+    """The breakdown of the cycles `keep` on (device, stream), from the attribution's charges."""
     n = keep.height
-    per_cycle = pieces.group_by("cycle").agg(pl.col("ns").sum())
-    per_cycle = keep.select("cycle").join(per_cycle, on="cycle", how="left").fill_null(0)
-    total = int(pieces["ns"].sum())
-    phases = (pieces.group_by("phase").agg(ns=pl.col("ns").sum(), busy_ns=pl.col("ns").filter(pl.col("busy")).sum())
+    if not n:
+        return None
+    mine = charges.filter((pl.col("device") == device) & (pl.col("stream") == stream)).join(
+        keep.select("cycle"), on="cycle", how="semi").with_columns(
+        busy=~pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES), phase=pl.col("phase").cast(pl.Utf8))
+    per_cycle = keep.select("cycle").join(mine.group_by("cycle").agg(ns=pl.col("ns").sum()), on="cycle",
+                                          how="left").with_columns(pl.col("ns").fill_null(0))
+    total = int(mine["ns"].sum() or 0)
+    phases = (mine.group_by("phase").agg(ns=pl.col("ns").sum(), busy_ns=pl.col("ns").filter(pl.col("busy")).sum())
               .with_columns(ns_per_cycle=(pl.col("ns") / n).round().cast(pl.Int64),
                             share=pl.col("ns") / total if total else pl.lit(None, pl.Float64),
                             busy_ns_per_cycle=(pl.col("busy_ns") / n).round().cast(pl.Int64),
-                            busy_share=pl.when(pl.col("ns") > 0).then(pl.col("busy_ns") / pl.col("ns")))
-              .sort("ns", descending=True)
-              .select("phase", "ns_per_cycle", "share", "busy_ns_per_cycle", "busy_share"))
-    lengths = per_cycle["ns"]
+                            busy_share=pl.when(pl.col("ns") > 0).then(pl.col("busy_ns") / pl.col("ns")),
+                            unprofiled_ns_per_cycle=pl.lit(None, pl.Int64), ratio=pl.lit(None, pl.Float64),
+                            unprofiled_share=pl.lit(None, pl.Float64))
+              .sort(["ns", "phase"], descending=[True, False])
+              .select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA))
+    s = views.stats(per_cycle["ns"])
     return CycleBreakdown(device=int(device), stream=int(stream), cycles=n, mean_ns=int(round(total / n)),
-                          median_ns=int(round(lengths.median())), p90_ns=int(round(lengths.quantile(0.9, "linear"))),
-                          phases=phases, devices=devices)
+                          median_ns=s["p50"], p90_ns=s["p90"], phases=phases, rank=int(rank),
+                          pid=None if pid is None else int(pid), per_cycle=per_cycle)
+
+
+def breakdowns(a: Attribution, ranks: pl.DataFrame | None = None) -> list[CycleBreakdown]:
+    """One breakdown per rank that ran decode cycles, in rank order. `ranks`: derived/ranks.py's rank table (rank,
+    pid, device); without it, every (pid, device) with a cycle stream, numbered in device order."""
+    keep = decode_cycles(a)
+    if keep.is_empty():
+        return []
+    homes = a.streams.filter(pl.col("role") == "cycle").select("device", "stream", "pid")
+    if ranks is None:
+        ranks = homes.sort("device", "pid").with_row_index("rank").select(
+            pl.col("rank").cast(pl.Int64), "pid", "device")
+    out = []
+    charges = a.home_charges
+    for rank, pid, device in ranks.select("rank", "pid", "device").iter_rows():
+        home = homes.filter((pl.col("device") == device) & (pl.col("pid") == pid))
+        if home.is_empty():
+            continue
+        b = _one(charges, keep.filter(pl.col("pid") == pid), device, int(home["stream"][0]), rank, pid)
+        if b is not None:
+            out.append(b)
+    return out
+
+
+def headline(per_rank: list[CycleBreakdown], straggler: int | None = None) -> CycleBreakdown | None:
+    """The breakdown the headline shows: the rank that sets the pace. With one rank, that one; with several, the
+    straggler (the rank that arrived last at most matched collectives: the others wait for it), else the rank
+    with the longest mean cycle."""
+    if not per_rank:
+        return None
+    if len(per_rank) == 1:
+        return replace(per_rank[0], why="the only rank")
+    pick = next((b for b in per_rank if b.rank == straggler), None)
+    if pick is not None:
+        return replace(pick, why="the straggler: it arrived last at most collectives, the other ranks waited for it")
+    pick = max(per_rank, key=lambda b: (b.mean_ns, -b.rank))
+    return replace(pick, why="the longest mean cycle")
+
+
+def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: int | None) -> CycleBreakdown:
+    """`b` with the column of the run without the profiler: `events` (phase, ns: mean GPU time per cycle between
+    the phase's CUDA events in that run) and `period_ns` (its mean cycle period). Shares of the unprofiled column
+    are of that period; a phase without events has none. Without events, only the period is set."""
+    if events is None or events.is_empty():
+        return replace(b, unprofiled_mean_ns=None if period_ns is None else int(period_ns))
+    ev = events.select(pl.col("phase").cast(pl.Utf8), un=pl.col("ns").cast(pl.Float64))
+    phases = b.phases.drop("unprofiled_ns_per_cycle", "ratio", "unprofiled_share").join(
+        ev, on="phase", how="left").with_columns(
+        unprofiled_ns_per_cycle=pl.col("un").round().cast(pl.Int64),
+        ratio=pl.when(pl.col("un") > 0).then(pl.col("ns_per_cycle") / pl.col("un")),
+        unprofiled_share=(pl.col("un") / period_ns) if period_ns else pl.lit(None, pl.Float64),
+    ).select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA)
+    return replace(b, phases=phases, unprofiled_mean_ns=None if period_ns is None else int(period_ns))

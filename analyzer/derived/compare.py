@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from analyzer.core.attribution import Attribution
+from analyzer.derived import views
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
@@ -130,9 +131,14 @@ def compare(a: Attribution, b: Attribution) -> Comparison:
     return compare_charges(side_of(a), side_of(b))
 
 
-def side_of(a: Attribution) -> Side:
-    """One side of a comparison from an attribution."""
-    return Side(a.trace.meta.path, a.cycles.height, a.charges, dict(a.phases.select("phase", "instances").iter_rows()))
+def side_of(a: Attribution, breakdown=None) -> Side:
+    """One side of a comparison from an attribution, or an analysis. Per cycle, the charges and cycles of its
+    headline breakdown (`breakdown`, else the analysis's: one rank's decode cycles on its cycle stream,
+    views.cycle_charges), so that compare's figures are the breakdown's."""
+    base = getattr(a, "attribution", a)
+    charges, cycles = views.cycle_charges(base, breakdown if breakdown is not None else
+                                          getattr(a, "cycle_breakdown", None))
+    return Side(base.trace.meta.path, cycles, charges, dict(base.phases.select("phase", "instances").iter_rows()))
 
 
 def compare_charges(a: Side, b: Side) -> Comparison:

@@ -11,10 +11,11 @@ Everything here is a pure function of the analysis tables (integer ns); renderer
 `Ranks` tables:
 - `ranks`: rank, pid (the trace's process id), os_pid, device, source (how the rank was numbered), ops,
   streams, first, last, wall (first op start to last op end on the rank), busy (union of the rank's ops),
-  attributed (its streams' tiling, summed), comm (communication kernels' GPU time), wait, transfer,
+  attributed (its cycle stream's tiling: the time its phases are
+  charged), comm (communication kernels' GPU time), wait, transfer,
   unmatched (comm time of instances that could not be matched across ranks)
-- `phases`: rank, phase, instances, ops, cpu, gpu_span, gpu_busy, attributed: summary.phase_table over the
-  rank's own ranges, ops and streams
+- `phases`: rank, phase, instances, ops, cpu, gpu_span, gpu_busy, attributed, side_busy: summary.phase_table over
+  the rank's own ranges, ops and streams (attributed on its cycle stream)
 - `categories`: rank, phase, category, ns
 - `skew`: per phase, attributed ns across ranks (a rank without the phase counts 0): ranks (that had it),
   min, max, mean, skew (max - min), skew_pct (100 (max - min) / max), min_rank, max_rank
@@ -33,13 +34,12 @@ Everything here is a pure function of the analysis tables (integer ns); renderer
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
-from analyzer.core import categories, projection, summary
-from analyzer.core.accounting import union_length
+from analyzer.core import categories, summary
 from analyzer.core.attribution import Attribution
 from analyzer.model.labels import COMMUNICATION
 
@@ -84,6 +84,8 @@ class Ranks:
     collectives: pl.DataFrame
     stragglers: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    # One cycle breakdown per rank that ran decode cycles (derived/breakdown.py), in rank order.
+    breakdowns: list = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -95,6 +97,40 @@ class Ranks:
         if s.is_empty():
             return None
         return s.sort(["last", "caused"], descending=True).row(0, named=True)
+
+    def breakdown_of(self, rank: int):
+        """The cycle breakdown of `rank`, or None."""
+        return next((b for b in self.breakdowns if b.rank == rank), None)
+
+
+def unprofiled_events(inflation: pl.DataFrame | None) -> tuple[pl.DataFrame | None, int | None]:
+    """From the cross-check's inflation table: (phase, ns) the mean GPU time per cycle between each phase's CUDA
+    events in the run without the profiler, and that run's mean cycle period; (None, None) without such a run."""
+    if inflation is None or inflation.is_empty():
+        return None, None
+    gpu = inflation.filter((pl.col("measure") == "gpu") & (pl.col("phase") != "cycle")
+                           & pl.col("without_ns").is_not_null())
+    period = inflation.filter((pl.col("measure") == "cpu") & (pl.col("phase") == "period"))["without_ns"]
+    period_ns = int(round(period[0])) if period.len() and period[0] is not None else None
+    if gpu.is_empty():
+        return None, period_ns
+    return gpu.select("phase", ns=pl.col("without_ns").round().cast(pl.Int64)), period_ns
+
+
+def focus(a: Attribution, m: Ranks, rank: int | None) -> Attribution:
+    """`a` whose phase, category and cycle tables are those of `rank` alone (with several ranks: every per-phase
+    and per-cycle figure is one rank's); `a` itself with one rank."""
+    if m.count < 2 or rank is None:
+        return a
+    row = m.ranks.filter(pl.col("rank") == rank)
+    if row.is_empty():
+        return a
+    pid = row["pid"][0]
+    mine = pl.col("rank") == rank
+    cycles = a.cycles.filter(pl.col("pid") == pid)
+    phases = m.phases.filter(mine).drop("rank")
+    return replace(a, phases=phases, categories=m.categories.filter(mine).drop("rank"), cycles=cycles,
+                   cycle_phases=a.cycle_phases.join(cycles.select("cycle"), on="cycle", how="semi"))
 
 
 def os_pid(meta, pid: int) -> int:
@@ -115,14 +151,26 @@ def sidecar_ranks(files: pl.DataFrame | None) -> dict[int, int]:
     return {int(p): int(r) for p, r in known.select("pid", "rank").unique().rows()}
 
 
-def number_ranks(a: Attribution, tp_ranks: dict[int, int] | None = None) -> tuple[pl.DataFrame, list[str]]:
-    """One row per (pid, device) with GPU ops: rank, pid, os_pid, device, source, ops, first, last."""
+def _pair_tables(a: Attribution) -> dict[str, pl.DataFrame]:
+    """The attribution's per-(process, device) tables (core/summary.py pair_tables): made with it and cached with
+    it; made here for an attribution without them."""
+    if a.pairs is not None and a.pair_phases is not None and a.pair_categories is not None and a.comm_ops is not None:
+        return {"pairs": a.pairs, "pair_phases": a.pair_phases, "pair_categories": a.pair_categories,
+                "comm_ops": a.comm_ops}
+    return summary.pair_tables(a.ops, a.ranges, a.charges, a.streams, a.grouping, a.phases, a.categories,
+                               categories.kinds_of(COMMUNICATION, a.category_parents))
+
+
+def number_ranks(a: Attribution, tp_ranks: dict[int, int] | None = None,
+                 pairs: pl.DataFrame | None = None) -> tuple[pl.DataFrame, list[str]]:
+    """One row per (pid, device) with GPU ops: rank, pid, os_pid, device, source, ops, first, last. `pairs`: the
+    attribution's (pid, device) table, when the caller has it."""
     notes: list[str] = []
-    pairs = a.ops.group_by("pid", "device").agg(
-        ops=pl.len().cast(pl.Int64), first=pl.col("start").min(), last=pl.col("end").max()
-    ).sort("device", "pid")
+    if pairs is None:
+        pairs = _pair_tables(a)["pairs"]
+    pairs = pairs.select("pid", "device", "ops", "first", "last").sort("device", "pid")
     meta = a.trace.meta
-    pairs = pairs.with_columns(os_pid=pl.col("pid").map_elements(lambda p: os_pid(meta, p), return_dtype=pl.Int64))
+    pairs = pairs.with_columns(os_pid=pl.Series([os_pid(meta, int(p)) for p in pairs["pid"]], dtype=pl.Int64))
     tp = tp_ranks or {}
     from_sidecar = [tp.get(int(p)) for p in pairs["os_pid"]]
     if tp and all(r is not None for r in from_sidecar) and len(set(from_sidecar)) == pairs.height:
@@ -139,65 +187,37 @@ def number_ranks(a: Attribution, tp_ranks: dict[int, int] | None = None) -> tupl
     return out.select("rank", "pid", "os_pid", "device", "source", "ops", "first", "last"), notes
 
 
-def _stream_owners(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """(device, stream) -> the pid that launched most of its ops (a stream belongs to one process)."""
-    per = ops.group_by("device", "stream", "pid").agg(n=pl.len())
-    shared = per.group_by("device", "stream").agg(pids=pl.len()).filter(pl.col("pids") > 1)
-    notes = []
-    if shared.height:
-        notes.append(f"{shared.height} GPU stream(s) hold ops of several processes: each is counted with the "
-                     "process that launched most of its ops")
-    owners = per.sort("n", descending=True).unique(["device", "stream"], keep="first")
-    return owners.select("device", "stream", "pid"), notes
-
-
 def per_rank(a: Attribution, tp_ranks: dict[int, int] | None = None) -> Ranks:
-    """Per-rank attribution, skew across ranks and the communication split of the attribution `a`.
+    """Per-rank attribution, skew across ranks and the communication split of the attribution `a`: the ranks
+    numbered, the attribution's per-(process, device) tables relabelled by rank, and the communication matched
+    across ranks.
 
     `tp_ranks`: OS pid -> tensor-parallel rank (from the sidecars, `sidecar_ranks`)."""
-    ranks, notes = number_ranks(a, tp_ranks)
-    owners, more = _stream_owners(a.ops)
-    notes += more
-    charges = a.charges
-    ranges = a.ranges.drop([c for c in ("gpu_start", "gpu_end", "gpu_ops", "gpu_launches") if c in a.ranges.columns])
-    ph_rows, cat_rows, rank_rows = [], [], []
-    # One rank whose process holds every range (a single-GPU capture): its tables are the whole analysis's.
-    whole = ranks.height == 1 and ranges.filter(pl.col("pid") != ranks["pid"][0]).is_empty()
-    for r in ranks.iter_rows(named=True):
-        mine = (pl.col("pid") == r["pid"]) & (pl.col("device") == r["device"])
-        ops = a.ops if whole else a.ops.filter(mine)
-        streams = owners.filter(mine).select("device", "stream")
-        ch = charges if whole else charges.join(streams, on=["device", "stream"], how="semi")
-        if whole:
-            phases, cats = a.phases, a.categories
-        else:
-            rng = ranges.filter(pl.col("pid") == r["pid"])
-            phases = summary.phase_table(rng, projection.range_projection(rng, ops), ops, ch, a.grouping)
-            cats = summary.category_table(ch)
-        ph_rows.append(phases.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
-        cat_rows.append(cats.select(pl.lit(r["rank"], dtype=pl.Int64).alias("rank"), pl.all()))
-        busy = union_length(ops, ["device"])
-        rank_rows.append({**r, "streams": streams.height, "wall": r["last"] - r["first"],
-                          "busy": int(busy["busy"].sum() or 0), "attributed": int(ch["ns"].sum() or 0)})
+    t = _pair_tables(a)
+    ranks, notes = number_ranks(a, tp_ranks, t["pairs"])
+    if "pids" in a.streams.columns and (shared := int((a.streams["pids"] > 1).sum())):
+        notes.append(f"{shared} GPU stream(s) hold ops of several processes: each is counted with the "
+                     "process that launched most of its ops")
+    key = ranks.select("rank", "pid", "device")
     phase_schema = {"rank": pl.Int64, "phase": pl.Utf8, "instances": pl.Int64, "ops": pl.Int64, "cpu": pl.Int64,
-                    "gpu_span": pl.Int64, "gpu_busy": pl.Int64, "attributed": pl.Int64}
-    phases = (pl.concat([p.select(list(phase_schema)).cast(phase_schema) for p in ph_rows])
-              if ph_rows else pl.DataFrame(schema=phase_schema))
+                    "gpu_span": pl.Int64, "gpu_busy": pl.Int64, "attributed": pl.Int64, "side_busy": pl.Int64}
+    phases = t["pair_phases"].join(key, on=["pid", "device"], how="inner", maintain_order="left").select(
+        list(phase_schema)).cast(phase_schema).sort("rank", maintain_order=True)
     cat_schema = {"rank": pl.Int64, "phase": pl.Utf8, "category": pl.Utf8, "ns": pl.Int64}
-    cats = (pl.concat([c.select(list(cat_schema)).cast(cat_schema) for c in cat_rows])
-            if cat_rows else pl.DataFrame(schema=cat_schema))
+    cats = t["pair_categories"].join(key, on=["pid", "device"], how="inner", maintain_order="left").select(
+        list(cat_schema)).cast(cat_schema).sort("rank", maintain_order=True)
     kinds = categories.kinds_of(COMMUNICATION, a.category_parents)
-    comm, coll, more = split_communication(a.ops, ranks, kinds)
+    comm, coll, more = split_communication(t["comm_ops"], ranks, kinds)
     notes += more
     split = dict(
         comm=(pl.col("end") - pl.col("start")).sum(), wait=pl.col("wait").sum(), transfer=pl.col("transfer").sum(),
         unmatched=(pl.col("end") - pl.col("start")).filter(pl.col("instance").is_null()).sum())
     per_rank = comm.group_by("rank").agg(**split)
-    rank_table = pl.DataFrame(rank_rows, schema={k: RANK_SCHEMA[k] for k in RANK_SCHEMA
-                                                 if k not in ("comm", "wait", "transfer", "unmatched")})
+    rank_table = ranks.join(t["pairs"].select("pid", "device", "streams", "busy", "attributed"),
+                            on=["pid", "device"], how="left").with_columns(wall=pl.col("last") - pl.col("first"))
     rank_table = rank_table.join(per_rank, on="rank", how="left").with_columns(
         [pl.col(c).fill_null(0).cast(pl.Int64) for c in ("comm", "wait", "transfer", "unmatched")]
-    ).select(list(RANK_SCHEMA))
+    ).select(list(RANK_SCHEMA)).cast(RANK_SCHEMA)
     comm_phases = comm.group_by("rank", "phase").agg(**split).with_columns(
         pl.col("unmatched").fill_null(0)).sort("rank", "comm", descending=[False, True])
     comm_kinds = comm.group_by("rank", "kind").agg(**split).with_columns(
@@ -257,11 +277,15 @@ def split_communication(ops: pl.DataFrame, ranks: pl.DataFrame,
     notes: list[str] = []
     key = ranks.select("rank", "pid", "device")
     kinds = categories.kinds_of(COMMUNICATION) if kinds is None else kinds
-    c = (ops.filter(pl.col("category").cast(pl.Utf8).is_in(kinds))
-         .join(key, on=["pid", "device"], how="inner")
-         .select("rank", "op_id", name=pl.col("name").cast(pl.Utf8), kind=pl.col("category").cast(pl.Utf8),
-                 phase=pl.col("phase").cast(pl.Utf8), start="start", end="end")
-         .sort("rank", "name", "start", "op_id"))
+    if "kind" in ops.columns:  # the attribution's communication ops already (summary.COMM_OP_SCHEMA)
+        c = ops.filter(pl.col("kind").is_in(kinds)).join(key, on=["pid", "device"], how="inner").select(
+            "rank", "op_id", "name", "kind", "phase", "start", "end")
+    else:
+        c = (ops.filter(pl.col("category").cast(pl.Utf8).is_in(kinds))
+             .join(key, on=["pid", "device"], how="inner")
+             .select("rank", "op_id", name=pl.col("name").cast(pl.Utf8), kind=pl.col("category").cast(pl.Utf8),
+                     phase=pl.col("phase").cast(pl.Utf8), start="start", end="end"))
+    c = c.sort("rank", "name", "start", "op_id")
     if c.is_empty():
         return pl.DataFrame(schema=COMM_SCHEMA), pl.DataFrame(schema=COLLECTIVE_SCHEMA), notes
     rows, coll_rows = [], []

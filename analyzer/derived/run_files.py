@@ -344,14 +344,19 @@ class SweepRun:
         return int(round(econ.mean_measure(self.periods["period"].to_numpy(), twins).value))
 
 
-def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> SweepRun:
+def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
+              breakdown: CycleBreakdown | None = None) -> SweepRun:
     """The sweep's inputs from the attribution `a` of the run whose files `data` holds (`check`: its
-    cross-check, made when it has sidecars). A run without a sidecar gives its phase times alone: no accept
-    counts, no cycles of a run without nsys."""
+    cross-check, made when it has sidecars; `breakdown`: its headline cycle breakdown, whose decode cycles are
+    the sweep's cycles). A run without a sidecar gives its phase times alone: no accept counts, no cycles of a
+    run without nsys."""
     sidecars, baseline = data.sidecars, data.baseline
     k, tokens = steps_of(data)
-    # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's)
-    wide = a.cycle_phases.group_by("cycle", maintain_order=True).agg(
+    # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's; over the
+    # headline breakdown's decode cycles, when there is one: the sweep's cycle is the breakdown's)
+    per_cycle = a.cycle_phases if breakdown is None or breakdown.per_cycle is None else a.cycle_phases.join(
+        breakdown.per_cycle.select("cycle"), on="cycle", how="semi")
+    wide = per_cycle.group_by("cycle", maintain_order=True).agg(
         draft_ns=pl.col("attributed").filter(pl.col("phase") == "draft").sum(),
         verify_ns=pl.col("attributed").filter(pl.col("phase") == "verify").sum(),
         total_ns=pl.col("attributed").sum(),

@@ -34,6 +34,13 @@ def _bad(x) -> bool:
     return x is None or (isinstance(x, float) and not math.isfinite(x))
 
 
+def cut(text, width: int) -> str:
+    """Text shortened to `width` characters (the last one an ellipsis); None is empty. (For documents that put
+    text on screen as text, the HTML report's: no cleaning.)"""
+    s = "" if text is None else str(text)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
 # -- terminal text -----------------------------------------------------------------------------------------------
 
 

@@ -35,9 +35,12 @@ from importlib import resources
 import polars as pl
 
 from analyzer.core.categories import kinds_of
+from analyzer.derived import views
 from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from analyzer.render import json as json_doc
+from analyzer.render.format import cut, ms
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)
@@ -180,17 +183,14 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
         "crosscheck": _optional(a.crosscheck),
         "economics": _optional(a.economics),
+        # The JSON contract (docs/json.md; its cycles are `cycles` above): the numbers the page shows are these.
+        "analysis": json_doc.document(a),
     }
     return vm
 
 
-def _ms(ns) -> float:
-    return 0.0 if ns is None else round(float(ns) / 1e6, 6)
-
-
 def _cut(text, n: int = NAME_CHARS) -> str:
-    s = "" if text is None else str(text)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return cut(text, n)
 
 
 def _origin(a: Analysis) -> int:
@@ -208,30 +208,26 @@ def _phase_list(a: Analysis) -> list[dict]:
         color = PHASE_COLORS.get(name) or next(spare)
         out.append({
             "name": _cut(name), "color": color, "instances": r["instances"], "ops": r["ops"],
-            "cpu_ms": _ms(r["cpu"]), "gpu_span_ms": _ms(r["gpu_span"]), "gpu_busy_ms": _ms(r["gpu_busy"]),
-            "attributed_ms": _ms(r["attributed"]), "busy_ms": _ms(busy_of.get(name, 0)),
+            "cpu_ms": ms(r["cpu"]), "gpu_span_ms": ms(r["gpu_span"]), "gpu_busy_ms": ms(r["gpu_busy"]),
+            "attributed_ms": ms(r["attributed"]), "busy_ms": ms(busy_of.get(name, 0)),
             "pseudo": name in (IN_CYCLE, UNATTRIBUTED),
         })
     return out
 
 
 def _category_list(a: Analysis) -> list[dict]:
-    tot = a.categories.group_by("category").agg(ns=pl.col("ns").sum()).sort("ns", descending=True)
-    names = tot["category"].to_list()
     kinds = set(kinds_of(COMMUNICATION, a.category_parents))
-    comm = [c for c in names if c in kinds]
-    busy = [c for c in names if c not in IDLE_CATEGORIES and c not in comm]
-    order = busy + comm + [c for c in IDLE_CATEGORIES if c in names]
-    ns_of = dict(tot.iter_rows())
+    order = views.category_order(a.categories, kinds)
+    ns_of = dict(a.categories.group_by("category").agg(ns=pl.col("ns").sum()).iter_rows())
     spare = iter(OTHER_CATEGORY_COLORS * (1 + len(order)))
     spare_comm = iter(OTHER_COMMUNICATION_COLORS * (1 + len(order)))
     # per phase, ms by category
     by_phase: dict[str, dict[str, float]] = {}
     for ph, cat, ns in a.categories.select("phase", "category", "ns").iter_rows():
-        by_phase.setdefault(cat, {})[_cut(ph)] = _ms(ns)
-    return [{"name": _cut(c), "color": CATEGORY_COLORS.get(c) or next(spare_comm if c in comm else spare),
+        by_phase.setdefault(cat, {})[_cut(ph)] = ms(ns)
+    return [{"name": _cut(c), "color": CATEGORY_COLORS.get(c) or next(spare_comm if c in kinds else spare),
              "idle": c in IDLE_CATEGORIES,
-             "total_ms": _ms(ns_of.get(c, 0)), "by_phase": by_phase.get(c, {})} for c in order]
+             "total_ms": ms(ns_of.get(c, 0)), "by_phase": by_phase.get(c, {})} for c in order]
 
 
 def _facts(a: Analysis, manifest: dict | None) -> dict:
@@ -257,6 +253,7 @@ def _facts(a: Analysis, manifest: dict | None) -> dict:
     dev = a.devices
     wall = int(dev["wall"].sum() or 0) if dev.height else 0
     busy = int(dev["busy"].sum() or 0) if dev.height else 0
+    cap = views.capture(a.ops, a.streams)
     versions = {k: v for k, v in (m.get("versions") or {}).items() if v}
     return {
         "source": meta.path, "format": meta.format,
@@ -268,49 +265,47 @@ def _facts(a: Analysis, manifest: dict | None) -> dict:
         "versions": versions,
         "ops": a.ops.height, "ranges": a.ranges.height, "cycles": a.cycles.height,
         "streams": a.streams.height, "devices": dev.height,
-        "attributed_ms": _ms(total), "device_wall_ms": _ms(wall), "device_busy_ms": _ms(busy),
-        "unattributed_ms": _ms(un_ns), "unattributed_share": (un_ns / total) if total else 0.0,
+        "attributed_ms": ms(total), "device_wall_ms": ms(wall), "device_busy_ms": ms(busy),
+        "unattributed_ms": ms(un_ns), "unattributed_share": (un_ns / total) if total else 0.0,
         "unattributed_ops": un_ops,
+        "capture_wall_ms": ms(cap["wall"]),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
 def _streams(a: Analysis) -> list[dict]:
-    return [{"device": r["device"], "stream": r["stream"], "ops": r["ops"], "wall_ms": _ms(r["wall"]),
-             "busy_ms": _ms(r["busy"]), "cpu_wait_ms": _ms(r["cpu_wait"]), "launch_ms": _ms(r["launch"]),
-             "idle_ms": _ms(r["idle"])} for r in a.streams.iter_rows(named=True)]
+    return [{"device": r["device"], "stream": r["stream"], "role": r["role"], "ops": r["ops"], "wall_ms": ms(r["wall"]),
+             "busy_ms": ms(r["busy"]), "cpu_wait_ms": ms(r["cpu_wait"]), "launch_ms": ms(r["launch"]),
+             "idle_ms": ms(r["idle"]), "overlapped_ms": ms(r["overlapped"])} for r in a.streams.iter_rows(named=True)]
 
 
 def _kernels(a: Analysis) -> list[dict]:
     return [{"phase": _cut(r["phase"]), "name": _cut(r["short_name"]), "category": r["category"],
-             "count": r["count"], "ms": _ms(r["ns"])} for r in a.kernels.iter_rows(named=True)]
+             "count": r["count"], "ms": ms(r["ns"])} for r in a.kernels.iter_rows(named=True)]
 
 
 def _cycles(a: Analysis, t0: int) -> dict:
-    """Per cycle: start (ns from t0), CPU range duration, attributed ms per phase and in total."""
+    """Per cycle: start (ns from t0), CPU range duration, attributed ms per phase on the cycle stream and in total
+    (the cycle's length there); the statistics over the breakdown's decode cycles (derived/views.py)."""
     c = a.cycles
     if c.is_empty():
         return {"n": 0}
-    wide = a.cycle_phases.pivot(on="phase", index="cycle", values="attributed").fill_null(0)
-    cols = [p for p in a.phases["phase"].to_list() if p in wide.columns]
-    data = c.join(wide, on="cycle", how="left").fill_null(0).sort("pid", "index")
-    data = data.with_columns(total=pl.sum_horizontal(cols) if cols else pl.lit(0))
-    tot = data["total"]
-    cpu = data["end"] - data["start"]
-    stats = {}
-    for label, s in (("total", tot), ("cpu", cpu)):
-        stats[label] = {"mean": _ms(s.mean()), "p50": _ms(s.quantile(0.5, "nearest")),
-                        "p90": _ms(s.quantile(0.9, "nearest")), "p99": _ms(s.quantile(0.99, "nearest")),
-                        "max": _ms(s.max()), "min": _ms(s.min())}
+    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list())
+    cols = [p for p in data.columns if p not in ("cycle", "index", "pid", "start", "end", "total")]
+    data = data.with_columns(cpu=pl.col("end") - pl.col("start"))
+    keep = views.shown_cycles(a)
+    st = views.cycle_stats(data, keep, ["total", "cpu"])
+    stats = {label: {k: ms(v) for k, v in st[label].items() if k != "n"} for label in ("total", "cpu")}
     return {
         "n": data.height,
         "index": data["index"].to_list(),
         "pid": data["pid"].to_list(),
         "start": (data["start"] - t0).to_list(),
-        "cpu_ms": [_ms(x) for x in cpu.to_list()],
-        "total_ms": [_ms(x) for x in tot.to_list()],
-        "phases": {_cut(p): [_ms(x) for x in data[p].to_list()] for p in cols},
+        "cpu_ms": [ms(x) for x in data["cpu"].to_list()],
+        "total_ms": [ms(x) for x in data["total"].to_list()],
+        "phases": {_cut(p): [ms(x) for x in data[p].to_list()] for p in cols},
         "stats": stats,
+        "stats_cycles": st["total"]["n"],
     }
 
 
@@ -481,7 +476,7 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
         "c": [cat_ix.get(c, -1) for c in idle["category"].to_list()],
     }
 
-    blocks = _blocks(sg.filter(~in_detail), gpu_key, t0, BLOCKS)
+    blocks = views.timeline_blocks(sg.filter(~in_detail), gpu_key, t0, BLOCKS)
     block_cols = {
         "r": blocks["row"].to_list(),
         "s": _delta(blocks["start"].to_numpy() - t0),
@@ -536,38 +531,6 @@ def _delta(values) -> list[int]:
     if arr.size == 0:
         return []
     return np.diff(arr, prepend=0).tolist()
-
-
-def _blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> pl.DataFrame:
-    """Segments outside the detailed windows, as blocks: runs of consecutive segments charged to one phase
-    on one stream; when there are more than `budget` runs, fixed time bins named by their main phase."""
-    schema = {"row": pl.Int64, "start": pl.Int64, "end": pl.Int64, "phase": pl.Utf8, "busy": pl.Int64,
-              "ops": pl.Int64, "mixed": pl.Boolean}
-    if segs.is_empty():
-        return pl.DataFrame(schema=schema)
-    s = segs.join(gpu_key, on=["device", "stream"], how="left").sort("row", "start").with_columns(
-        dur=pl.col("end") - pl.col("start"), is_busy=~pl.col("category").is_in(IDLE_CATEGORIES))
-    gap = pl.col("start") != pl.col("end").shift(1).over("row")
-    run = ((pl.col("phase") != pl.col("phase").shift(1).over("row")) | gap).fill_null(True).cum_sum()
-    s = s.with_columns(run=run)
-    runs = s.group_by("row", "run").agg(
-        start=pl.col("start").min(), end=pl.col("end").max(), phase=pl.col("phase").first(),
-        busy=(pl.col("dur") * pl.col("is_busy")).sum(), ops=pl.col("is_busy").sum().cast(pl.Int64),
-    ).with_columns(mixed=pl.lit(False))
-    if runs.height <= budget:
-        return runs.select(list(schema)).sort("row", "start")
-    rows = max(1, gpu_key.height)
-    span = int(s["end"].max() - s["start"].min())
-    width = max(1, math.ceil(span * rows / budget))
-    s = s.with_columns(bin=(pl.col("start") - t0) // width)
-    per = s.group_by("row", "bin", "phase").agg(ns=pl.col("dur").sum(), start=pl.col("start").min(),
-                                                end=pl.col("end").max(),
-                                                busy=(pl.col("dur") * pl.col("is_busy")).sum(),
-                                                ops=pl.col("is_busy").sum().cast(pl.Int64))
-    top = per.sort("ns", descending=True).group_by("row", "bin").agg(
-        phase=pl.col("phase").first(), start=pl.col("start").min(), end=pl.col("end").max(),
-        busy=pl.col("busy").sum(), ops=pl.col("ops").sum(), mixed=(pl.len() > 1))
-    return top.select(list(schema)).sort("row", "start")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/2` (one analysis, with its per-rank,
+"""Every JSON document specprof writes (docs/json.md): `specprof.analysis/3` (one analysis, with its per-rank,
 cross-check and economics keys), `specprof.ranks/1` (several traces side by side), `specprof.sweep/1`,
 `specprof.compare/1` and `specprof.runs/1` (the results store's run list). Times in float milliseconds (ns
 inside).
@@ -13,6 +13,7 @@ import uuid
 
 import polars as pl
 
+from analyzer.derived import views
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.compare import Comparison
 from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
@@ -21,7 +22,7 @@ from analyzer.derived.ranks import Ranks
 from analyzer.derived.sweep import Sweep
 from analyzer.render.format import ms, ms_or_null, num, us_or_null
 
-SCHEMA = "specprof.analysis/2"
+SCHEMA = "specprof.analysis/3"
 TRACES_SCHEMA = "specprof.ranks/1"
 SIDE_BY_SIDE_SCHEMA = "specprof.runs-side-by-side/1"
 SWEEP_SCHEMA = "specprof.sweep/1"
@@ -42,10 +43,16 @@ def phase_list(phases, categories) -> list[dict]:
             "gpu_span_ms": ms(r["gpu_span"]),
             "gpu_busy_ms": ms(r["gpu_busy"]),
             "attributed_ms": ms(r["attributed"]),
+            "side_busy_ms": ms(r["side_busy"]) if "side_busy" in r else 0.0,
             "categories": cats.get(r["phase"], {}),
         }
         for r in phases.iter_rows(named=True)
     ]
+
+
+def document(a: Analysis) -> dict:
+    """The document without its `cycles` (an empty list): everything else, as `to_dict` gives it."""
+    return _document(a)
 
 
 def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
@@ -101,10 +108,13 @@ def _document(a: Analysis) -> dict:
              "idle_latency_p90_us": us_or_null(r["idle_latency_p90"])}
             for r in a.launch.iter_rows(named=True)
         ],
+        # Which rank and stream `phases`, `cycles` and `cycle_breakdown` are of (the headline rank's cycle stream).
+        "shown": shown(a),
+        "capture_wall_ms": ms(views.capture(a.ops, a.streams)["wall"]),
         "streams": [
-            {"device": r["device"], "stream": r["stream"], "ops": r["ops"], "wall_ms": ms(r["wall"]),
-             "busy_ms": ms(r["busy"]), "cpu_wait_ms": ms(r["cpu_wait"]), "launch_ms": ms(r["launch"]),
-             "idle_ms": ms(r["idle"])}
+            {"device": r["device"], "stream": r["stream"], "pid": r["pid"], "role": r["role"], "ops": r["ops"],
+             "wall_ms": ms(r["wall"]), "busy_ms": ms(r["busy"]), "cpu_wait_ms": ms(r["cpu_wait"]),
+             "launch_ms": ms(r["launch"]), "idle_ms": ms(r["idle"]), "overlapped_ms": ms(r["overlapped"])}
             for r in a.streams.iter_rows(named=True)
         ],
         "notes": a.notes,
@@ -118,16 +128,30 @@ def _document(a: Analysis) -> dict:
 
 
 def cycle_breakdown(b) -> dict | None:
-    """`cycle_breakdown`: where one decode cycle goes (derived/breakdown.py); null with fewer than two cycles."""
+    """`cycle_breakdown` (and each `ranks[i].cycle_breakdown`): where one decode cycle of one rank goes on its cycle
+    stream (derived/breakdown.py), with the run without the profiler beside it; null with fewer than two cycles."""
     if b is None:
         return None
+    s = views.stats(b.per_cycle["ns"]) if b.per_cycle is not None else {}
     return {
-        "device": b.device, "stream": b.stream, "cycles": b.cycles, "devices": b.devices,
-        "cycle_ms": {"mean": ms(b.mean_ns), "median": ms(b.median_ns), "p90": ms(b.p90_ns)},
+        "rank": b.rank, "why": b.why, "device": b.device, "stream": b.stream, "cycles": b.cycles,
+        "cycle_ms": {"mean": ms(b.mean_ns), "median": ms(b.median_ns), "p90": ms(b.p90_ns),
+                     "max": ms_or_null(s.get("max")), "unprofiled_mean": ms_or_null(b.unprofiled_mean_ns)},
         "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
-                    "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6)}
+                    "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
+                    "unprofiled_ms_per_cycle": ms_or_null(r["unprofiled_ns_per_cycle"]),
+                    "ratio": num(r["ratio"], 4), "unprofiled_share": num(r["unprofiled_share"], 6)}
                    for r in b.phases.iter_rows(named=True)],
     }
+
+
+def shown(a: Analysis) -> dict | None:
+    """`shown`: the rank (and its device and cycle stream) whose tables the document's top level holds."""
+    b = a.cycle_breakdown
+    if b is None:
+        return None
+    return {"rank": b.rank, "device": b.device, "stream": b.stream, "why": b.why,
+            "ranks": a.ranks.count if a.ranks is not None else 1}
 
 
 def _comm_split(r) -> dict:
@@ -153,6 +177,7 @@ def rank_entries(m: Ranks) -> list[dict]:
                               "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {}),
                               "by_kind": by_kind.get(r["rank"], {})},
             "phases": phase_list(m.phases.filter(mine).drop("rank"), m.categories.filter(mine).drop("rank")),
+            "cycle_breakdown": cycle_breakdown(m.breakdown_of(r["rank"])),
         })
     return out
 
@@ -182,7 +207,7 @@ def skew_entry(m: Ranks) -> dict | None:
 
 
 def ranks(m: Ranks | None) -> dict:
-    """The additive keys of `specprof.analysis/2`: `ranks` and `rank_skew` (null when not computed)."""
+    """The additive keys of `specprof.analysis/3`: `ranks` and `rank_skew` (null when not computed)."""
     if m is None:
         return {"ranks": None, "rank_skew": None}
     return {"ranks": rank_entries(m), "rank_skew": skew_entry(m)}
@@ -428,7 +453,7 @@ def _cycle_lines(a: Analysis) -> str | None:
 
 def traces(digests, skew: pl.DataFrame | None, why: str = "") -> str:
     """Ranks of one run (`skew` not None): {"schema": "specprof.ranks/1", "ranks_of_one_run": true, "why",
-    "ranks": [{"rank", "path", "analysis": specprof.analysis/2}], "skew"}; several runs: {"schema":
+    "ranks": [{"rank", "path", "analysis": specprof.analysis/3}], "skew"}; several runs: {"schema":
     "specprof.runs-side-by-side/1", "ranks_of_one_run": false, "why", "runs": [{"index", "rank", "path",
     "analysis"}]}. `digests`: each trace's rank, path and `doc` (`to_dict`), in order; `skew`: app/traces.py's
     skew across them; `why`: why they are (or are not) ranks of one run."""

@@ -34,18 +34,18 @@ FORMULA_START = r"^[=+\-@\t\r]"
 _T = ("start", "end")
 # Per table, its time columns whose names say no unit: each gets `_ns`.
 TIME_COLUMNS = {
-    "phases": ("cpu", "gpu_span", "gpu_busy", "attributed"),
+    "phases": ("cpu", "gpu_span", "gpu_busy", "attributed", "side_busy"),
     "cycles": _T,
     "cycle_phases": ("attributed", "gpu_busy", "cpu"),
     "launch": ("latency_p50", "latency_p90", "latency_max", "idle_latency_p50", "idle_latency_p90"),
-    "streams": ("first", "last", "busy", "cpu_wait", "launch", "idle", "wall"),
+    "streams": ("first", "last", "busy", "cpu_wait", "launch", "idle", "wall", "overlapped"),
     "devices": ("first", "last", "busy", "wall"),
     "ranges": _T + ("gpu_start", "gpu_end"),
     "ops": _T + ("launch_start", "launch_end", "prev_end"),
     "segments": _T,
     "crosscheck_pairs": ("trace_start",),
     "ranks_ranks": ("first", "last", "wall", "busy", "attributed", "comm", "wait", "transfer", "unmatched"),
-    "ranks_phases": ("cpu", "gpu_span", "gpu_busy", "attributed"),
+    "ranks_phases": ("cpu", "gpu_span", "gpu_busy", "attributed", "side_busy"),
     "ranks_skew": ("min", "max", "mean", "skew"),
     "ranks_comm": _T + ("last_start", "wait", "transfer"),
     "ranks_comm_phases": ("comm", "wait", "transfer", "unmatched"),
@@ -63,11 +63,13 @@ def frames(a: Analysis) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, by file name (without the extension), its columns named with their units."""
     out = {name: getattr(a, name) for name in TABLES}
     breakdown = getattr(a, "cycle_breakdown", None)
-    if breakdown is not None:  # where one decode cycle goes, on the stream its phases run on
-        out["cycle_breakdown"] = breakdown.phases.select(
-            pl.lit(breakdown.device, dtype=pl.Int64).alias("device"),
-            pl.lit(breakdown.stream, dtype=pl.Int64).alias("stream"),
-            pl.lit(breakdown.cycles, dtype=pl.Int64).alias("cycles"), pl.all())
+    if breakdown is not None:  # where one decode cycle goes, per rank, on the stream its phases run on
+        ranks = getattr(a, "ranks", None)
+        every = (ranks.breakdowns if ranks is not None and ranks.breakdowns else [breakdown])
+        out["cycle_breakdown"] = pl.concat([b.phases.select(
+            pl.lit(b.rank, dtype=pl.Int64).alias("rank"), pl.lit(b.rank == breakdown.rank).alias("headline"),
+            pl.lit(b.device, dtype=pl.Int64).alias("device"), pl.lit(b.stream, dtype=pl.Int64).alias("stream"),
+            pl.lit(b.cycles, dtype=pl.Int64).alias("cycles"), pl.all()) for b in every])
     for prefix, attr, names in MORE:
         part = getattr(a, attr, None)
         if part is None:

@@ -8,6 +8,7 @@ import os
 
 import polars as pl
 
+from analyzer.derived import views
 from analyzer.derived.analysis import Analysis
 from analyzer.derived.compare import Comparison
 from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
@@ -22,18 +23,26 @@ from analyzer.render.names import distinct
 def header(a: Analysis) -> str:
     meta = a.trace.meta
     gpus = ", ".join(f"{g['device']}: {g['name'] or 'GPU'}" for g in meta.gpus) or "none"
-    total = int(a.charges["ns"].sum() or 0)  # the segments' total, without building them
     un_ns = int(a.unattributed["ns"].sum()) if a.unattributed.height else 0
     un_ops = int(a.unattributed["ops"].sum()) if a.unattributed.height else 0
+    cap = views.capture(a.ops, a.streams)
+    per_stream = "; ".join(
+        f"device {r['device']} stream {r['stream']} ({r['role']}) {f_ms(r['busy'])}"
+        + (f", {f_ms(r['overlapped'])} of it while the cycle stream was busy" if r["role"] == "side" else "")
+        for r in cap["streams"])
     lines = [
         f"specprof analysis of {clean(meta.path)}",
         f"  format {meta.format}, {clean(meta.tool_version or 'unknown version')}; GPUs {clean(gpus)}",
         f"  {a.ops.height:,} GPU ops on {a.streams.height} stream(s), {a.ranges.height:,} ranges, "
-        f"{a.cycles.height:,} cycles; GPU time accounted {f_ms(total)} ms",
+        f"{a.cycles.height:,} cycles; capture wall time {f_ms(cap['wall'])} ms (first GPU op to last)",
+        f"  GPU busy ms per stream: {per_stream}",
         f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
         "  time 0: the capture's start (its first event: a GPU op, API call, range or mark); start ms, --time-window and the "
         "report's timeline count from it",
     ]
+    scope = _scope(a)
+    if scope:
+        lines.append(f"  per-phase and per-cycle tables: {scope}")
     busy = a.phases.select(pl.col("gpu_busy").sum()).item() if a.phases.height else 0
     if busy and a.cycles.height:
         # GPU work that no phase launched: outside every range, or in a cycle but between its phases.
@@ -42,6 +51,22 @@ def header(a: Analysis) -> str:
                      f"{f_ms(busy)} ms ({pct(outside['gpu_busy'].sum(), busy)}; {UNATTRIBUTED}: launched between "
                      f"cycles, {IN_CYCLE}: in a cycle between its phases)")
     return "\n".join(lines)
+
+
+def _all_ranks(a: Analysis) -> str:
+    """The label of a table over every rank (launches and kernels are counted over all of them)."""
+    return f", summed over all {a.ranks.count} ranks" if a.ranks is not None and a.ranks.count > 1 else ""
+
+
+def _scope(a: Analysis) -> str | None:
+    """Which rank and stream the per-phase tables are of, when it is not obvious (several ranks or streams)."""
+    b = a.cycle_breakdown
+    several = a.ranks is not None and a.ranks.count > 1
+    if b is None or (not several and a.streams.height < 2):
+        return None
+    who = f"rank {b.rank} ({b.why}), " if several else ""
+    return (f"{who}on its cycle stream (device {b.device} stream {b.stream}); side streams' work is their busy "
+            "time above, never their idle time")
 
 
 def _shown_phases(a: Analysis, limit: int) -> pl.DataFrame:
@@ -59,6 +84,7 @@ def _more(a: Analysis, shown: pl.DataFrame) -> str:
 def phases(a: Analysis, limit: int = 20) -> str:
     cats = a.categories
     total = int(a.phases["attributed"].sum() or 0)
+    side = "side_busy" in a.phases.columns and bool(a.phases["side_busy"].sum())
     rows = []
     shown = _shown_phases(a, limit)
     for r in shown.iter_rows(named=True):
@@ -71,51 +97,43 @@ def phases(a: Analysis, limit: int = 20) -> str:
             r["phase"], f"{inst:,}" if inst else "-", f"{r['ops']:,}", f_ms(r["cpu"]), f_ms(r["gpu_span"]),
             f_ms(r["gpu_busy"]), f_ms(r["attributed"]),
             f_ms(r["attributed"] / inst) if inst else "-", pct(r["attributed"], total),
-            pct(idle, r["attributed"]), top,
+            pct(idle, r["attributed"]), *([f_ms(r["side_busy"])] if side else []), top,
         ])
         rows[-1][0] = clean(rows[-1][0], 48)
     t = table(["phase", "inst", "ops", "cpu ms", "gpu span ms", "gpu busy ms", "attributed ms",
-               "per inst ms", "share", "idle", "top busy categories"], rows, "lrrrrrrrrrl")
-    return ("Phases (totals over instances; attributed time tiles every GPU stream's timeline)\n" + t
-            + _more(a, shown))
+               "per inst ms", "share", "idle", *(["side busy ms"] if side else []), "top busy categories"], rows,
+              "lrrrrrrrrr" + ("r" if side else "") + "l")
+    note = ("; side busy: the phase's work on side streams, not in its attributed time" if side else "")
+    return ("Phases (totals over instances; attributed: the phase's time on the cycle stream, busy and idle; share: of "
+            f"that stream's time{note})\n" + t + _more(a, shown))
 
 
 def categories(a: Analysis, limit: int = 20) -> str:
-    cats = a.categories
-    names = (cats.group_by("category").agg(pl.col("ns").sum()).sort("ns", descending=True)["category"]
-             .to_list())
-    busy = [c for c in names if c not in IDLE_CATEGORIES]
-    order = busy + [c for c in IDLE_CATEGORIES if c in names]
-    wide = cats.pivot(on="category", index="phase", values="ns").fill_null(0)
-    rows = []
-    for ph in _shown_phases(a, limit)["phase"].to_list():
-        r = wide.filter(pl.col("phase") == ph)
-        if r.is_empty():
-            continue
-        vals = [int(r[c].item()) if c in r.columns else 0 for c in order]
-        rows.append([clean(ph, 48)] + [f_ms(v) for v in vals] + [f_ms(sum(vals))])
+    order = views.category_order(a.categories)
+    wide = views.category_pivot(a.categories, _shown_phases(a, limit)["phase"].to_list(), order)
+    rows = [[clean(r["phase"], 48)] + [f_ms(r[c]) for c in order] + [f_ms(r["total"])]
+            for r in wide.iter_rows(named=True)]
     t = table(["phase"] + order + ["total"], rows)
-    return "Attributed ms by category (cpu_wait: GPU idle waiting for the CPU; launch: idle after the launch call)\n" + t
+    return ("Attributed ms by category on the cycle stream (cpu_wait: GPU idle waiting for the CPU; launch: idle "
+            "after the launch call)\n" + t)
 
 
 def cycles(a: Analysis, limit: int = 10) -> str:
     if a.cycles.is_empty():
         return "Cycles: no `cycle` ranges in this trace."
-    wide = a.cycle_phases.pivot(on="phase", index="cycle", values="attributed").fill_null(0)
-    phase_cols = [p for p in a.phases["phase"].to_list() if p in wide.columns]
-    data = a.cycles.join(wide, on="cycle", how="left").fill_null(0).with_columns(
-        total=pl.sum_horizontal(phase_cols) if phase_cols else pl.lit(0))
+    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list())
+    phase_cols = [c for c in data.columns if c not in ("cycle", "index", "pid", "start", "end", "total")]
     origin = a.trace.meta.start_ns
     rows = [[str(r["index"]), f_ms(r["start"] - origin, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
             for r in data.head(limit).iter_rows(named=True)]
-    stats = []
-    for label, fn in (("mean", lambda c: data[c].mean()), ("p50", lambda c: data[c].median()),
-                      ("p90", lambda c: data[c].quantile(0.9, "nearest")), ("max", lambda c: data[c].max())):
-        stats.append([label, ""] + [f_ms(fn(p)) for p in phase_cols] + [f_ms(fn("total"))])
+    keep = views.shown_cycles(a)
+    st = views.cycle_stats(data, keep, phase_cols + ["total"])
+    stats = [[label, ""] + [f_ms(st[c][label]) for c in phase_cols + ["total"]] for label in ("mean", "p50", "p90", "max")]
     t = table(["cycle", "start ms"] + phase_cols + ["total"], rows + [["", ""] + [""] * (len(phase_cols) + 1)] + stats)
     shown = min(limit, data.height)
-    return (f"Per cycle: attributed ms per phase (first {shown} of {data.height:,} cycles; "
-            "--show-cycles N shows more; start ms from the capture's start)\n" + t)
+    over = (f"; statistics over the {keep.height:,} decode cycles of the breakdown" if keep is not None else "")
+    return (f"Per cycle: attributed ms per phase on the cycle stream, total: the cycle's length there (first {shown} "
+            f"of {data.height:,} cycles; --show-cycles N shows more; start ms from the capture's start{over})\n" + t)
 
 
 def launch(a: Analysis, limit: int = 20) -> str:
@@ -125,7 +143,7 @@ def launch(a: Analysis, limit: int = 20) -> str:
             for r in a.launch.head(limit).iter_rows(named=True)]
     for row in rows:
         row[0] = clean(row[0], 48)
-    return ("Launch overhead (api cpu: time inside launch calls; latency: first op start - launch call start, "
+    return (f"Launch overhead{_all_ranks(a)} (api cpu: time inside launch calls; latency: first op start - launch call start, "
             "queueing included;\n idle latency: the part after the stream drained; queued: launched while the "
             "stream was still busy)\n"
             + table(["phase", "launches", "queued", "api cpu ms", "latency p50 us", "p90 us", "max us",
@@ -133,18 +151,21 @@ def launch(a: Analysis, limit: int = 20) -> str:
 
 
 def streams(a: Analysis) -> str:
-    rows = [[str(r["device"]), str(r["stream"]), f"{r['ops']:,}", f_ms(r["wall"]), f_ms(r["busy"]),
-             f_ms(r["cpu_wait"]), f_ms(r["launch"]), f_ms(r["idle"]), pct(r["busy"], r["wall"])]
+    rows = [[str(r["device"]), str(r["stream"]), r["role"], f"{r['ops']:,}", f_ms(r["wall"]), f_ms(r["busy"]),
+             f_ms(r["cpu_wait"]), f_ms(r["launch"]), f_ms(r["idle"]), pct(r["busy"], r["wall"]),
+             "-" if r["role"] == "cycle" else f_ms(r["overlapped"])]
             for r in a.streams.iter_rows(named=True)]
-    return "GPU streams\n" + table(["device", "stream", "ops", "wall ms", "busy ms", "cpu_wait ms",
-                                    "launch ms", "idle ms", "busy %"], rows)
+    return ("GPU streams (each stream tiled on its own: its own wall time; cycle: the stream a rank's phases run on; "
+            "side: busy time is its work, overlapped: the part while the cycle stream was busy)\n"
+            + table(["device", "stream", "role", "ops", "wall ms", "busy ms", "cpu_wait ms", "launch ms", "idle ms",
+                     "busy %", "overlapped ms"], rows, "rrlrrrrrrrr"))
 
 
 def kernels(a: Analysis, limit: int = 20) -> str:
     shown = _shown_phases(a, limit).select("phase")
     rows = [[clean(r["phase"], 48), clean(r["short_name"], 60), r["category"], f"{r['count']:,}", f_ms(r["ns"])]
             for r in a.kernels.join(shown, on="phase", how="semi").iter_rows(named=True)]
-    return "Top kernels per phase\n" + table(["phase", "kernel", "category", "count", "gpu ms"], rows, "lllrr")
+    return f"Top kernels per phase{_all_ranks(a)}\n" + table(["phase", "kernel", "category", "count", "gpu ms"], rows, "lllrr")
 
 
 def unattributed(a: Analysis) -> str:
@@ -324,17 +345,64 @@ def cycle_breakdown(a: Analysis) -> str | None:
     b = a.cycle_breakdown
     if b is None:
         return None
-    rows = [[clean(r["phase"], 32), f_ms(r["ns_per_cycle"]), f"{100 * (r['share'] or 0):.1f}%",
-             f_ms(r["busy_ns_per_cycle"]), "-" if r["busy_share"] is None else f"{100 * r['busy_share']:.1f}%"]
-            for r in b.phases.iter_rows(named=True)]
-    rows.append(["cycle", f_ms(b.mean_ns), "100.0%", f_ms(int(b.phases["busy_ns_per_cycle"].sum())),
-                 pct(int(b.phases["busy_ns_per_cycle"].sum()), b.mean_ns)])
-    others = f"; {b.devices - 1} other device(s) in the per-rank section" if b.devices > 1 else ""
-    return (f"Where a decode cycle goes ({b.cycles:,} cycles on device {b.device} stream {b.stream}, the stream its "
-            f"phases run on{others}):\n  cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, "
+    unprof = b.unprofiled_mean_ns is not None and b.phases["unprofiled_ns_per_cycle"].is_not_null().any()
+    rows = []
+    for r in b.phases.iter_rows(named=True):
+        row = [clean(r["phase"], 32), f_ms(r["ns_per_cycle"]), f"{100 * (r['share'] or 0):.1f}%",
+               f_ms(r["busy_ns_per_cycle"]), "-" if r["busy_share"] is None else f"{100 * r['busy_share']:.1f}%"]
+        if unprof:
+            u = r["unprofiled_ns_per_cycle"]
+            row += ["-" if u is None else f_ms(u), "-" if r["ratio"] is None else f_x(r["ratio"]),
+                    "-" if r["unprofiled_share"] is None else f"{100 * r['unprofiled_share']:.1f}%"]
+        rows.append(row)
+    busy = int(b.phases["busy_ns_per_cycle"].sum())
+    last = ["cycle", f_ms(b.mean_ns), "100.0%", f_ms(busy), pct(busy, b.mean_ns)]
+    heads, align = ["phase", "ms/cycle", "share", "GPU busy ms", "GPU busy"], "lrrrr"
+    if unprof:
+        timed = b.phases["unprofiled_ns_per_cycle"].drop_nulls()
+        rest = b.unprofiled_mean_ns - int(timed.sum())
+        rows.append(["(not timed by events)", "-", "-", "-", "-", f_ms(rest), "-", pct(rest, b.unprofiled_mean_ns)])
+        last += [f_ms(b.unprofiled_mean_ns), f_x(b.mean_ns / b.unprofiled_mean_ns), "100.0%"]
+        heads += ["without nsys ms", "ratio", "share without"]
+        align += "rrr"
+    rows.append(last)
+    m = a.ranks
+    several = m is not None and m.count > 1
+    who = f"rank {b.rank} ({b.why}): " if several else ""
+    text = (f"Where a decode cycle goes ({who}{b.cycles:,} cycles on device {b.device} stream {b.stream}, the stream "
+            f"its phases run on):\n  cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, "
             f"{f_ms(b.p90_ns)} p90; each phase's time per cycle and its share add up to the cycle; GPU busy: the "
-            "part of it the GPU ran the phase's ops\n"
-            + table(["phase", "ms/cycle", "share", "GPU busy ms", "GPU busy"], rows, "lrrrr"))
+            "part of it the GPU ran the phase's ops")
+    if unprof:
+        text += ("\n  without nsys: the same phases between their CUDA events in the run without the profiler "
+                 "(its period, start to start); the shares to act on are those without nsys")
+    text += "\n" + table(heads, rows, align)
+    if several:
+        text += "\n" + _rank_lines(a)
+    return text
+
+
+def _rank_lines(a: Analysis) -> str:
+    """One line per rank after the headline: its cycle, and its collectives' wait against transfer."""
+    m = a.ranks
+    lines = []
+    split = {r["rank"]: r for r in m.ranks.iter_rows(named=True)}
+    for b in m.breakdowns:
+        r = split.get(b.rank, {})
+        top = b.phases.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])).head(2)
+        phases = ", ".join(f"{clean(p, 24)} {f_ms(n)}" for p, n in top.select("phase", "ns_per_cycle").rows())
+        comm = (f"; collectives {f_ms(r['comm'])} ms: wait {f_ms(r['wait'])}, transfer {f_ms(r['transfer'])}"
+                if r.get("comm") else "")
+        lines.append(f"  rank {b.rank} (device {b.device} stream {b.stream}): cycle {f_ms(b.mean_ns)} ms mean over "
+                     f"{b.cycles:,} cycles ({phases}){comm}")
+    sk = m.skew.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])).head(1)
+    if sk.height:
+        r = sk.row(0, named=True)
+        lines.append(f"  skew: {clean(r['phase'], 24)} differs by {f_ms(r['skew'])} ms ({r['skew_pct']:.1f}%) "
+                     "across ranks (the Ranks section has every phase)")
+    if a.trace.meta.format == "nsys-sqlite":
+        lines.append("  skew and wait were measured under nsys, which slows each rank's host differently")
+    return "\n".join(lines)
 
 
 def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:

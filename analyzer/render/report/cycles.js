@@ -26,7 +26,7 @@ function cyclesPanels(R) {
           line: { color: color, width: 1.3 }, marker: { color: color, size: 4 }, legendgroup: esc(name),
           hovertemplate: "cycle %{x}<br>" + esc(name) + ": %{y:.3f} ms<extra></extra>" }, extra || {}));
       }
-      series("total (gpu)", c.total_ms, "#1d2433", { line: { color: "#1d2433", width: 1.6 } });
+      series("cycle on its stream", c.total_ms, "#1d2433", { line: { color: "#1d2433", width: 1.6 } });
       SHOWN.shown.forEach(function (p) { if (c.phases[p.name]) series(p.name, c.phases[p.name], p.color); });
       if (OTHER) {
         var rest = c.total_ms.map(function (v, i) { return SHOWN.hidden.reduce(function (acc, p) { return acc + ((c.phases[p.name] || [])[i] || 0); }, 0); });

@@ -21,12 +21,38 @@ function headerPanels(R) {
     var uniq = {}; gpus.forEach(function (g) { uniq[g] = (uniq[g] || 0) + 1; });
     tile(Object.keys(uniq).map(function (g) { return (uniq[g] > 1 ? uniq[g] + "× " : "") + g; }).join(", ") || "no GPU listed", "GPUs");
     tile(num(f.cycles, 0), "cycles");
-    if (c.n) tile(ms(c.stats.total.p50, 2), "cycle p50 (gpu)", "median GPU time attributed to one cycle; p90 " + ms(c.stats.total.p90, 2));
-    tile(num(f.ops, 0), "GPU ops");
+    // The headline numbers are the JSON contract's (D.analysis): one rank's decode cycle on the stream its phases
+    // run on, and the run without the profiler beside it.
+    var A = D.analysis || {}, B = A.cycle_breakdown, several = A.shown && A.shown.ranks > 1;
+    var streams = (A.streams || []).map(function (s) {
+      return "device " + s.device + " stream " + s.stream + " (" + s.role + "): busy " + ms(s.busy_ms, 1) +
+        (s.role === "side" ? ", " + ms(s.overlapped_ms, 1) + " of it while the cycle stream was busy" : "");
+    }).join("\n");
+    if (B) {
+      var where = "device " + B.device + " stream " + B.stream + (several ? ", rank " + B.rank + " (" + B.why + ")" : "");
+      tile(ms(B.cycle_ms.median, 2), "cycle p50" + (several ? " · rank " + B.rank : ""),
+           "median length of one decode cycle on the stream its phases run on (" + where + "); mean " +
+           ms(B.cycle_ms.mean, 2) + ", p90 " + ms(B.cycle_ms.p90, 2) + " under the profiler");
+      if (B.cycle_ms.unprofiled_mean != null) tile(ms(B.cycle_ms.unprofiled_mean, 2), "cycle without nsys",
+           "mean period of the same workload run without the profiler (its sidecar)");
+    }
+    tile(ms(A.capture_wall_ms != null ? A.capture_wall_ms : f.capture_wall_ms, 1), "capture wall",
+         "first GPU op start to last op end; GPU time per stream:\n" + streams);
     tile(f.device_wall_ms ? pct(f.device_busy_ms / f.device_wall_ms) : "-", "GPU busy", "union of ops over the devices' wall time");
-    var top = PH.filter(function (p) { return !p.pseudo; })[0];
-    if (top) tile(top.name + " " + pct(top.attributed_ms / (f.attributed_ms || 1)), "largest phase");
-    tile(pct(f.unattributed_share, 2), "unattributed", num(f.unattributed_ops, 0) + " ops no range claims");
+    if (B) {
+      var real = B.phases.filter(function (p) { return p.phase.charAt(0) !== "("; });
+      var unprof = real.some(function (p) { return p.unprofiled_share != null; });
+      var share = function (p) { return unprof ? (p.unprofiled_share || 0) : (p.share || 0); };
+      var top = real.slice().sort(function (x, y) { return share(y) - share(x); })[0];
+      if (top) tile(top.phase + " " + pct(share(top)), "largest phase" + (unprof ? " (without nsys)" : ""),
+                    "share of one decode cycle" + (unprof ? " in the run without the profiler (its CUDA events)" : " under the profiler"));
+      var outside = B.phases.filter(function (p) { return p.phase.charAt(0) === "("; })
+        .reduce(function (t, p) { return t + (p.share || 0); }, 0);
+      tile(pct(outside, 1), "outside every phase", "share of the decode cycle charged to (unattributed) (the engine between cycles) and (cycle) (the worker between its phases); " +
+           num(f.unattributed_ops, 0) + " ops no range claims");
+    } else {
+      tile(pct(f.unattributed_share, 2), "unattributed", num(f.unattributed_ops, 0) + " ops no range claims");
+    }
     var est = D.economics && Array.isArray(D.economics.estimates) ? D.economics.estimates[0] : null;
     if (est && est.speedup != null) tile("×" + num(est.speedup, 2), "speculation speedup", est.source + ": " + (est.verdict || ""));
     else if (est && est.accept_len != null) tile(num(est.accept_len, 2), "accept length", est.source || "");
@@ -58,19 +84,21 @@ function headerPanels(R) {
     row("captured", f.start ? f.start + (f.end ? " → " + f.end : "") : null);
     row("contents", num(f.ops, 0) + " GPU ops on " + f.streams + " stream(s), " + num(f.ranges, 0) + " ranges, " +
         num(f.cycles, 0) + " cycles");
-    row("GPU time", ms(f.attributed_ms, 1) + " attributed over all streams; devices busy " + ms(f.device_busy_ms, 1) +
-        " of " + ms(f.device_wall_ms, 1));
-    row("unattributed", pct(f.unattributed_share, 2) + " of attributed time (" + ms(f.unattributed_ms) + ", " +
-        num(f.unattributed_ops, 0) + " ops)");
+    var A = D.analysis || {};
+    row("GPU time", "capture wall " + ms(A.capture_wall_ms, 1) + "; devices busy " + ms(f.device_busy_ms, 1) +
+        " of " + ms(f.device_wall_ms, 1) + "; each stream is tiled on its own, and a rank's phases are charged on its cycle stream");
+    if (A.shown && A.shown.ranks > 1) row("tables of", "rank " + A.shown.rank + " (" + A.shown.why + "), device " +
+        A.shown.device + " stream " + A.shown.stream + "; " + A.shown.ranks + " ranks in all");
+    row("unattributed", ms(f.unattributed_ms) + " on the cycle stream (" + num(f.unattributed_ops, 0) + " ops no range claims)");
     box.appendChild(dl);
     if (D.streams.length) {
       var t = el("table", "grid"), h = el("tr");
-      ["device", "stream", "ops", "wall ms", "busy", "cpu_wait", "launch", "idle"].forEach(function (x, i) { h.appendChild(el("th", i > 1 ? "num" : null, x)); });
+      ["device", "stream", "role", "ops", "wall ms", "busy", "cpu_wait", "launch", "idle", "overlapped ms"].forEach(function (x, i) { h.appendChild(el("th", i > 2 ? "num" : null, x)); });
       t.appendChild(h);
       D.streams.forEach(function (s) {
         var r = el("tr");
-        [s.device, s.stream, num(s.ops, 0), num(s.wall_ms, 1), pct(s.busy_ms / s.wall_ms), pct(s.cpu_wait_ms / s.wall_ms),
-         pct(s.launch_ms / s.wall_ms), pct(s.idle_ms / s.wall_ms)].forEach(function (x, i) { r.appendChild(el("td", i > 1 ? "num" : null, x)); });
+        [s.device, s.stream, s.role, num(s.ops, 0), num(s.wall_ms, 1), pct(s.busy_ms / s.wall_ms), pct(s.cpu_wait_ms / s.wall_ms),
+         pct(s.launch_ms / s.wall_ms), pct(s.idle_ms / s.wall_ms), s.role === "side" ? num(s.overlapped_ms, 3) : "-"].forEach(function (x, i) { r.appendChild(el("td", i > 2 ? "num" : null, x)); });
         t.appendChild(r);
       });
       box.appendChild(el("div", null, "\u00a0"));

@@ -1,0 +1,202 @@
+"""One number per thing: each named quantity (the decode cycle's length, a phase's time per cycle, a phase's
+attributed time) has one value, per rank and on the stream where it ran, wherever it appears: the terminal, the
+JSON, the HTML report's data, the CSV tables, compare, the results store's run list and the sweep. Real captures:
+every fixture that holds a trace.
+
+And the figures the per-rank, per-stream model must give on them (CUDA events recorded in-stream and the
+sidecars' periods are the references)."""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+import pytest
+
+from analyzer.app import store
+from analyzer.app.run import Run
+from analyzer.readers.inputs import locate
+from analyzer.derived import economics as econ
+from analyzer.derived import views
+from analyzer.derived.compare import compare
+from analyzer.readers import sidecar as sc
+from analyzer.render import html, json as json_doc, tables, terminal
+from analyzer.render.format import f_ms, ms
+from conftest import FIXTURES
+
+RUNS = sorted(p.name for p in FIXTURES.iterdir()
+              if p.is_dir() and ((p / "run.sqlite").exists() or (p / "trace.json.gz").exists()))
+SGLANG_WITH_EVENTS = ["sglang-k2", "sglang-k4", "sglang-k4-nooverlap", "sglang-plain"]
+# Measured: sglang-k2's draft is attributed 23 us (3.24 %) more per instance than its events: the host time between
+# the draft range's start and the tracer's event record (cudaEventRecord, traced by nsys) while the stream had
+# drained, which the range holds and the events do not (docs/attribution.md, the worked example).
+TOLERANCE = {("sglang-k2", "draft"): 0.035}
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def run(request):
+    path = str(FIXTURES / request.param)
+    return path, Run.load(path)
+
+
+def _row(text: str, title: str, name: str) -> list[str]:
+    """The cells of the row `name` in the table under the line starting with `title`."""
+    block = text.split("\n\n")
+    table = next(b for b in block if b.startswith(title))
+    for line in table.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells and cells[0] == name:
+            return cells
+    raise AssertionError(f"no row {name!r} under {title!r}")
+
+
+def test_each_quantity_has_one_value_everywhere(run, tmp_path):
+    path, a = run
+    b = a.cycle_breakdown
+    doc = json_doc.to_dict(a)
+    vm = html.view_model(a)
+    frames = tables.frames(a)
+    text = terminal.render(a)
+    # the phases' attributed time: JSON, the report, CSV and the terminal's Phases table
+    attributed = dict(a.phases.select("phase", "attributed").iter_rows())
+    assert {p["name"]: p["attributed_ms"] for p in doc["phases"]} == {k: ms(v) for k, v in attributed.items()}
+    assert {p["name"]: p["attributed_ms"] for p in vm["phases"]} == {k: ms(v) for k, v in attributed.items()}
+    assert dict(frames["phases"].select("phase", "attributed_ns").iter_rows()) == attributed
+    assert vm["analysis"]["phases"] == doc["phases"]
+    for phase, ns in list(attributed.items())[:3]:
+        assert _row(text, "Phases", phase)[6] == f_ms(ns)
+    if b is None:
+        return
+    # the decode cycle's length: the headline, the per-cycle table's statistics, JSON, the report, compare, runs
+    st = views.stats(b.per_cycle["ns"])
+    assert (st["mean"], st["p50"], st["p90"]) == (b.mean_ns, b.median_ns, b.p90_ns)
+    assert f"cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, {f_ms(b.p90_ns)} p90" in text
+    if a.cycles.height:
+        after = text[text.index("\nPer cycle"):].splitlines()
+        means = {}
+        for line in after:
+            if line.split()[:1] and line.split()[0] in ("mean", "p50", "p90", "max"):
+                means.setdefault(line.split()[0], line.split())
+        assert means["mean"][-1] == f_ms(b.mean_ns) and means["p50"][-1] == f_ms(b.median_ns)
+        assert means["p90"][-1] == f_ms(b.p90_ns)
+        assert vm["cycles"]["stats"]["total"]["mean"] == ms(b.mean_ns)
+        assert vm["cycles"]["stats"]["total"]["p50"] == ms(b.median_ns)
+    assert doc["cycle_breakdown"]["cycle_ms"]["mean"] == ms(b.mean_ns)
+    assert vm["analysis"]["cycle_breakdown"] == doc["cycle_breakdown"]
+    # each phase's time per cycle: the headline table, JSON, CSV, compare
+    per_phase = dict(b.phases.select("phase", "ns_per_cycle").iter_rows())
+    assert {p["phase"]: p["ms_per_cycle"] for p in doc["cycle_breakdown"]["phases"]} == \
+        {k: ms(v) for k, v in per_phase.items()}
+    csv = frames["cycle_breakdown"].filter(pl.col("headline"))
+    assert dict(csv.select("phase", "ns_per_cycle").iter_rows()) == per_phase
+    for phase, ns in per_phase.items():
+        assert _row(text, "Where a decode cycle goes", terminal.clean(phase, 32))[1] == f_ms(ns)
+    c = compare(a, a)
+    assert c.a_cycles == b.cycles
+    assert dict(c.phases.select("phase", "a_ns").iter_rows()) == per_phase
+    assert c.a_total_ns == pytest.approx(b.mean_ns, abs=len(per_phase))
+    # the results store's run list: per_cycle_ms
+    rec = store.record(a, path=path, trace_path=a.trace.meta.path, options={}, trace_digest=("0" * 64, 0))
+    run = rec.run
+    assert run["cycles"] == b.cycles
+    assert ms(run["cycle_attributed_ns"] / run["cycles"]) == pytest.approx(ms(b.mean_ns), abs=1e-6)
+    # the sweep's cycle
+    files = locate(path)
+    if files.sidecars and a.cycles.height:
+        sr = a.sweep_input
+        assert sr.cycles.height == b.cycles
+        assert sr.cycles["total_ns"].mean() == pytest.approx(b.mean_ns, abs=1)
+        if "verify" in per_phase:
+            assert sr.cycles["verify_ns"].mean() == pytest.approx(per_phase["verify"], abs=1)
+
+
+def test_every_rank_of_a_tp2_capture_breaks_down_its_own_period():
+    # Each rank's sidecar period (start to start, under nsys, over the cycles the capture holds) against its
+    # breakdown: within 2 %. The headline is one rank's (about 8.1 ms), never the two ranks' cycles in one series.
+    path = str(FIXTURES / "reference-k4-tp2")
+    a = Run.load(path)
+    sides = sc.read_sidecars(locate(path).sidecars)
+    by_pid = {r["trace_pid"]: r for r in a.crosscheck.alignment.iter_rows(named=True)}
+    assert len(a.ranks.breakdowns) == 2
+    for b in a.ranks.breakdowns:
+        align = by_pid[b.pid]
+        period, n, _ = econ.mean_period(sides.cycles.filter(pl.col("file") == align["file"]), "file",
+                                        align["first_index"], align["last_index"])
+        assert n >= 90
+        assert b.mean_ns == pytest.approx(period, rel=0.02)
+        assert 7.9e6 < b.mean_ns < 8.4e6
+    assert a.cycle_breakdown.rank in (0, 1) and a.cycle_breakdown.why.startswith("the straggler")
+    # rank 0's own phases are what its CUDA events measured (draft 5.42 ms, verify 2.46 ms per cycle)
+    rank0 = {r["phase"]: r["ns_per_cycle"] for r in a.ranks.breakdown_of(0).phases.iter_rows(named=True)}
+    assert rank0["draft"] == pytest.approx(5.42e6, rel=0.02) and rank0["verify"] == pytest.approx(2.46e6, rel=0.02)
+    doc = json_doc.to_dict(a)
+    assert [r["cycle_breakdown"]["rank"] for r in doc["ranks"]] == [0, 1]
+    assert set(doc["ranks"][0]["cycle_breakdown"]) == set(doc["cycle_breakdown"])
+    text = terminal.render(a)
+    assert f"Where a decode cycle goes (rank {a.cycle_breakdown.rank} (the straggler" in text
+    assert "  rank 0 (device 0 stream 7): cycle" in text and "  rank 1 (device 1 stream 7): cycle" in text
+
+
+@pytest.mark.parametrize("name", SGLANG_WITH_EVENTS)
+def test_the_phases_table_gives_each_phase_what_its_events_measured(name):
+    # Verify, draft and draft_extend per instance (the Phases table) against their CUDA events, same run: within
+    # 3 %. Idle time of the side streams (two copy streams, busy 1 ms in a 524 ms window) is charged to no phase.
+    a = Run.load(str(FIXTURES / name))
+    events = {r["phase"]: r["events_ns"] for r in a.crosscheck.ground_truth.iter_rows(named=True)}
+    per_inst = {r["phase"]: r["attributed"] / r["instances"] for r in a.phases.iter_rows(named=True) if r["instances"]}
+    for phase in events:
+        assert per_inst[phase] == pytest.approx(events[phase], rel=TOLERANCE.get((name, phase), 0.03)), phase
+    side = a.streams.filter(pl.col("role") == "side")
+    assert (side["busy"] < 0.01 * side["wall"]).all()
+    assert int(a.phases["attributed"].sum()) == int(a.streams.filter(pl.col("role") == "cycle")["wall"].sum())
+
+
+def test_sglang_k4_breakdown_has_the_unprofiled_column():
+    a = Run.load(str(FIXTURES / "sglang-k4"))
+    b = a.cycle_breakdown
+    un = {r["phase"]: r["unprofiled_ns_per_cycle"] for r in b.phases.iter_rows(named=True)}
+    assert round(un["verify"] / 1e6, 3) == 0.990 and round(un["draft"] / 1e6, 3) == 0.708
+    assert round(un["draft_extend"] / 1e6, 3) == 0.311
+    assert round(b.unprofiled_mean_ns / 1e6, 3) == 3.018
+    share = {r["phase"]: r["unprofiled_share"] for r in b.phases.iter_rows(named=True)}
+    assert share["draft_extend"] == pytest.approx(0.103, abs=0.001)
+    doc = json_doc.to_dict(a)["cycle_breakdown"]
+    assert doc["cycle_ms"]["unprofiled_mean"] == ms(b.unprofiled_mean_ns)
+    assert {p["phase"]: p["unprofiled_ms_per_cycle"] for p in doc["phases"]}["verify"] == ms(un["verify"])
+    text = terminal.cycle_breakdown(a)
+    assert "without nsys ms" in text and _row(text + "\n", "Where a decode cycle goes", "verify")[5] == "0.990"
+
+
+def test_the_report_header_leads_with_one_ranks_cycle(tmp_path):
+    from browser import Page, chromium
+
+    a = Run.load(str(FIXTURES / "sglang-k4"))
+    out = html.write(a, str(tmp_path / "r.html"))
+    with chromium() as browser:
+        p = Page(browser, tmp_path / "r.html")
+        tiles = p.page.inner_text("#tiles")
+        assert p.console_errors() == []
+    # the cycle 4.36 ms apart (median 4.21), not the streams' sums; the share to act on, without nsys
+    assert "4.21 ms" in tiles and "3.02 ms" in tiles and "verify 32.8%" in tiles and "523.9 ms" in tiles
+    assert "9.50" not in tiles and out
+
+
+def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_path, monkeypatch):
+    # The breakdown reads the attribution's charges (no second tiling), and the per-(process, device) tables
+    # behind the per-rank step are cached with the attribution: a cached run makes neither again.
+    from analyzer.app.analyze import Options
+    from analyzer.core import accounting, summary
+
+    monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path))
+    path = str(FIXTURES / "reference-k4-tp2")
+    first = Run.load(path, Options(cache=True))
+    assert first.ranks.count == 2 and first.cycle_breakdown is not None  # (a run computes on first use)
+
+    def recomputed(*args, **kw):
+        raise AssertionError("recomputed on a cached run")
+
+    monkeypatch.setattr(summary, "pair_tables", recomputed)
+    monkeypatch.setattr(accounting, "tile", recomputed)
+    again = Run.load(path, Options(cache=True))
+    assert again.ranks.phases.equals(first.ranks.phases) and again.ranks.ranks.equals(first.ranks.ranks)
+    assert [b.phases.equals(c.phases) for b, c in zip(again.ranks.breakdowns, first.ranks.breakdowns)] == [True, True]
