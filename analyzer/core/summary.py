@@ -12,6 +12,7 @@ from analyzer.core.accounting import union_length, with_prev_end
 from analyzer.core.projection import phase_of_ops, range_projection
 from analyzer.model.columns import collect, first_distinct
 from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from analyzer.model.stats import QUANTILE
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
 
@@ -180,11 +181,11 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         launches=pl.len().cast(pl.Int64),
         api_ns=pl.col("api_ns").sum(),
         queued=pl.col("queued").sum().cast(pl.Int64),
-        latency_p50=pl.col("latency").quantile(0.5, "nearest"),
-        latency_p90=pl.col("latency").quantile(0.9, "nearest"),
+        latency_p50=pl.col("latency").quantile(0.5, QUANTILE).round().cast(pl.Int64),
+        latency_p90=pl.col("latency").quantile(0.9, QUANTILE).round().cast(pl.Int64),
         latency_max=pl.col("latency").max(),
-        idle_latency_p50=pl.col("idle_latency").quantile(0.5, "nearest"),
-        idle_latency_p90=pl.col("idle_latency").quantile(0.9, "nearest"),
+        idle_latency_p50=pl.col("idle_latency").quantile(0.5, QUANTILE).round().cast(pl.Int64),
+        idle_latency_p90=pl.col("idle_latency").quantile(0.9, QUANTILE).round().cast(pl.Int64),
     ).pipe(collect)).sort("api_ns", descending=True)
 
 

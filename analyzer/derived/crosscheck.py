@@ -66,6 +66,7 @@ import polars as pl
 from analyzer.derived.economics import cycle_periods, run_of
 from analyzer.derived.intervals import t975
 from analyzer.model.sidecars import Sidecars
+from analyzer.model.stats import QUANTILE
 from analyzer.model.trace import Trace
 
 TOLERANCE = 0.02  # relative, on the mean per instance
@@ -326,7 +327,7 @@ def consistency(pairs: pl.DataFrame, tolerance: float = TOLERANCE, floor_ns: int
         instances=pl.len().cast(pl.Int64),
         nsys_ns=pl.col("nsys_ns").mean(),
         sidecar_ns=pl.col("sidecar_ns").mean(),
-        abs_diff_p90_ns=pl.col("diff_ns").abs().quantile(0.9, "nearest"),
+        abs_diff_p90_ns=pl.col("diff_ns").abs().quantile(0.9, QUANTILE).round().cast(pl.Int64),
         abs_diff_max_ns=pl.col("diff_ns").abs().max(),
     ).with_columns(diff_ns=pl.col("nsys_ns") - pl.col("sidecar_ns"))
     t = t.with_columns(

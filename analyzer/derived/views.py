@@ -12,10 +12,8 @@ import math
 import polars as pl
 
 from analyzer.model.labels import IDLE_CATEGORIES
+from analyzer.model.stats import QUANTILE
 
-# The one quantile rule: linear interpolation between the two nearest ranks (numpy's and polars' default; the p50
-# is the median).
-QUANTILE = "linear"
 STATS = ("mean", "p50", "p90", "p99", "min", "max")
 
 
