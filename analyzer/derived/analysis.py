@@ -98,7 +98,8 @@ class Analysis:
         """What synchronize timers at every phase boundary would add to this capture (derived/economics.py):
         None without two consecutive cycles with phases."""
         a = self.attribution
-        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+        with progress.step("estimating synchronize timers"):
+            return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
 
     @cached_property
     def sweep_input(self) -> run_files.SweepRun:

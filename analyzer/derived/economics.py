@@ -403,6 +403,9 @@ def shape_notes(shape: DraftShape) -> list[str]:
 
 # -- what synchronize timers would cost ---------------------------------------------------------------------------
 
+# At most this many cycles per process are replayed by `sync_timer_estimate` (evenly spaced): its cost stays
+# bounded however long the capture, and the mean over them is the estimate.
+SYNC_ESTIMATE_CYCLES = 400
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
               "cuStreamSynchronize")
 
@@ -429,11 +432,16 @@ class SyncTimerEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def _launch_latency(ops: pl.DataFrame) -> int:
+def _launched(ops: pl.DataFrame) -> pl.DataFrame:
+    """The launched ops, only the columns the estimate reads, with `prev`: the end of the op before on its stream
+    (`ops` in their start order, op_id's, which each stream's ops keep)."""
+    return ops.select("launch_start", "start", "end", "pid", "device", "stream", "kind").filter(
+        pl.col("launch_start").is_not_null()).with_columns(prev=pl.col("end").shift(1).over("pid", "device", "stream"))
+
+
+def _launch_latency(o: pl.DataFrame) -> int:
     """The launch latency of an op on an idle stream: the 5th percentile of (start - launch call start) over ops
-    that found their stream idle (the previous op on it had ended before the launch)."""
-    o = ops.filter(pl.col("launch_start").is_not_null()).sort("pid", "device", "stream", "start").with_columns(
-        prev=pl.col("end").shift(1).over("pid", "device", "stream"))
+    that found their stream idle (the previous op on it had ended before the launch); `o`: `_launched(ops)`."""
     idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
     lat = (idle["start"] - idle["launch_start"]).filter((idle["start"] - idle["launch_start"]) >= 0)
     return int(lat.quantile(0.05, "nearest")) if lat.len() else 0
@@ -457,11 +465,10 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
                            & ~pl.col("name").is_in(list(grouping)))
     if not phases.height or cycles.height < 2:
         return None
-    lat = _launch_latency(ops)
+    o = _launched(ops)
+    lat = _launch_latency(o)
     sync_calls = api.filter(pl.col("name").cast(pl.Utf8).is_in(list(SYNC_CALLS)))
     notes = []
-    o = ops.filter(pl.col("launch_start").is_not_null()).sort("pid", "device", "stream", "start").with_columns(
-        prev=pl.col("end").shift(1).over("pid", "device", "stream"))
     o = o.with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
                                                                         - pl.col("launch_start")))
     o = o.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
@@ -494,7 +501,12 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
         for r in ph.select("cycle", "phase", "start", "end").iter_rows():
             by_cycle.setdefault(r[0], []).append(r[1:])
         window = int(2 * median)  # how far back a host read's copy or a phase's earlier work is looked for
-        for i in range(len(ids) - 1):
+        pairs = range(len(ids) - 1)
+        if len(pairs) > SYNC_ESTIMATE_CYCLES:  # the replay is a pass over each cycle's ops: a bounded, even sample
+            pairs = [pairs[k * len(pairs) // SYNC_ESTIMATE_CYCLES] for k in range(SYNC_ESTIMATE_CYCLES)]
+            notes.append(f"estimated from {SYNC_ESTIMATE_CYCLES:,} of {len(ids) - 1:,} cycles (evenly spaced) of "
+                         f"process {pid}")
+        for i in pairs:
             here, nxt = by_cycle.get(ids[i]), by_cycle.get(ids[i + 1])
             if not here or not nxt or period_all[i] > IDLE_GAP_FACTOR * median:
                 continue
