@@ -432,18 +432,25 @@ class SyncTimerEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def _launched(ops: pl.DataFrame) -> pl.DataFrame:
-    """The launched ops, only the columns the estimate reads, with `prev`: the end of the op before on its stream
-    (`ops` in their start order, op_id's, which each stream's ops keep)."""
-    return ops.select("launch_start", "start", "end", "pid", "device", "stream", "kind").filter(
-        pl.col("launch_start").is_not_null()).with_columns(prev=pl.col("end").shift(1).over("pid", "device", "stream"))
+def _launched(ops: pl.DataFrame) -> dict:
+    """Per process, its launched ops, only the columns the estimate reads, with `prev`: the end of the op before on
+    its stream (`ops` in their start order, op_id's, which each stream's ops keep). One process at a time after
+    this: the estimate's memory is one process's, not the whole capture's."""
+    o = ops.select("launch_start", "start", "end", "pid", "device", "stream", "kind").filter(
+        pl.col("launch_start").is_not_null())
+    return {key[0]: part.with_columns(prev=pl.col("end").shift(1).over("device", "stream"))
+            for key, part in o.partition_by("pid", as_dict=True, maintain_order=True).items()}
 
 
-def _launch_latency(o: pl.DataFrame) -> int:
+def _launch_latency(launched: dict) -> int:
     """The launch latency of an op on an idle stream: the 5th percentile of (start - launch call start) over ops
-    that found their stream idle (the previous op on it had ended before the launch); `o`: `_launched(ops)`."""
-    idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
-    lat = (idle["start"] - idle["launch_start"]).filter((idle["start"] - idle["launch_start"]) >= 0)
+    that found their stream idle (the previous op on it had ended before the launch); `launched`: `_launched(ops)`."""
+    lats = []
+    for o in launched.values():
+        idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
+        lat = idle["start"] - idle["launch_start"]
+        lats.append(lat.filter(lat >= 0))
+    lat = pl.concat(lats) if lats else pl.Series([], dtype=pl.Int64)
     return int(lat.quantile(0.05, "nearest")) if lat.len() else 0
 
 
@@ -465,14 +472,10 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
                            & ~pl.col("name").is_in(list(grouping)))
     if not phases.height or cycles.height < 2:
         return None
-    o = _launched(ops)
-    lat = _launch_latency(o)
+    launched = _launched(ops)
+    lat = _launch_latency(launched)
     sync_calls = api.filter(pl.col("name").cast(pl.Utf8).is_in(list(SYNC_CALLS)))
     notes = []
-    o = o.with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
-                                                                        - pl.col("launch_start")))
-    o = o.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
-    o = o.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort("launch_start")
     sync_ns = 0
     if sync_calls.height:
         sync_ns = int((sync_calls["end"] - sync_calls["start"]).quantile(0.1, "nearest"))
@@ -484,7 +487,13 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     for pid in cyc["pid"].unique().to_list():
         mine = cyc.filter(pl.col("pid") == pid)
         ph = phases.filter(pl.col("pid") == pid).sort("start")
-        po = o.filter(pl.col("pid") == pid)
+        po = launched.pop(pid, None)
+        if po is None:
+            continue
+        po = po.with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
+                                                                              - pl.col("launch_start")))
+        po = po.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
+        po = po.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort("launch_start")
         p_launch = po["launch_start"].to_numpy()
         p_end, p_start = po["end"].to_numpy(), po["start"].to_numpy()
         p_ready, p_gap = po["ready"].to_numpy(), po["gap"].to_numpy()
