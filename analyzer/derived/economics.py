@@ -432,21 +432,29 @@ class SyncTimerEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def _launched(ops: pl.DataFrame) -> dict:
-    """Per process, its launched ops, only the columns the estimate reads, with `prev`: the end of the op before on
-    its stream (`ops` in their start order, op_id's, which each stream's ops keep). One process at a time after
-    this: the estimate's memory is one process's, not the whole capture's."""
-    o = ops.select("launch_start", "start", "end", "pid", "device", "stream", "kind").filter(
-        pl.col("launch_start").is_not_null())
-    return {key[0]: part.with_columns(prev=pl.col("end").shift(1).over("device", "stream"))
-            for key, part in o.partition_by("pid", as_dict=True, maintain_order=True).items()}
+_LAUNCH_COLUMNS = ("launch_start", "start", "end", "pid", "device", "stream", "kind")
 
 
-def _launch_latency(launched: dict) -> int:
+def _launched(ops: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
+    """One process's launched ops (`rows`: their row numbers in `ops`, in start order, op_id's, which each stream's
+    ops keep), only the columns the estimate reads, with `prev`: the end of the op before on its stream. Gathered
+    one process at a time (`_launch_rows`): the estimate's memory is one process's, not the whole capture's."""
+    return ops.select(_LAUNCH_COLUMNS)[rows].with_columns(prev=pl.col("end").shift(1).over("device", "stream"))
+
+
+def _launch_rows(ops: pl.DataFrame) -> dict:
+    """Per process, the row numbers of its launched ops in `ops` (start order)."""
+    rows = ops.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"), "pid", "launch_start").filter(
+        pl.col("launch_start").is_not_null()).group_by("pid", maintain_order=True).agg("row")
+    return {pid: r for pid, r in zip(rows["pid"].to_list(), rows["row"])}
+
+
+def _launch_latency(ops: pl.DataFrame, rows: dict) -> int:
     """The launch latency of an op on an idle stream: the 5th percentile of (start - launch call start) over ops
-    that found their stream idle (the previous op on it had ended before the launch); `launched`: `_launched(ops)`."""
+    that found their stream idle (the previous op on it had ended before the launch); `rows`: `_launch_rows(ops)`."""
     lats = []
-    for o in launched.values():
+    for r in rows.values():
+        o = _launched(ops, r)
         idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
         lat = idle["start"] - idle["launch_start"]
         lats.append(lat.filter(lat >= 0))
@@ -472,8 +480,8 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
                            & ~pl.col("name").is_in(list(grouping)))
     if not phases.height or cycles.height < 2:
         return None
-    launched = _launched(ops)
-    lat = _launch_latency(launched)
+    launch_rows = _launch_rows(ops)
+    lat = _launch_latency(ops, launch_rows)
     sync_calls = api.filter(pl.col("name").cast(pl.Utf8).is_in(list(SYNC_CALLS)))
     notes = []
     sync_ns = 0
@@ -487,10 +495,9 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     for pid in cyc["pid"].unique().to_list():
         mine = cyc.filter(pl.col("pid") == pid)
         ph = phases.filter(pl.col("pid") == pid).sort("start")
-        po = launched.pop(pid, None)
-        if po is None:
+        if pid not in launch_rows:
             continue
-        po = po.with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
+        po = _launched(ops, launch_rows[pid]).with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
                                                                               - pl.col("launch_start")))
         po = po.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
         po = po.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort("launch_start")
