@@ -261,6 +261,25 @@ def test_eviction_and_clear_never_touch_a_folder_specprof_did_not_stamp(export, 
     assert sorted(os.listdir(user_cache / "traces")) == ["0123456789abcdef-run.sqlite", "experiment1"]
 
 
+def test_an_entry_gone_between_listing_and_sizing_is_no_error(export, user_cache, monkeypatch):
+    # Workers of `--jobs N` share the cache: one lists the entries while another renames its finished write into
+    # place (or evicts), so a folder listed a moment ago can be gone when its size is read. Eviction goes on.
+    load_trace(str(export), cache=True)
+    (entry,) = cache.entries()
+    specprofs = cache._specprofs
+
+    def gone_after_listing(base, name):
+        doc = specprofs(base, name)
+        if doc is not None:
+            shutil.rmtree(os.path.join(user_cache, "traces", name))  # what the other worker's rename does
+        return doc
+
+    monkeypatch.setattr(cache, "_specprofs", gone_after_listing)
+    assert [e.bytes for e in cache.entries()] == [0]
+    assert cache.evict(limit=1) == []  # nothing left to remove, and no FileNotFoundError
+    assert entry.bytes > 0
+
+
 def test_a_traces_folder_that_is_a_link_is_never_followed(export, user_cache, tmp_path):
     target = tmp_path / "elsewhere"
     target.mkdir()

@@ -396,13 +396,18 @@ def _specprofs(base: int, name: str) -> dict | None:
 
 
 def _size(base: int, name: str) -> int:
+    """The bytes of the entry `name`; 0 for one gone since it was listed (another process's write renames its
+    folder, or its eviction removes it, at any moment: several workers share the cache)."""
     total = 0
-    for _, _, files, fd in os.fwalk(name, dir_fd=base):  # never into a link
-        for f in files:
-            try:
-                total += os.stat(f, dir_fd=fd, follow_symlinks=False).st_size
-            except OSError:
-                pass
+    try:
+        for _, _, files, fd in os.fwalk(name, dir_fd=base):  # never into a link
+            for f in files:
+                try:
+                    total += os.stat(f, dir_fd=fd, follow_symlinks=False).st_size
+                except OSError:
+                    pass
+    except OSError:  # (fwalk's own stat and open of the entry, which no onerror covers)
+        return 0
     return total
 
 
