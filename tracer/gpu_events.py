@@ -1,7 +1,8 @@
 """Ground truth on any server: CUDA events recorded in-stream at phase boundaries, read without ever waiting.
 
 With `SPECPROF_GPU_EVENTS=1` (`specprof capture --gpu-events`), the recorder asks `record()` for an event right
-after a cycle's (or an in-cycle phase's) start stamp and right before its end stamp. `record()` records a timing
+before a cycle's (or an in-cycle phase's) NVTX push and right after its pop, so the events' interval holds the
+whole range, the tracer's own host time in it included. `record()` records a timing
 event on the calling thread's current CUDA stream: a host call that enqueues a marker, no synchronisation. The
 GPU time of the phase instance is the time between its two events on that stream: every GPU operation enqueued
 there between the two calls, and every gap in which that stream waited (for the host, for another stream).

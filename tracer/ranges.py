@@ -14,8 +14,8 @@ range whose push failed keeps its times in the sidecar; a phase whose start coul
 recorded (counted).
 
 Two optional helpers ride on the same calls (both off unless the session turns them on):
-- `events` (tracer/gpu_events.py): a CUDA event recorded in-stream right after a cycle's or an in-cycle
-  phase's start stamp and right before its end stamp; their elapsed times are read later with `query()` only;
+- `events` (tracer/gpu_events.py): a CUDA event recorded in-stream right before a cycle's or an in-cycle
+  phase's NVTX push and right after its pop; their elapsed times are read later with `query()` only;
 - `window` (tracer/window.py): counts decode cycles and starts and stops the profiler's capture between them.
 """
 
@@ -149,9 +149,16 @@ class Recorder:
 
     # The four methods below run on every traced call: few lookups, no logging, nothing that blocks.
     def _open(self, phase: str, state: _ThreadState, frame: list, timed: bool = False) -> bool:
-        """Pushes the NVTX range, stamps the start, records the start event (`timed`, events on), opens
-        record_function; whether the frame opened. A fault of any step is counted; only a start that cannot
-        be stamped leaves the frame unopened (its NVTX range popped again)."""
+        """Records the start event (`timed`, events on), pushes the NVTX range, stamps the start, opens
+        record_function; whether the frame opened. The event comes first and the end event last (`_close`), so
+        the events' interval holds the whole NVTX range, the tracer's own host time inside it included: a
+        phase's projected GPU time and its events measure the same span. A fault of any step is counted; only a
+        start that cannot be stamped leaves the frame unopened (its NVTX range popped again)."""
+        if timed and self.events is not None:
+            try:
+                frame[_EV_START] = self.events.record()
+            except Exception:
+                self.faults += 1
         try:
             self.nvtx.push(phase)
             frame[_PUSHED] = True
@@ -163,12 +170,8 @@ class Recorder:
             except Exception:
                 self.faults += 1
                 self._pop(frame)
+                frame[_EV_START] = None
                 return False
-            if timed and self.events is not None:
-                try:
-                    frame[_EV_START] = self.events.record()
-                except Exception:
-                    self.faults += 1
             module = self._profiler_module
             if module is None:
                 module = self._profiler_module = sys.modules.get("torch.autograd.profiler")
@@ -194,16 +197,11 @@ class Recorder:
                 self.faults += 1
 
     def _close(self, frame: list, state: _ThreadState) -> int | None:
-        """Records the end event, stamps the end, closes record_function, pops the NVTX range and forgets the
+        """Stamps the end, closes record_function, pops the NVTX range, records the end event and forgets the
         frame; the end (None when the clock failed). A failure of any step is counted (`faults`) and the
         others still run: a frame is always closed, so one fault never keeps a cycle open."""
         end = None
         try:
-            if frame[_EV_START] is not None:
-                try:
-                    frame[_EV_END] = self.events.record()
-                except Exception:
-                    self.faults += 1
             try:
                 end = self._clock()
             except Exception:
@@ -217,6 +215,11 @@ class Recorder:
                     self.faults += 1
         finally:
             self._pop(frame)
+            if frame[_EV_START] is not None:
+                try:
+                    frame[_EV_END] = self.events.record()
+                except Exception:
+                    self.faults += 1
             frame[_END] = end
             stack = state.stack
             if stack and stack[-1] is frame:
