@@ -141,7 +141,7 @@ def test_the_recommendation_is_the_throughput_peak_and_says_why(result, doc):
     best = pred.sort("tokens_per_s_per_request", descending=True)["steps"][0]
     assert result.recommended_steps == best == doc["recommended_steps"] == 4
     text = "\n".join(doc["reasoning"])
-    for words in ("verify = ", "draft = ", "acceptance per position", "tokens/s peaks at K=4", "K=3:", "K=5:"):
+    for words in ("verify = ", "draft = ", "acceptance per position", "tokens/s peaks at K=4", "K=3 (predicted):", "K=5 (predicted):"):
         assert words in text
     # measured, not just predicted: K=4 had the most tokens per second of cycle without nsys
     rate = {r["steps"]: r["accept_len"] / r["period_unprofiled_ns"] for r in result.runs.iter_rows(named=True)}

@@ -296,6 +296,17 @@ def setup_of(data: RunData) -> dict | None:
             "topk": _flag(argv, _TOPK_FLAGS) or 1, "continuous_steps": _flag(argv, _CONTINUOUS_FLAGS) or 1}
 
 
+def draft_forwards(setup: dict | None, steps: int) -> int | None:
+    """The draft forward passes a cycle of K draft steps runs, where the engine is known (None where not).
+    SGLang's EAGLE worker takes the first draft token from the draft re-extend before it and breaks out of its
+    loop before the last step's forward (`EagleDraftWorker.draft_forward`, 0.5.16 and 0.5.23 alike, and the v1
+    `EAGLEWorker` before them): K - 1. The reference engine runs one per step: K."""
+    engine = (setup or {}).get("engine") or ""
+    if "sglang" in engine:
+        return max(steps - 1, 0)
+    return steps if engine == "reference" else None
+
+
 def steps_of(data: RunData) -> tuple[int | None, int | None]:
     """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
     manifest. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
@@ -456,7 +467,8 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
             period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period",
                                                  twin=twin))
         means = wide.mean()
-        run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens, "cycles": wide.height,
+        run_rows.append({"run": run, "path": sr.path, "steps": k, "tokens": tokens,
+                         "forwards": draft_forwards(sr.setup, k), "cycles": wide.height,
                          "accept_len": accept_len, "accept_source": accept_source, "batch": sr.batch,
                          "rest_ns": int(means["total_ns"][0] - means["draft_ns"][0] - means["verify_ns"][0]),
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
@@ -474,7 +486,8 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
         baseline = plain_baseline(*plain[0])
     # (draft_ns and verify_ns per run come from the sweep, on the basis it fits them on)
     table = pl.DataFrame(run_rows, schema={
-        "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "cycles": pl.Int64,
+        "run": pl.Int64, "path": pl.Utf8, "steps": pl.Int64, "tokens": pl.Int64, "forwards": pl.Int64,
+        "cycles": pl.Int64,
         "accept_len": pl.Float64, "accept_source": pl.Utf8, "batch": pl.Float64, "rest_ns": pl.Int64,
         "cycle_ns": pl.Int64, "period_unprofiled_ns": pl.Int64})
     if not run_rows:

@@ -46,7 +46,8 @@ FIT_SCHEMA = {
     "fixed_lo_ns": pl.Float64, "fixed_hi_ns": pl.Float64, "per_unit_lo_ns": pl.Float64,
     "per_unit_hi_ns": pl.Float64, "fixed_runs_lo_ns": pl.Float64, "fixed_runs_hi_ns": pl.Float64,
     "per_unit_runs_lo_ns": pl.Float64, "per_unit_runs_hi_ns": pl.Float64, "n": pl.Int64, "runs": pl.Int64,
-    "lack_of_fit_ns": pl.Float64,
+    "lack_of_fit_ns": pl.Float64, "lack_of_fit_run": pl.Int64, "lack_of_fit_mean_ns": pl.Float64,
+    "lack_of_fit_line_ns": pl.Float64,
 }
 
 
@@ -84,19 +85,26 @@ def fit_line(x, y) -> Line:
     return Line(intercept, slope, t * math.sqrt(s2 * (1 / len(x) + xm**2 / sxx)), t * math.sqrt(s2 / sxx), len(x))
 
 
-def fit_row(name: str, xname: str, source: str, x, y, run) -> dict:
-    """A row of `Sweep.fits`: per-cycle fit, run-means fit and lack of fit (x, y per cycle; run ids)."""
+def fit_row(name: str, xname: str, source: str, x, y, run, owner=None) -> dict:
+    """A row of `Sweep.fits`: per-cycle fit, run-means fit and lack of fit (x, y per cycle; run: the group each
+    cycle's run mean is over; owner: the sweep's run of each cycle, when the groups are finer, repeated twins)."""
     per = fit_line(x, y)
-    df = pl.DataFrame({"x": np.asarray(x, dtype=float), "y": np.asarray(y, dtype=float), "run": run})
-    means = df.group_by("run").agg(pl.col("x").first(), pl.col("y").mean()).sort("x")
+    df = pl.DataFrame({"x": np.asarray(x, dtype=float), "y": np.asarray(y, dtype=float), "run": run,
+                       "owner": run if owner is None else owner})
+    means = df.group_by("run").agg(pl.col("x").first(), pl.col("y").mean(), pl.col("owner").first()) \
+        .sort("x", "run")
     runs = means.height
-    lof = float(np.abs(means["y"].to_numpy() - per.at(means["x"].to_numpy())).max())
+    line = per.at(means["x"].to_numpy())
+    worst = int(np.abs(means["y"].to_numpy() - line).argmax())
+    lof = float(abs(means["y"][worst] - line[worst]))
     by_runs = fit_line(means["x"], means["y"]) if runs >= 3 else None
     row = {"name": name, "x": xname, "source": source, "fixed_ns": per.intercept, "per_unit_ns": per.slope,
            "fixed_lo_ns": per.intercept - per.intercept_hw, "fixed_hi_ns": per.intercept + per.intercept_hw,
            "per_unit_lo_ns": per.slope - per.slope_hw, "per_unit_hi_ns": per.slope + per.slope_hw,
            "fixed_runs_lo_ns": None, "fixed_runs_hi_ns": None, "per_unit_runs_lo_ns": None,
-           "per_unit_runs_hi_ns": None, "n": per.n, "runs": runs, "lack_of_fit_ns": lof}
+           "per_unit_runs_hi_ns": None, "n": per.n, "runs": runs, "lack_of_fit_ns": lof,
+           "lack_of_fit_run": int(means["owner"][worst]), "lack_of_fit_mean_ns": float(means["y"][worst]),
+           "lack_of_fit_line_ns": float(line[worst])}
     if by_runs is not None:
         row.update(fixed_runs_lo_ns=by_runs.intercept - by_runs.intercept_hw,
                    fixed_runs_hi_ns=by_runs.intercept + by_runs.intercept_hw,
@@ -171,6 +179,7 @@ class Sweep:
     baseline_ns: int | None = None  # the plain-decode step the speedups are against
     baseline_source: str | None = None
     beats_plain: bool | None = None  # the best K against the baseline: None without one, or a wash
+    tied_steps: list[int] = field(default_factory=list)  # measured K the recommended one is not told apart from
 
     @property
     def best(self) -> dict | None:
@@ -219,21 +228,27 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     notes: list[str] = []
     if runs["steps"].n_unique() < 2:
         raise SpecprofError("specprof sweep needs runs with at least two different numbers of draft steps")
-    cyc = cycles.join(runs.select("run", "steps", "tokens"), on="run").with_columns(
+    if "forwards" not in runs.columns:
+        runs = runs.with_columns(forwards=pl.lit(None, dtype=pl.Int64))
+    # the draft's unit: its forward passes where every run's engine says how many it runs per K (SGLang: K - 1),
+    # else the draft steps K
+    draft_x = "forwards" if runs["forwards"].null_count() == 0 and (runs["forwards"] != runs["steps"]).any() \
+        else "steps"
+    cyc = cycles.join(runs.select("run", "steps", "tokens", "forwards"), on="run").with_columns(
         rest_ns=pl.col("total_ns") - pl.col("draft_ns") - pl.col("verify_ns"))
     if events is not None and events.height and events["run"].n_unique() == runs.height:
         phase_basis = "events_unprofiled"
-        ph = events.join(runs.select("run", "steps", "tokens"), on="run")
+        ph = events.join(runs.select("run", "steps", "tokens", "forwards"), on="run")
     else:
         phase_basis = "gpu_busy"
-        ph = cyc.select("run", "steps", "tokens", draft_ns="draft_busy_ns", verify_ns="verify_busy_ns")
+        ph = cyc.select("run", "steps", "tokens", "forwards", draft_ns="draft_busy_ns", verify_ns="verify_busy_ns")
         if events is not None and events.height:
             notes.append("only some runs have CUDA events without nsys: verify and draft are fitted on GPU-busy "
                          "time under nsys for all")
     src = "attributed GPU time per cycle under nsys"
     fits = [
         fit_row("verify", "tokens", PHASE_BASES[phase_basis], ph["tokens"], ph["verify_ns"], ph["run"]),
-        fit_row("draft", "steps", PHASE_BASES[phase_basis], ph["steps"], ph["draft_ns"], ph["run"]),
+        fit_row("draft", draft_x, PHASE_BASES[phase_basis], ph[draft_x], ph["draft_ns"], ph["run"]),
         fit_row("rest", "steps", src, cyc["steps"], cyc["rest_ns"], cyc["run"]),
         fit_row("cycle", "steps", src, cyc["steps"], cyc["total_ns"], cyc["run"]),
     ]
@@ -248,7 +263,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
             notes.append("the cycle without nsys is fitted over every repeated twin: each counts as a run in "
                          "the 'runs' interval, which so holds the run-to-run noise")
         fits.append(fit_row("cycle_unprofiled", "steps", "cycle period without nsys (baseline sidecars)",
-                            p["steps"], p["period_ns"], group))
+                            p["steps"], p["period_ns"], group, p["run"]))
         basis = "cycle_unprofiled"
     elif periods is not None and periods.height:
         notes.append("only some runs have a baseline sidecar (without nsys): predictions use the cycle time "
@@ -304,21 +319,34 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
                          "counts, from their given accept lengths")
     else:
         candidates = []
+    own = _measured(runs, counts, periods, cyc, basis)
     for k in candidates:
-        L = expected_accept_len(rates, k) if rates and predict else measured[k]
-        if L is None:
-            continue
-        if model_ok:
-            c = cycle_fit["fixed_ns"] + cycle_fit["per_unit_ns"] * k
-        else:  # the measured run's own cycle, on the basis the fit would have used
+        # one accept length and one cycle per row: at a measured K its run's own (as `analyze` gives them), else the
+        # model's (the acceptance per position, the cycle fit)
+        predicted = expected_accept_len(rates, k) if rates and predict else None
+        fitted = cycle_fit["fixed_ns"] + cycle_fit["per_unit_ns"] * k if model_ok else None
+        L_m = C_m = None
+        if k in per_run:
             r = per_run[k]
-            c = r["period_unprofiled_ns"] if basis == "cycle_unprofiled" else r["cycle_ns"]
+            L_m, C_m = own[k]
+            L = measured[k] if measured[k] is not None else predicted
+            c = C_m.value if C_m is not None else (r["period_unprofiled_ns"] if basis == "cycle_unprofiled"
+                                                    else r["cycle_ns"])
+        else:
+            L, c = predicted, fitted
+        if L is None or c is None:
+            continue
         per_req = L / (c / 1e9) if c > 0 else None
-        rows.append((k, _verify_tokens(runs, k), L, measured.get(k), int(round(c)),
-                     per_req * batch if per_req and batch else None, per_req, k in measured,
+        lo = hi = None
+        if per_req is not None and C_m is not None:
+            rl = L_m.rel if L_m is not None else (0.0 if measured[k] is not None else None)
+            lo, hi = econ.band(per_req, rl, C_m.rel)
+        rows.append((k, _verify_tokens(runs, k), L, predicted, measured.get(k), int(round(c)),
+                     None if fitted is None else int(round(fitted)),
+                     per_req * batch if per_req and batch else None, per_req, lo, hi, k in measured,
                      not kmin_measured <= k <= kmax_measured, bool(rates) and predict and k > last_seen))
     pred = pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
-    pred = _against_baseline(pred, baseline, runs, counts, periods, cyc, basis)
+    pred = _against_baseline(pred, baseline, runs, own)
     if extrapolate and not predict:
         notes.append("--extrapolate: nothing is predicted from these runs, so the recommendation stays among the "
                      "measured step counts")
@@ -329,8 +357,9 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
     at_tokens = best["tokens"] if best else _verify_tokens(runs, kmax_measured)
     v_at = verify["fixed_ns"] + verify["per_unit_ns"] * at_tokens
     fixed_share = verify["fixed_ns"] / v_at if v_at > 0 else float("nan")
+    ties = tied(pred, best, own)
     reasoning = _reasoning(fit_table, basis, phase_basis, pred, best, rates, pooled, kmax_measured, fixed_share,
-                           at_tokens, extrapolate and predict, last_seen, model_ok, predict)
+                           at_tokens, extrapolate and predict, last_seen, model_ok, predict, ties)
     beats_plain = None
     if best is not None and baseline is not None:
         reasoning.append(_against_plain(best, baseline, baseline_source))
@@ -341,9 +370,16 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
         half = (r["per_unit_hi_ns"] - r["per_unit_lo_ns"]) / 2
         spread = float(runs["steps"].max() - runs["steps"].min())
         if r["runs"] >= 3 and r["lack_of_fit_ns"] > max(half * spread, 0.01 * abs(r["fixed_ns"])):
-            notes.append(f"{r['name']}: the run means stray from the line by up to {r['lack_of_fit_ns'] / 1e6:.3f} "
-                         "ms, more than the per-cycle interval allows: the cost per unit is not constant over "
-                         "these runs, and the 'runs' interval is the honest one")
+            k = runs.filter(pl.col("run") == r["lack_of_fit_run"])["steps"]
+            notes.append(
+                f"{r['name']}: the K={k[0] if k.len() else '?'} run's mean lies {r['lack_of_fit_ns'] / 1e6:.3f} ms "
+                f"from the line ({r['lack_of_fit_mean_ns'] / 1e6:.3f} against {r['lack_of_fit_line_ns'] / 1e6:.3f} "
+                "ms), more than the per-cycle interval allows: that run differs from the others by more than its "
+                "K (its own conditions: clocks, placement, the profiler), or the cost is not straight in K; the "
+                "'runs' interval is the honest one" + ("" if r["resolvable"] else
+                                                       ", and with it the cost per unit is not resolvable")
+                + ("; the predictions do not use this fit (they use the cycle without nsys)"
+                   if r["name"] == "cycle" and basis == "cycle_unprofiled" else ""))
     if rates and acc.filter(pl.col("assumed")).height:
         never = acc.filter(pl.col("assumed"))["position"].to_list()
         notes.append(f"positions {', '.join(map(str, never))} were never reached (no request-round had every draft "
@@ -358,29 +394,68 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
                  fixed_share=fixed_share, pooled_rate=pooled, extrapolate=extrapolate, reasoning=reasoning,
                  notes=notes, model_ok=model_ok, contradictions=contradictions, drift=drift,
                  baseline_ns=None if baseline is None else int(round(baseline.value)),
-                 baseline_source=baseline_source, beats_plain=beats_plain)
+                 baseline_source=baseline_source, beats_plain=beats_plain, tied_steps=[t[0] for t in ties])
 
 
 PREDICTION_SCHEMA = {"steps": pl.Int64, "tokens": pl.Int64, "accept_len": pl.Float64,
-                     "measured_accept_len": pl.Float64, "cycle_ns": pl.Int64, "tokens_per_s": pl.Float64,
-                     "tokens_per_s_per_request": pl.Float64, "measured": pl.Boolean, "extrapolated": pl.Boolean,
-                     "assumed": pl.Boolean}
+                     "predicted_accept_len": pl.Float64, "measured_accept_len": pl.Float64, "cycle_ns": pl.Int64,
+                     "fit_cycle_ns": pl.Int64, "tokens_per_s": pl.Float64, "tokens_per_s_per_request": pl.Float64,
+                     "tokens_per_s_per_request_lo": pl.Float64, "tokens_per_s_per_request_hi": pl.Float64,
+                     "measured": pl.Boolean, "extrapolated": pl.Boolean, "assumed": pl.Boolean}
 # draft_extend re-runs the draft over the accepted tokens: the same work at every K when the runs accept alike.
 # Run means further apart than this (and than their intervals) are drift between the runs, not cost.
 DRIFT_TOLERANCE = 0.10
 
 
-def contradicts(row: dict) -> bool:
-    """A fit whose per-unit cost is negative beyond its honest 95% interval (the runs' when there is one): time
-    cannot fall as work is added, so the runs differ by something else."""
-    hi = row["per_unit_runs_hi_ns"] if row["per_unit_runs_hi_ns"] is not None else row["per_unit_hi_ns"]
+UNITS = {"tokens": "token", "steps": "step", "forwards": "forward"}  # a fit's x, and its unit in the JSON keys
+UNIT_WORDS = {"tokens": "token", "steps": "step", "forwards": "draft forward pass"}
+
+
+def honest(row: dict, part: str) -> tuple[float | None, float | None]:
+    """A fit's honest 95% interval of `part` ("per_unit" or "fixed"): the runs' when there is one, else the
+    cycles'."""
+    if row[f"{part}_runs_lo_ns"] is not None:
+        return row[f"{part}_runs_lo_ns"], row[f"{part}_runs_hi_ns"]
+    return row[f"{part}_lo_ns"], row[f"{part}_hi_ns"]
+
+
+def negative_fixed(row: dict) -> bool:
+    """A fit whose fixed cost (its time at zero units) is negative beyond its honest 95% interval."""
+    hi = honest(row, "fixed")[1]
     return hi is not None and hi < 0
+
+
+def contradicts(row: dict) -> bool:
+    """A fit whose per-unit cost, or fixed cost, is negative beyond its honest 95% interval (the runs' when there
+    is one): time cannot fall as work is added, nor be negative with none; the runs differ by something else, or
+    the unit counted is not the work done."""
+    hi = honest(row, "per_unit")[1]
+    return (hi is not None and hi < 0) or negative_fixed(row)
+
+
+def _fixed_interval(row: dict, unit: float, digits: int) -> str:
+    lo, hi = honest(row, "fixed")
+    which = "runs" if row["fixed_runs_lo_ns"] is not None else "cycles"
+    return f"95% CI {lo / unit:.{digits}f}..{hi / unit:.{digits}f} from the {which}"
 
 
 def _per_unit_text(fits: pl.DataFrame, name: str) -> str:
     r = fits.filter(pl.col("name") == name).row(0, named=True)
-    per = "token" if r["x"] == "tokens" else "step"
-    return f"{r['per_unit_ns'] / 1e6:+.3f} ms per {per}, {_interval(r, 1e6, 3)}"
+    if honest(r, "per_unit")[1] is not None and honest(r, "per_unit")[1] >= 0 and negative_fixed(r):
+        return (f"a fixed cost of {r['fixed_ns'] / 1e6:+.3f} ms, {_fixed_interval(r, 1e6, 3)}, "
+                + fixed_cause(r))
+    return f"{r['per_unit_ns'] / 1e6:+.3f} ms per {UNIT_WORDS[r['x']]}, {_interval(r, 1e6, 3)}"
+
+
+def fixed_cause(row: dict) -> str:
+    """Why a fit's fixed cost comes out negative beyond its interval, in words: its likely cause."""
+    if row["name"] == "draft" and row["x"] == "steps":
+        return ("a draft that costs less than nothing at K = 0: the engine likely runs fewer draft forward passes "
+                "than K (an EAGLE draft whose first token comes from the draft re-extend before it runs K - 1, as "
+                "SGLang's does); the traced command lines do not name such an engine, so the draft is fitted over "
+                "K")
+    return ("a time below zero with no work: the runs differ by more than their " + UNIT_WORDS[row["x"]]
+            + " count (drift between the runs), or the cost grows faster than a straight line")
 
 
 def extend_drift(extend: pl.DataFrame, runs: pl.DataFrame) -> str | None:
@@ -407,10 +482,33 @@ def extend_drift(extend: pl.DataFrame, runs: pl.DataFrame) -> str | None:
     return None
 
 
-def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, counts: pl.DataFrame,
-                      periods: pl.DataFrame | None, cyc: pl.DataFrame, basis: str) -> pl.DataFrame:
+def _measured(runs: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | None, cyc: pl.DataFrame,
+              basis: str) -> dict:
+    """Per measured K: (its accept length, its cycle) as Measures with their 95% intervals, the cycle on the
+    basis the predictions use (the period without nsys, its repeated twins' spread in the interval; else the
+    attributed cycle under nsys); the accept length None without accept counts per cycle."""
+    out = {}
+    for r in runs.iter_rows(named=True):
+        run = r["run"]
+        if basis == "cycle_unprofiled" and periods is not None:
+            mine = periods.filter(pl.col("run") == run)
+            twins = mine["twin"].to_list() if "twin" in mine.columns and mine["twin"].null_count() == 0 else None
+            c = econ.mean_measure(mine["period_ns"].to_numpy(), twins)
+        else:
+            c = econ.mean_measure(cyc.filter(pl.col("run") == run)["total_ns"].to_numpy())
+        L = None
+        if "cycle" in counts.columns:
+            per = counts.filter(pl.col("run") == run).group_by("cycle").agg(
+                requests=pl.len(), correct=pl.col("correct").sum())
+            L = econ.accept_measure(per) if per.height else None
+        out[r["steps"]] = (L, c)
+    return out
+
+
+def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, own: dict) -> pl.DataFrame:
     """The predictions with speedup, speedup_lo, speedup_hi against the plain-decode step `baseline` (a
-    Measure, or None): 95% intervals at the measured K from their runs' cycles and accept counts."""
+    Measure, or None), from each row's own accept length and cycle; 95% intervals at the measured K from their
+    runs' cycles and accept counts (`own`: `_measured`)."""
     cols = {"speedup": pl.Float64, "speedup_lo": pl.Float64, "speedup_hi": pl.Float64}
     if baseline is None or not pred.height:
         return pred.with_columns([pl.lit(None, dtype=t).alias(c) for c, t in cols.items()])
@@ -420,24 +518,11 @@ def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, counts: 
         if r["accept_len"] is not None and r["cycle_ns"]:
             s = r["accept_len"] * baseline.value / r["cycle_ns"]
             if r["measured"]:  # as measured: the run's own accept length and cycle, as `analyze` says them
-                run = runs.filter(pl.col("steps") == r["steps"])["run"][0]
-                if basis == "cycle_unprofiled" and periods is not None:
-                    mine = periods.filter(pl.col("run") == run)
-                    twins = mine["twin"].to_list() if "twin" in mine.columns and mine["twin"].null_count() == 0 \
-                        else None  # repeated runs without nsys: their spread is in the interval
-                    c = econ.mean_measure(mine["period_ns"].to_numpy(), twins)
-                else:
-                    c = econ.mean_measure(cyc.filter(pl.col("run") == run)["total_ns"].to_numpy())
-                s = (r["measured_accept_len"] if r["measured_accept_len"] is not None else r["accept_len"]) \
-                    * baseline.value / c.value
-                L = None
-                if "cycle" in counts.columns:
-                    per = counts.filter(pl.col("run") == run).group_by("cycle").agg(
-                        requests=pl.len(), correct=pl.col("correct").sum())
-                    L = econ.accept_measure(per) if per.height else None
+                L, c = own[r["steps"]]
+                s = r["accept_len"] * baseline.value / c.value
                 rl = L.rel if L is not None else (0.0 if r["measured_accept_len"] is not None else None)
                 rb = baseline.rel if baseline.half is not None else 0.0
-                lo, hi = econ.band(s, rl, rb, c.rel if c is not None else None)
+                lo, hi = econ.band(s, rl, rb, c.rel)
         out.append({**r, "speedup": s, "speedup_lo": lo, "speedup_hi": hi})
     return pl.DataFrame(out, schema={**pred.schema, **cols}, orient="row")
 
@@ -475,6 +560,9 @@ def _interval(row: dict, unit: float, digits: int) -> str:
 def verify_in_words(v: dict, fixed_share: float, at_tokens: int) -> str:
     """Verify's cost as the user needs it: how much of it is fixed, so what cutting draft tokens saves."""
     ms = 1e6
+    if contradicts(v) and (honest(v, "per_unit")[1] or 0) >= 0:
+        return (f"verify's fixed cost comes out negative ({v['fixed_ns'] / ms:+.3f} ms, {_fixed_interval(v, ms, 3)}): "
+                + fixed_cause(v) + "; verify's fixed share is not told")
     if contradicts(v):
         return (f"verify's cost per token comes out negative ({v['per_unit_ns'] / ms:+.4f} ms per token, "
                 f"{_interval(v, ms, 4)}): verifying more tokens cannot take less time, so these runs differ by "
@@ -492,8 +580,36 @@ def verify_in_words(v: dict, fixed_share: float, at_tokens: int) -> str:
                                   "how much a verified token costs is not told by these runs"))
 
 
+def _ci_text(lo, hi, digits: int) -> str:
+    return "" if lo is None else f" ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def tied(pred: pl.DataFrame, best: dict | None, own: dict) -> list[tuple[int, float, float, float]]:
+    """The measured K whose tokens/s the best measured K's is not told apart from: (K, best over it, the ratio's 95%
+    interval), when that interval holds 1 (delta method over both runs' accept lengths and cycles: acceptance's
+    own uncertainty counts, not only the cycle's). Empty when the best K was not measured."""
+    if best is None or not best["measured"] or not best["tokens_per_s_per_request"]:
+        return []
+
+    def rels(row):
+        L, c = own[row["steps"]]
+        return [L.rel if L is not None else (0.0 if row["measured_accept_len"] is not None else None),
+                c.rel if c is not None else None]
+
+    out = []
+    for r in pred.filter(pl.col("measured") & (pl.col("steps") != best["steps"])).iter_rows(named=True):
+        if not r["tokens_per_s_per_request"]:
+            continue
+        ratio = best["tokens_per_s_per_request"] / r["tokens_per_s_per_request"]
+        lo, hi = econ.band(ratio, *rels(best), *rels(r))
+        if lo is not None and lo <= 1.0:
+            out.append((r["steps"], ratio, lo, hi))
+    return sorted(out, key=lambda x: x[1])
+
+
 def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_share, at_tokens,
-               extrapolate, last_seen: int = 0, model_ok: bool = True, predict: bool = True) -> list[str]:
+               extrapolate, last_seen: int = 0, model_ok: bool = True, predict: bool = True,
+               ties: list = ()) -> list[str]:
     f = {r["name"]: r for r in fits.iter_rows(named=True)}
     v, d, c = f["verify"], f["draft"], f[basis]
     ms = 1e6
@@ -513,12 +629,19 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
             f"{v['fixed_ns'] / ms:.3f} ms at these sizes, and more runs, or runs further apart, would tell the "
             "per-token cost")
     lines.append(verify_in_words(v, fixed_share, at_tokens))
-    draft = (f"draft = {d['fixed_ns'] / ms:.3f} ms + {d['per_unit_ns'] / ms:.3f} ms per step ({_interval(d, ms, 3)}; "
+    unit = UNIT_WORDS[d["x"]]
+    draft = (f"draft = {d['fixed_ns'] / ms:.3f} ms + {d['per_unit_ns'] / ms:.3f} ms per {unit} ({_interval(d, ms, 3)}; "
              f"{PHASE_BASES[phase_basis]})")
-    if contradicts(d):
-        draft += ": a negative cost per step contradicts the model"
+    if d["x"] == "forwards":
+        draft += (f"; fitted over the draft's forward passes, K - 1 per cycle: the engine (SGLang's EAGLE) takes the "
+                  "first draft token from the draft re-extend before it and runs no forward for the last step")
+    if contradicts(d) and negative_fixed(d):
+        draft += (f": a fixed cost of {d['fixed_ns'] / ms:+.3f} ms ({_fixed_interval(d, ms, 3)}) contradicts the "
+                  "model, " + fixed_cause(d))
+    elif contradicts(d):
+        draft += f": a negative cost per {unit} contradicts the model"
     elif not d["resolvable"]:
-        draft += ": the cost per step is not resolvable from these runs (its interval does not lie above zero)"
+        draft += f": the cost per {unit} is not resolvable from these runs (its interval does not lie above zero)"
     lines.append(draft)
     line = (f"cycle = {c['fixed_ns'] / ms:.3f} ms {c['per_unit_ns'] / ms:+.3f} ms per step ("
             + ("period measured without nsys" if basis == "cycle_unprofiled" else
@@ -527,6 +650,8 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
     if c["per_unit_ns"] < 0:
         line += (": a cycle cannot get shorter as draft steps are added; the runs differ by something other "
                  "than K, and nothing is predicted from this line")
+    elif negative_fixed(c):
+        line += f": a negative fixed cost ({_fixed_interval(c, ms, 3)}), {fixed_cause(c)}; nothing is predicted from it"
     lines.append(line)
     if rates:
         lines.append("acceptance per position: " + ", ".join(
@@ -541,8 +666,23 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
     here = rows[k]
     among = "every predicted K (--extrapolate)" if extrapolate else "the measured step counts"
     lines.append(f"tokens/s peaks at K={k} among {among}: accept length {here['accept_len']:.3f} per "
-                 f"{here['cycle_ns'] / ms:.3f} ms cycle = {here['tokens_per_s_per_request']:.1f} tokens/s per request"
-                 + ("" if model_ok else " (as measured: the model is not used)"))
+                 f"{here['cycle_ns'] / ms:.3f} ms cycle" + (" (both measured)" if here["measured"] else "")
+                 + f" = {here['tokens_per_s_per_request']:.1f}"
+                 + _ci_text(here["tokens_per_s_per_request_lo"], here["tokens_per_s_per_request_hi"], 1)
+                 + " tokens/s per request" + ("" if model_ok else " (as measured: the model is not used)"))
+    for other, ratio, lo, hi in ties:
+        o = rows[other]
+        lines.append(f"K={k} is not told apart from K={other} within the 95% intervals of their accept lengths and "
+                     f"cycles: {here['tokens_per_s_per_request']:.1f} against {o['tokens_per_s_per_request']:.1f}"
+                     + _ci_text(o["tokens_per_s_per_request_lo"], o["tokens_per_s_per_request_hi"], 1)
+                     + f" tokens/s per request, K={k} over K={other} {ratio:.3f}x ({lo:.3f}-{hi:.3f}): either "
+                     "will do; more cycles per run (a wider --capture-cycles window) or repeated runs would tell "
+                     "them apart")
+    others = pred.filter(pl.col("measured"))
+    if not ties and here["measured"] and others.height > 1 \
+            and others["tokens_per_s_per_request_lo"].null_count() == 0:
+        lines.append(f"K={k} is told apart from every other measured K: its tokens/s lies above theirs beyond the "
+                     "95% intervals of their accept lengths and cycles")
     if not model_ok:
         return lines
     if predict and not extrapolate:
@@ -555,12 +695,15 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
         if other in rows:
             o = rows[other]
             lines.append(
-                f"K={other}: {o['accept_len'] - here['accept_len']:+.3f} tokens per cycle "
+                f"K={other}" + ("" if o["measured"] else " (predicted)")
+                + f": {o['accept_len'] - here['accept_len']:+.3f} tokens per cycle "
                 f"({(o['accept_len'] / here['accept_len'] - 1) * 100:+.1f}%) for "
                 f"{(o['cycle_ns'] - here['cycle_ns']) / ms:+.3f} ms ({(o['cycle_ns'] / here['cycle_ns'] - 1) * 100:+.1f}%)"
                 f" -> {(o['tokens_per_s_per_request'] / here['tokens_per_s_per_request'] - 1) * 100:+.1f}% tokens/s")
-    # Does the choice survive the per-step cost's uncertainty?
-    pool = pred if extrapolate else pred.filter(pl.col("measured"))
+    if not extrapolate:
+        return lines
+    # Does the choice survive the per-step cost's uncertainty? (the predicted K: the cycle from the fit)
+    pool = pred
     choices = set()
     for slope in (c["per_unit_lo_ns"], c["per_unit_hi_ns"]):
         best_k, best_v = None, -1.0

@@ -19,7 +19,7 @@ from analyzer.derived.compare import Comparison
 from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from analyzer.derived.economics import Economics
 from analyzer.derived.ranks import Ranks
-from analyzer.derived.sweep import Sweep
+from analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
 from analyzer.render.format import ms, ms_or_null, num, us_or_null
 
 SCHEMA = "specprof.analysis/3"
@@ -332,6 +332,7 @@ def _fit(row: dict, unit: str) -> dict:
                                          ms_or_null(row["per_unit_runs_hi_ns"])]},
         "lack_of_fit_ms": ms_or_null(row["lack_of_fit_ns"]), "cycles": row["n"], "runs": row["runs"],
         "source": row["source"], "resolvable": row["resolvable"],
+        "contradicts": ("fixed" if negative_fixed(row) else "per_unit") if contradicts(row) else None,
     }
 
 
@@ -342,7 +343,8 @@ def sweep(s: Sweep) -> dict:
     return {
         "schema": SWEEP_SCHEMA,
         "runs": [
-            {"path": r["path"], "steps": r["steps"], "tokens": r["tokens"], "cycles": r["cycles"],
+            {"path": r["path"], "steps": r["steps"], "tokens": r["tokens"], "draft_forwards": r["forwards"],
+             "cycles": r["cycles"],
              "accept_len": num(r["accept_len"], 4), "accept_source": r["accept_source"], "batch": num(r["batch"], 3),
              "draft_ms": ms_or_null(r["draft_ns"]),
              "verify_ms": ms_or_null(r["verify_ns"]), "rest_ms": ms_or_null(r["rest_ns"]),
@@ -351,7 +353,7 @@ def sweep(s: Sweep) -> dict:
             for r in s.runs.iter_rows(named=True)
         ],
         "verify": verify,
-        "draft": _fit(fits["draft"], "step"),
+        "draft": {"unit": UNITS[fits["draft"]["x"]], **_fit(fits["draft"], UNITS[fits["draft"]["x"]])},
         "rest": _fit(fits["rest"], "step"),
         "cycle": _fit(fits["cycle"], "step"),
         "cycle_unprofiled": _fit(fits["cycle_unprofiled"], "step") if "cycle_unprofiled" in fits else None,
@@ -367,13 +369,18 @@ def sweep(s: Sweep) -> dict:
                        "pooled_rate": num(s.pooled_rate, 4)},
         "predictions": [
             {"steps": r["steps"], "tokens": r["tokens"], "accept_len": num(r["accept_len"], 4),
-             "measured_accept_len": num(r["measured_accept_len"], 4), "cycle_ms": ms_or_null(r["cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
-             "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2), "measured": r["measured"],
+             "predicted_accept_len": num(r["predicted_accept_len"], 4),
+             "measured_accept_len": num(r["measured_accept_len"], 4), "cycle_ms": ms_or_null(r["cycle_ns"]),
+             "fit_cycle_ms": ms_or_null(r["fit_cycle_ns"]), "tokens_per_s": num(r["tokens_per_s"], 1),
+             "tokens_per_s_per_request": num(r["tokens_per_s_per_request"], 2),
+             "tokens_per_s_per_request_ci": _pair(num(r["tokens_per_s_per_request_lo"], 2),
+                                                  num(r["tokens_per_s_per_request_hi"], 2)),
+             "measured": r["measured"],
              "extrapolated": r["extrapolated"], "assumed": r["assumed"], "speedup": num(r["speedup"], 4),
              "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4))}
             for r in s.predictions.iter_rows(named=True)
         ],
-        "recommended_steps": s.recommended_steps,
+        "recommended_steps": s.recommended_steps, "tied_steps": s.tied_steps,
         "reasoning": s.reasoning,
         "notes": s.notes,
     }

@@ -14,7 +14,7 @@ from analyzer.derived.compare import Comparison
 from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from analyzer.derived.economics import Economics
 from analyzer.derived.ranks import Ranks
-from analyzer.derived.sweep import Sweep
+from analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
 from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 from analyzer.render.format import bullets, clean, f_ms, f_ms_or_dash, f_num, f_us, f_x, pct, table
 from analyzer.render.names import distinct
@@ -474,17 +474,23 @@ def sweep(s: Sweep) -> str:
                       "period w/o nsys"], runs, "lrrrrlrrrrr")]
     fits = []
     for r in s.fits.iter_rows(named=True):
-        per = "token" if r["x"] == "tokens" else "step"
+        per = UNITS[r["x"]]
+        verdict = ("CONTRADICTS: fixed < 0" if negative_fixed(r) else "CONTRADICTS: per unit < 0") \
+            if contradicts(r) else ("yes" if r["resolvable"] else "NOT resolvable")
         runs_ci = "-" if r["per_unit_runs_lo_ns"] is None else \
             f"{r['per_unit_runs_lo_ns'] / 1e6:.4f}..{r['per_unit_runs_hi_ns'] / 1e6:.4f}"
         fits.append([r["name"], f_ms_or_dash(r["fixed_ns"], 4), f"{f_ms_or_dash(r['fixed_lo_ns'], 4)}..{f_ms_or_dash(r['fixed_hi_ns'], 4)}",
                      f"{r['per_unit_ns'] / 1e6:.4f} /{per}",
                      f"{r['per_unit_lo_ns'] / 1e6:.4f}..{r['per_unit_hi_ns'] / 1e6:.4f}", runs_ci,
-                     f_ms_or_dash(r["lack_of_fit_ns"], 4), "yes" if r["resolvable"] else "NOT resolvable"])
-    parts.append("Fits: time = fixed + per_unit x (verify tokens | draft steps), least squares over cycles\n"
+                     f_ms_or_dash(r["lack_of_fit_ns"], 4), verdict])
+    draft_x = s.fit("draft")["x"]
+    parts.append("Fits: time = fixed + per_unit x (verify tokens | "
+                 + ("draft forward passes, K - 1 per cycle | rest and cycle: draft steps K" if draft_x == "forwards"
+                    else "draft steps") + "), least squares over cycles\n"
                  "  95% CI from the per-cycle scatter; 'runs' CI from the run means (run-to-run uncertainty); "
                  "lack of fit: the largest run mean's distance from the line;\n  per unit: resolvable when its "
-                 "honest interval (the runs' when there is one) lies above zero\n"
+                 "honest interval (the runs' when there is one) lies above zero; CONTRADICTS: a fixed or per-unit "
+                 "cost negative beyond it (nothing is predicted from it)\n"
                  + table(["fit", "fixed ms", "95% CI", "per unit ms", "95% CI", "runs 95% CI", "lack of fit ms",
                           "per unit"], fits, "lrrrrrrl"))
     if s.acceptance.height:
@@ -495,19 +501,26 @@ def sweep(s: Sweep) -> str:
                      f"{s.pooled_rate:.3f})\n" + table(["position", "reached", "accepted", "rate"], acc))
     if s.predictions.height:
         pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
-                 f_num(r["accept_len"]), f_num(r["measured_accept_len"]), f_ms_or_dash(r["cycle_ns"]),
-                 f_num(r["tokens_per_s"], 0), f_num(r["tokens_per_s_per_request"], 1),
+                 f_num(r["accept_len"]), f_num(r["predicted_accept_len"]), f_ms_or_dash(r["cycle_ns"]),
+                 f_num(r["tokens_per_s"], 0),
+                 f_num(r["tokens_per_s_per_request"], 1) + _ci(r["tokens_per_s_per_request_lo"],
+                                                               r["tokens_per_s_per_request_hi"], 1),
                  ("measured" if r["measured"] else ("extrapolated" if r["extrapolated"] else "interpolated"))
                  + (", assumed acceptance" if r["assumed"] else "")]
                 + ([f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2)] if s.baseline_ns else [])
                 for r in s.predictions.iter_rows(named=True)]
         cycle = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
-        parts.append(f"Predicted throughput (cycle from the fit of the {cycle}; accept length predicted from the "
-                     "acceptance per position, beside the measured one)\n" + table(
-                         ["K", "tokens", "accept len", "measured", "cycle ms", "tokens/s", "per request", "K is"]
-                         + (["vs plain (95% CI)"] if s.baseline_ns else []), pred, "rrrrrrrlr"))
+        parts.append(f"Throughput per K (each row from one accept length and one cycle: at a measured K its run's own, "
+                     f"measured, as `analyze` gives them; elsewhere the accept length predicted from the acceptance "
+                     f"per position and the cycle from the fit of the {cycle}; 'predicted': the model's accept "
+                     "length at every K, beside)\n" + table(
+                         ["K", "tokens", "accept len", "predicted", "cycle ms", "tokens/s", "per request (95% CI)",
+                          "K is"] + (["vs plain (95% CI)"] if s.baseline_ns else []), pred, "rrrrrrrlr"))
     head = f"Recommendation: K = {s.recommended_steps}" if s.recommended_steps is not None else \
         "No recommendation: the cost models alone"
+    if s.tied_steps:
+        head += (" (not told apart from K = " + ", ".join(map(str, sorted(s.tied_steps)))
+                 + " within the 95% intervals)")
     if s.beats_plain is False:
         head = f"Recommendation: plain decoding (the best step count, K = {s.recommended_steps}, loses to it)"
     elif s.recommended_steps is not None and s.baseline_ns and s.beats_plain is None:
