@@ -321,7 +321,7 @@ def test_economics_chart_titles_are_whole_and_clear_of_the_legend(browser, econo
     (y,), (x,) = got["y"], got["x"]
     assert y["text"] == "accept length (tokens per cycle)" and x["text"] == "cycle time, ms"
     assert _inside(y, got["svg"]) and _inside(x, got["svg"]), got  # not clipped by the chart's edges
-    assert len(got["legend"]) == 3
+    assert len(got["legend"]) == 4  # the break-even line, its 95% band (the baseline's interval), the two sources
     for item in got["legend"]:
         assert _inside(item, got["svg"]), item
         assert not _overlap(item, x) and not _overlap(item, y), (item, x, y)

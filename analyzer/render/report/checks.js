@@ -99,14 +99,26 @@ function checksPanels(R) {
 
   // analyzer/derived/economics.py Economics: estimates (one row per source: cycle_ns, accept_len, speedup,
   // break_even_accept_len, verdict), baseline_ns, baseline_source, verdict, notes.
+  // A 95 % interval " (lo-hi)", or "" when unknown (economics.py: the `_lo`/`_hi` columns of each estimate).
+  function ci(lo, hi, d, scale) {
+    if (lo == null || hi == null) return "";
+    scale = scale || 1;
+    return " (" + num(lo / scale, d) + "–" + num(hi / scale, d) + ")";
+  }
+  // The verdict as the speedup's interval words it: wins when it lies above 1, loses below, a wash when it holds 1.
+  function verdictOf(r) {
+    if (r.speedup == null) return null;
+    if (r.speedup_lo != null && r.speedup_hi != null && r.speedup_lo <= 1 && 1 <= r.speedup_hi) return "wash";
+    return r.speedup > 1 ? "wins" : "loses";
+  }
   function renderEconomics(x, box) {
     var rows = Array.isArray(x.estimates) ? x.estimates.filter(function (r) { return r.cycle_ns; }) : [];
     if (!rows.length) { genericPanel(x, box); return; }
     (x.verdict && x.verdict.length ? x.verdict : rows.map(function (r) { return r.verdict; })).forEach(function (t, k) {
-      var head = rows[0], wins = head.speedup == null ? null : head.speedup > 1;
+      var head = rows[0], v = verdictOf(head), sp = head.speedup == null ? "" : "×" + num(head.speedup, 2) + ci(head.speedup_lo, head.speedup_hi, 2);
       var p = el("p", "verdict");
-      if (k === 0) p.appendChild(el("span", "badge " + (wins == null ? "" : (wins ? "good" : "bad")),
-        wins == null ? "no verdict" : (wins ? "speculation wins ×" + num(head.speedup, 2) : "speculation loses ×" + num(head.speedup, 2))));
+      if (k === 0) p.appendChild(el("span", "badge " + (v == null || v === "wash" ? "" : (v === "wins" ? "good" : "bad")),
+        v == null ? "no verdict" : (v === "wash" ? "a wash " + sp : "speculation " + v + " " + sp)));
       p.appendChild(document.createTextNode("  " + t));
       box.appendChild(p);
     });
@@ -116,16 +128,30 @@ function checksPanels(R) {
     var xmax = Math.max.apply(null, xs) * 1.35, ymax = Math.max.apply(null, ys.filter(function (v) { return v != null; }).concat(base ? [xmax / base] : [1])) * 1.15;
     var traces = [];
     if (base) {
+      var blo = x.baseline_lo_ns ? x.baseline_lo_ns / 1e6 : null, bhi = x.baseline_hi_ns ? x.baseline_hi_ns / 1e6 : null;
+      if (blo && bhi) {  // the break-even line's own 95 % band: the baseline step's interval
+        traces.push({ type: "scatter", mode: "lines", name: "break-even 95% band (baseline step " + num(blo, 3) + "–" + num(bhi, 3) + " ms)",
+          x: [0, xmax, xmax, 0], y: [0, xmax / bhi, xmax / blo, 0], fill: "toself", fillcolor: "rgba(29,36,51,0.13)",
+          line: { width: 0 }, hoverinfo: "skip" });
+      }
       traces.push({ type: "scatter", mode: "lines", name: "break-even (cycle ÷ baseline step " + num(base, 3) + " ms)", x: [0, xmax], y: [0, xmax / base],
         line: { color: "#1d2433", width: 1.5, dash: "dash" }, fill: "tozeroy", fillcolor: "rgba(228,87,86,0.07)", hoverinfo: "skip" });
       traces.push({ type: "scatter", mode: "lines", x: [0, xmax, xmax, 0], y: [0, xmax / base, Math.max(ymax, xmax / base), Math.max(ymax, xmax / base)],
         fill: "toself", fillcolor: "rgba(84,162,75,0.07)", line: { width: 0 }, hoverinfo: "skip", showlegend: false });
     }
     rows.forEach(function (r, k) {
-      traces.push({ type: "scatter", mode: "markers", name: esc(r.source), x: [r.cycle_ns / 1e6], y: [r.accept_len],
-        marker: { size: 12, color: r.profiled ? "#F58518" : "#4C78A8", symbol: r.profiled ? "diamond" : "circle" },
-        customdata: [[r.break_even_accept_len == null ? "-" : num(r.break_even_accept_len, 3), r.speedup == null ? "-" : "×" + num(r.speedup, 2)]],
-        hovertemplate: "cycle %{x:.3f} ms · accept length %{y:.3f}<br>break-even %{customdata[0]} · speedup %{customdata[1]}<extra>" + esc(r.source) + "</extra>" });
+      var color = r.profiled ? "#F58518" : "#4C78A8";
+      // 95 % intervals as error bars: the cycle's (x) and the accept length's (y)
+      var ex = r.cycle_lo_ns != null && r.cycle_hi_ns != null ?
+        { type: "data", symmetric: false, array: [(r.cycle_hi_ns - r.cycle_ns) / 1e6], arrayminus: [(r.cycle_ns - r.cycle_lo_ns) / 1e6], color: color, thickness: 1.2, width: 4 } : { visible: false };
+      var ey = r.accept_len != null && r.accept_len_lo != null && r.accept_len_hi != null ?
+        { type: "data", symmetric: false, array: [r.accept_len_hi - r.accept_len], arrayminus: [r.accept_len - r.accept_len_lo], color: color, thickness: 1.2, width: 4 } : { visible: false };
+      traces.push({ type: "scatter", mode: "markers", name: esc(r.source), x: [r.cycle_ns / 1e6], y: [r.accept_len], error_x: ex, error_y: ey,
+        marker: { size: 12, color: color, symbol: r.profiled ? "diamond" : "circle" },
+        customdata: [[r.break_even_accept_len == null ? "-" : num(r.break_even_accept_len, 3) + ci(r.break_even_lo, r.break_even_hi, 3),
+                      r.speedup == null ? "-" : "×" + num(r.speedup, 2) + ci(r.speedup_lo, r.speedup_hi, 2),
+                      ci(r.cycle_lo_ns, r.cycle_hi_ns, 3, 1e6), ci(r.accept_len_lo, r.accept_len_hi, 3)]],
+        hovertemplate: "cycle %{x:.3f} ms%{customdata[2]} · accept length %{y:.3f}%{customdata[3]}<br>break-even %{customdata[0]} · speedup %{customdata[1]}<br>(95% intervals)<extra>" + esc(r.source) + "</extra>" });
     });
     var div = el("div"); div.id = "economics-chart"; box.appendChild(div);
     var ann = base ? [{ x: xmax * 0.12, y: ymax * 0.92, text: "speculation wins", showarrow: false, font: { color: "#16723a", size: 11 } },
@@ -144,12 +170,17 @@ function checksPanels(R) {
     var t = el("table", "grid"), h = el("tr");
     // "break-even ≤ K+1": whether a cycle of K draft steps can reach the break-even at all (K + 1 tokens per
     // request at most), whatever this run's accept length: not whether speculation pays here.
-    ["source", "cycle ms", "accept len", "tokens/s", "speedup", "break-even", "K", "break-even ≤ K+1"].forEach(function (c, i) { h.appendChild(el("th", i ? "num" : null, c)); });
+    // each figure with its 95 % interval in brackets (docs/economics.md, "Intervals")
+    ["source", "cycle ms (95% CI)", "accept len (95% CI)", "tokens/s (95% CI)", "speedup (95% CI)", "break-even (95% CI)", "K", "break-even ≤ K+1"].forEach(function (c, i) { h.appendChild(el("th", i ? "num" : null, c)); });
     t.appendChild(h);
     rows.forEach(function (r) {
       var tr = el("tr");
-      [r.source, num(r.cycle_ns / 1e6, 3), num(r.accept_len, 3), num(r.tokens_per_s, 0), r.speedup == null ? "-" : "×" + num(r.speedup, 2),
-       num(r.break_even_accept_len, 3), r.draft_steps == null ? "-" : String(r.draft_steps),
+      [r.source, num(r.cycle_ns / 1e6, 3) + ci(r.cycle_lo_ns, r.cycle_hi_ns, 3, 1e6),
+       r.accept_len == null ? "-" : num(r.accept_len, 3) + ci(r.accept_len_lo, r.accept_len_hi, 3),
+       r.tokens_per_s == null ? "-" : num(r.tokens_per_s, 0) + ci(r.tokens_per_s_lo, r.tokens_per_s_hi, 0),
+       r.speedup == null ? "-" : "×" + num(r.speedup, 2) + ci(r.speedup_lo, r.speedup_hi, 2),
+       r.break_even_accept_len == null ? "-" : num(r.break_even_accept_len, 3) + ci(r.break_even_lo, r.break_even_hi, 3),
+       r.draft_steps == null ? "-" : String(r.draft_steps),
        r.break_even_reachable == null ? "-" : (r.break_even_reachable ? "yes" : "no")].forEach(function (c, i) { tr.appendChild(el("td", i ? "num" : null, c)); });
       t.appendChild(tr);
     });

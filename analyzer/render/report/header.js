@@ -54,7 +54,9 @@ function headerPanels(R) {
       tile(pct(f.unattributed_share, 2), "unattributed", num(f.unattributed_ops, 0) + " ops no range claims");
     }
     var est = D.economics && Array.isArray(D.economics.estimates) ? D.economics.estimates[0] : null;
-    if (est && est.speedup != null) tile("×" + num(est.speedup, 2), "speculation speedup", est.source + ": " + (est.verdict || ""));
+    if (est && est.speedup != null) tile("×" + num(est.speedup, 2), "speculation speedup" +
+      (est.speedup_lo != null && est.speedup_hi != null ? " (95% CI " + num(est.speedup_lo, 2) + "–" + num(est.speedup_hi, 2) + ")" : ""),
+      est.source + ": " + (est.verdict || ""));
     else if (est && est.accept_len != null) tile(num(est.accept_len, 2), "accept length", est.source || "");
     tile(f.nsys_version || f.tool_version || "-", f.format === "nsys-sqlite" ? "nsys" : "tool");
   }
