@@ -128,3 +128,20 @@ def test_a_run_whose_sidecar_does_not_line_up_gives_the_sweep_nothing_of_it(tmp_
     assert any("does not line up with its trace" in n for n in d["notes"])
     # the acceptance counts are the K = 2 and K = 6 runs' alone
     assert d["acceptance"]["positions"][0]["reached"] == 1600
+
+
+def test_a_sweep_of_stored_runs_checks_what_a_sweep_of_their_folders_does(tmp_path):
+    # `sweep @ID` used to have no setup and no draft_extend times: it fitted SGLang and reference runs together,
+    # and never saw the drift between two SGLang launches that the folders' sweep refuses to predict from.
+    db = str(tmp_path / "r.db")
+    for run in (*SGLANG, *REFERENCE[1:]):  # @1 sglang-k2, @2 sglang-k4, @3 reference-k4, @4 reference-k6
+        out = CliRunner().invoke(main, ["analyze", run, "--db", db, "-q"])
+        assert out.exit_code == 0, out.output
+    stored = _sweep("@1", "@2", "--db", db)
+    files = _sweep(*SGLANG)
+    assert stored["drift"] == files["drift"] and "0.485 ms at K=2 and 0.311 ms at K=4" in stored["drift"]
+    assert stored["contradictions"] == files["contradictions"] and stored["model_ok"] is False
+    assert [r["draft_forwards"] for r in stored["runs"]] == [1, 3] and stored["draft"]["unit"] == "forward"
+    mixed = CliRunner().invoke(main, ["sweep", "@1", "@3", "@4", "--db", db])
+    assert mixed.exit_code == 2 and "different engines: sglang (@1" in mixed.output
+    assert CliRunner().invoke(main, ["sweep", "@1", "@3", "@4", "--db", db, "--allow-mixed"]).exit_code == 0

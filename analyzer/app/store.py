@@ -35,7 +35,7 @@ from analyzer.derived.ranks import per_rank
 from analyzer.derived.run_files import SweepRun
 from analyzer.errors import SpecprofError
 
-SCHEMA = "specprof.store/2"  # 2: the sweep_events table
+SCHEMA = "specprof.store/3"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db
 
 _INT, _FLOAT, _TEXT = int, float, str
@@ -52,7 +52,7 @@ TABLES: dict[str, tuple[dict, str | None, list, list]] = {
         "unattributed_ops": _INT, "unattributed_ns": _INT, "steps": _INT, "tokens": _INT, "accept_len": _FLOAT,
         "batch": _FLOAT, "period_unprofiled_ns": _INT, "speedup": _FLOAT, "manifest": _TEXT, "command": _TEXT,
         "host": _TEXT, "preset": _TEXT, "captured_at": _TEXT, "nsys_version": _TEXT, "torch_version": _TEXT,
-        "sglang_version": _TEXT, "specprof_version": _TEXT, "imported_at": _TEXT,
+        "sglang_version": _TEXT, "specprof_version": _TEXT, "imported_at": _TEXT, "setup": _TEXT,
     }, "id", [], [(["key"], True), (["captured_at"], False)]),
     "imports": ({"id": _INT, "at": _TEXT, "specprof_version": _TEXT, "argv": _TEXT}, "id", [], []),
     "import_runs": ({"import_id": _INT, "run_id": _INT, "created": _INT}, None,
@@ -120,8 +120,9 @@ TABLES: dict[str, tuple[dict, str | None, list, list]] = {
                       None, RUN_FK, [(["run_id"], False)]),
     "sweep_periods": ({"run_id": _INT, "cycle_index": _INT, "period_ns": _INT},
                       None, RUN_FK, [(["run_id"], False)]),
-    # the draft and verify GPU time per cycle of the run without nsys, from CUDA events (what the sweep fits on)
-    "sweep_events": ({"run_id": _INT, "seq": _INT, "draft_ns": _INT, "verify_ns": _INT},
+    # the draft, verify and draft_extend GPU time per cycle of the run without nsys, from CUDA events (what the
+    # sweep fits on, and the K-independent work whose drift it checks)
+    "sweep_events": ({"run_id": _INT, "seq": _INT, "draft_ns": _INT, "verify_ns": _INT, "extend_ns": _INT},
                      None, RUN_FK, [(["run_id"], False)]),
 }
 
@@ -263,6 +264,8 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         "accept_len": _clean(head["accept_len"]) if head else None, "batch": _clean(head["batch"]) if head else None,
         "period_unprofiled_ns": None, "speedup": _clean(head["speedup"]) if head else None,
         **_manifest_columns(manifest), "specprof_version": __version__,
+        # the setup the sweep compares runs by (engine, model, tp, draft shape: run_files.setup_of), as JSON
+        "setup": json.dumps(sweep.setup, sort_keys=True) if sweep is not None and sweep.setup is not None else None,
     }
     tables = {
         "phases": phases, "categories": cats,
@@ -306,8 +309,10 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         if sweep.periods is not None:
             tables["sweep_periods"] = sweep.periods.select(cycle_index="index", period_ns="period")
         if sweep.events is not None:
-            tables["sweep_events"] = sweep.events.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"),
-                                                         "draft_ns", "verify_ns")
+            ev = sweep.events if "extend_ns" in sweep.events.columns else \
+                sweep.events.with_columns(extend_ns=pl.lit(None, dtype=pl.Int64))
+            tables["sweep_events"] = ev.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("seq"),
+                                               "draft_ns", "verify_ns", "extend_ns")
     streams = a.streams.select("device", "stream", "ops", wall_ns="wall", busy_ns="busy", cpu_wait_ns="cpu_wait",
                                launch_ns="launch", idle_ns="idle")
     stream_rank = a.ops.group_by("device", "stream", "pid").agg(n=pl.len()).sort("n", descending=True).unique(
@@ -632,10 +637,14 @@ def stored_sweep_run(db, arg: str) -> SweepRun:
     if run["steps"] is None and not t["accepts"].height:
         raise SpecprofError(f"{arg}: stored without the tracer's sidecar: the sweep needs the accept counts; "
                             "store the run directory made by `specprof capture`")
+    try:
+        setup = json.loads(run["setup"]) if run["setup"] else None
+    except ValueError:
+        setup = None
     return SweepRun(path=f"{arg} ({run['path']})", steps=run["steps"], tokens=run["tokens"], cycles=t["cycles"],
                     accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"],
-                    events=t["events"],
-                    accept_source="sidecar" if run["accept_len"] is not None else None)
+                    events=t["events"], accept_source="sidecar" if run["accept_len"] is not None else None,
+                    setup=setup if isinstance(setup, dict) else None)
 
 
 def sweep_tables(db, run_id: int) -> dict:
@@ -648,24 +657,27 @@ def sweep_tables(db, run_id: int) -> dict:
                 "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.attributed_ns END), 0), "
                 "COALESCE(SUM(p.attributed_ns), 0), "
                 "COALESCE(SUM(CASE WHEN p.phase = 'draft' THEN p.gpu_busy_ns END), 0), "
-                "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.gpu_busy_ns END), 0) "
+                "COALESCE(SUM(CASE WHEN p.phase = 'verify' THEN p.gpu_busy_ns END), 0), "
+                "COALESCE(SUM(CASE WHEN p.phase = 'draft_extend' THEN p.gpu_busy_ns END), 0) "
                 "FROM cycles c JOIN cycle_phases p ON p.cycle_id = c.id "
-                "WHERE c.run_id = ? GROUP BY c.id ORDER BY c.id", [run_id], dict.fromkeys("abcdef", ints))
+                "WHERE c.run_id = ? GROUP BY c.id ORDER BY c.id", [run_id], dict.fromkeys("abcdefg", ints))
     acc = _read(db, "sweep_accepts", "SELECT cycle_index, request, correct FROM sweep_accepts WHERE run_id = ?",
                 [run_id], dict.fromkeys("abc", ints))
     per = _read(db, "sweep_periods", "SELECT cycle_index, period_ns FROM sweep_periods WHERE run_id = ?", [run_id],
                 dict.fromkeys("ab", ints))
-    ev = _read(db, "sweep_events", "SELECT draft_ns, verify_ns FROM sweep_events WHERE run_id = ? ORDER BY seq",
-               [run_id], dict.fromkeys("ab", ints))
+    ev = _read(db, "sweep_events", "SELECT draft_ns, verify_ns, extend_ns FROM sweep_events WHERE run_id = ? "
+               "ORDER BY seq", [run_id], dict.fromkeys("abc", ints))
     return {
         "run": run,
         "cycles": pl.DataFrame([r[1:] for r in cyc], schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64,
                                                               "total_ns": pl.Int64, "draft_busy_ns": pl.Int64,
-                                                              "verify_busy_ns": pl.Int64}, orient="row"),
+                                                              "verify_busy_ns": pl.Int64, "extend_busy_ns": pl.Int64},
+                                orient="row"),
         "accepts": pl.DataFrame(acc, schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64},
                                 orient="row"),
         "periods": pl.DataFrame(per, schema={"index": pl.Int64, "period": pl.Int64}, orient="row") if per else None,
-        "events": pl.DataFrame(ev, schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64}, orient="row") if ev else None,
+        "events": pl.DataFrame(ev, schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64, "extend_ns": pl.Int64},
+                               orient="row") if ev else None,
     }
 
 

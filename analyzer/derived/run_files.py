@@ -451,7 +451,7 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
                                       "draft_busy_ns", "verify_busy_ns"))
         if sr.events is not None and sr.events.height:
             event_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), "draft_ns", "verify_ns"))
-            if "extend_ns" in sr.events.columns:
+            if "extend_ns" in sr.events.columns and sr.events["extend_ns"].null_count() == 0:
                 extend_rows.append(sr.events.select(pl.lit(run, dtype=pl.Int64).alias("run"), ns="extend_ns"))
         elif "extend_busy_ns" in wide.columns:
             extend_rows.append(wide.select(pl.lit(run, dtype=pl.Int64).alias("run"), ns="extend_busy_ns"))
