@@ -1,12 +1,15 @@
 """Tree drafts (`--speculative-eagle-topk > 1`) and grouped decode steps (`--num-continuous-decode-steps`).
 
 No capture here ran a tree draft: the tree cases take the real SGLang K = 4 run and rewrite its traced command
-line (the sidecar header's argv) to what a tree run would have; the timeline and counts stay the real ones."""
+line (the sidecar header's argv) and its server log's start-up `server_args=ServerArgs(...)` line to what a tree
+run would have; the timeline and counts stay the real ones. The server's log is what it ran with, and wins over
+the command line: a run that left the shape to the server (no flags) is read from its log alone."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 from click.testing import CliRunner
 
@@ -27,8 +30,18 @@ def _with_argv(tmp_path, run, change, version=None):
             if version:
                 head["versions"]["sglang"] = version
             (out / name).write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+            argv = head["argv"]
+        elif name == "server.log":
+            continue  # rewritten below, as the command line says
         else:
             os.symlink(src, out / name)
+    log = (FIXTURES / run / "server.log").read_text()
+    for flag in ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+                 "--num-continuous-decode-steps"):
+        if flag in argv:
+            log = re.sub(rf"\b{flag[2:].replace('-', '_')}=\w+", f"{flag[2:].replace('-', '_')}={argv[argv.index(flag) + 1]}",
+                         log)
+    (out / "server.log").write_text(log)
     return out
 
 
@@ -89,3 +102,43 @@ def test_sglang_0_5_23_declares_the_option_and_reads_it_nowhere():
                 users.append(os.path.relpath(os.path.join(folder, name), root))
     assert sglang.__version__ == "0.5.23"
     assert sorted(users) == ["srt/arg_groups/field_order.py", "srt/arg_groups/fields/schedule.py"]
+
+
+def test_a_shape_left_to_the_server_is_read_from_its_log(tmp_path):
+    # SGLang chooses the draft's shape itself when the command line leaves it out, and logs what it chose: the
+    # real dense K = 2 run with its shape flags taken off its command line (sidecar header and manifest) still
+    # reads K = 2, 3 verify tokens, a chain, from its server log's start-up line.
+    drop = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+
+    def strip(argv):
+        out = list(argv)
+        for flag in drop:
+            if flag in out:
+                del out[out.index(flag):out.index(flag) + 2]
+        return out
+
+    run = _with_argv(tmp_path, "sglang-dense-k2", strip)
+    (run / "manifest.json").unlink()
+    manifest = json.loads((FIXTURES / "sglang-dense-k2" / "manifest.json").read_text())
+    manifest["command"] = strip(manifest["command"])
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert "speculative_eagle_topk=1" in (run / "server.log").read_text()
+    from analyzer.app.run import Run
+    data = Run.load(str(run)).data
+    from analyzer.derived.run_files import setup_of, shape_of, steps_of
+    assert data.server_args["speculative_num_steps"] == 2
+    assert steps_of(data) == (2, 3) and shape_of(data).topk == 1 and setup_of(data)["topk"] == 1
+    # and a tree where the log says the server ran one (the command line naming no shape)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in os.listdir(run):
+        if name != "server.log":
+            os.symlink(os.path.realpath(run / name), tree / name)
+    (tree / "server.log").write_text(re.sub(r"speculative_eagle_topk=\d+", "speculative_eagle_topk=4",
+                                            re.sub(r"speculative_num_draft_tokens=\d+",
+                                                   "speculative_num_draft_tokens=8", (run / "server.log").read_text())))
+    out = CliRunner().invoke(main, ["analyze", str(tree), "--json", "--baseline",
+                                    str(FIXTURES / "sglang-dense-plain")])
+    assert out.exit_code == 0, out.output
+    e = json.loads(out.output)["economics"]
+    assert e["draft_tree"] == {"topk": 4, "num_draft_tokens": 8, "verify_tokens": 8, "steps": 2, "max_accept_len": 3}

@@ -27,7 +27,7 @@ from analyzer.readers import ground_truth as gt
 from analyzer.readers import sidecar as sc
 from analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
 from analyzer.readers.nsys_report import exported
-from analyzer.readers.sglang_log import read_server_log
+from analyzer.readers.sglang_log import read_server_log, server_args
 
 
 class Run(Analysis):
@@ -123,6 +123,8 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     found_log = inputs.server_log is None and files.server_log is not None and sidecars is not None \
         and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
     server_log = inputs.server_log or (files.server_log if found_log else None)
+    if inputs.server_log or files.server_log:  # the settings the server ran with (its start-up line)
+        data.server_args = server_args(inputs.server_log or files.server_log) or None
     if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
         try:
             data.server_log = read_server_log(server_log)

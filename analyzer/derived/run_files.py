@@ -271,15 +271,27 @@ def _command(data: RunData) -> tuple[list[str] | None, str | None, str | None]:
     return argv, preset, version if isinstance(version, str) else None
 
 
+def _resolved(data: RunData, name: str, argv: list[str] | None, flags: tuple[str, ...]) -> int | None:
+    """A setting as the server ran it: its own log's resolved value (`server_args`: also the ones SGLang chose
+    itself, where the command line left them out), else the traced command line's flag."""
+    given = (data.server_args or {}).get(name)
+    if given is not None:
+        return given
+    return _flag(argv, flags) if argv is not None else None
+
+
 def shape_of(data: RunData) -> econ.DraftShape:
-    """The draft's shape from the traced command line: K, SGLang's --speculative-eagle-topk and
-    --speculative-num-draft-tokens, --num-continuous-decode-steps, and the engine's version."""
+    """The draft's shape: K, SGLang's --speculative-eagle-topk and --speculative-num-draft-tokens,
+    --num-continuous-decode-steps (as the server's log says it ran them, else from the traced command line), and
+    the engine's version."""
     argv, _, version = _command(data)
-    if argv is None:
+    if argv is None and not data.server_args:
         return econ.DraftShape()
-    return econ.DraftShape(steps=_flag(argv, _STEP_FLAGS), topk=_flag(argv, _TOPK_FLAGS) or 1,
-                           num_draft_tokens=_flag(argv, _TOKEN_FLAGS),
-                           continuous_steps=_flag(argv, _CONTINUOUS_FLAGS) or 1, version=version)
+    return econ.DraftShape(steps=_resolved(data, "speculative_num_steps", argv, _STEP_FLAGS),
+                           topk=_resolved(data, "speculative_eagle_topk", argv, _TOPK_FLAGS) or 1,
+                           num_draft_tokens=_resolved(data, "speculative_num_draft_tokens", argv, _TOKEN_FLAGS),
+                           continuous_steps=_resolved(data, "num_continuous_decode_steps", argv,
+                                                      _CONTINUOUS_FLAGS) or 1, version=version)
 
 
 def setup_of(data: RunData) -> dict | None:
@@ -292,8 +304,9 @@ def setup_of(data: RunData) -> dict | None:
     engine = preset or next((a for a in argv if "sglang" in a or a == "reference"),
                             os.path.basename(argv[0]) if argv else None)
     model = {name.lstrip("-"): _text_flag(argv, name) for name in _MODEL_FLAGS if _text_flag(argv, name)}
-    return {"engine": engine, "model": model, "tp": _flag(argv, _TP_FLAGS) or 1,
-            "topk": _flag(argv, _TOPK_FLAGS) or 1, "continuous_steps": _flag(argv, _CONTINUOUS_FLAGS) or 1}
+    return {"engine": engine, "model": model, "tp": _resolved(data, "tp_size", argv, _TP_FLAGS) or 1,
+            "topk": _resolved(data, "speculative_eagle_topk", argv, _TOPK_FLAGS) or 1,
+            "continuous_steps": _resolved(data, "num_continuous_decode_steps", argv, _CONTINUOUS_FLAGS) or 1}
 
 
 def draft_forwards(setup: dict | None, steps: int) -> int | None:
@@ -308,8 +321,15 @@ def draft_forwards(setup: dict | None, steps: int) -> int | None:
 
 
 def steps_of(data: RunData) -> tuple[int | None, int | None]:
-    """(draft steps, verify tokens) from the traced command line: the sidecar header's argv, else the run's
-    manifest. Tokens default to steps + 1 (a chain draft); SGLang's --speculative-num-draft-tokens wins."""
+    """(draft steps, verify tokens): as the server's log says it ran them (`server_args`: SGLang's resolved
+    settings, also where it chose them itself), else from the traced command line (the sidecar header's argv,
+    else the run's manifest). Tokens default to steps + 1 (a chain draft); SGLang's
+    --speculative-num-draft-tokens wins."""
+    logged = data.server_args or {}
+    if logged.get("speculative_num_steps") is not None:
+        steps = logged["speculative_num_steps"]
+        tokens = logged.get("speculative_num_draft_tokens")
+        return steps, tokens if tokens is not None else steps + 1
     argvs = [h.get("argv") for h in (data.sidecars.headers if data.sidecars else [])]
     if data.manifest is not None:
         argvs.append(data.manifest.get("command"))
