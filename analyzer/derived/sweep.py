@@ -2,7 +2,9 @@
 
 From runs at K = K1, K2, ... draft steps (verify of K+1 tokens for a chain draft), per cycle:
 
-    verify time = fixed + per_token x tokens        draft time = fixed + per_step x steps
+    verify time = fixed + per_token x tokens        draft time = fixed + per_forward x forward passes
+                                                    (SGLang: K - 1 per cycle; per_step x steps where the engine
+                                                    is not known)
     rest        = fixed + per_step x steps           (everything else in the cycle: draft re-extend, accept, gaps)
 
 fitted by ordinary least squares on per-cycle observations (numpy only). Verify and draft are fitted on the
@@ -23,8 +25,11 @@ assumed to accept at the pooled rate of the measured ones (said in the output). 
 sidecar), accept lengths given per run (`--accept`, a server log) give the throughput at the measured K only;
 without either, the cost models stand alone. The cycle time for K comes from the cycle fit: the cycle period
 measured without nsys when every run has a baseline sidecar, else the per-cycle attributed GPU time under nsys.
-The recommendation is the K with the most tokens/s among the measured ones (among every predicted K with
-`extrapolate`).
+Each throughput row takes one accept length and one cycle: at a measured K its run's own (with intervals),
+elsewhere the model's. The recommendation is the K with the most tokens/s among the measured ones (among every
+predicted K with `extrapolate`), and says which measured K it is not told apart from within the intervals.
+A fit with a per-unit or fixed cost negative beyond its honest interval contradicts the model: nothing is then
+predicted.
 
 `Sweep` holds integer ns; only renderers turn them into ms.
 """
@@ -148,14 +153,18 @@ def expected_accept_len(rates: list[float], steps: int) -> float:
 @dataclass
 class Sweep:
     """The cost model (see the module docstring). Tables:
-    - runs: path, steps, tokens (verify tokens), cycles, accept_len (measured: the sidecar's counts, or given),
-      accept_source, batch, draft_ns, verify_ns (means per cycle on the fits' basis), rest_ns, cycle_ns
+    - runs: path, steps, tokens (verify tokens), forwards (draft forward passes per cycle, or null), cycles,
+      accept_len (measured: the sidecar's counts, or given), accept_source, batch, draft_ns, verify_ns (means per cycle on the fits' basis), rest_ns, cycle_ns
       (attributed under the profiler), period_unprofiled_ns (mean period without nsys, or null)
-    - fits: FIT_SCHEMA rows named verify (x = tokens), draft, rest, cycle, cycle_unprofiled (x = steps)
+    - fits: FIT_SCHEMA rows named verify (x = tokens), draft (x = forwards, its forward passes, where every run's
+      engine says how many it runs per K; else steps), rest, cycle, cycle_unprofiled (x = steps); lack_of_fit_run
+      is the run whose mean strays most (lack_of_fit_mean_ns against the line's lack_of_fit_line_ns)
     - acceptance: position, reached, accepted, rate, assumed (no request-round reached it: its rate is the
       pooled one, assumed; empty without accept counts)
-    - predictions: steps, tokens, accept_len (predicted from the acceptance per position, or the measured one),
-      measured_accept_len, cycle_ns, tokens_per_s, tokens_per_s_per_request, measured (a run had this K),
+    - predictions: steps, tokens, accept_len and cycle_ns (the row's one accept length and one cycle: at a measured
+      K its run's own, else predicted from the acceptance per position and the cycle fit), predicted_accept_len,
+      fit_cycle_ns (the model's, beside; null when not predicted), measured_accept_len, tokens_per_s,
+      tokens_per_s_per_request with its 95% interval _lo/_hi (at a measured K), measured (a run had this K),
       extrapolated (K outside the measured range), assumed (uses an assumed position's acceptance), speedup,
       speedup_lo, speedup_hi (against the baseline; the interval at measured K); empty without any accept
       length. Only the measured K when the model is contradicted or fewer than 3 step counts were measured.
@@ -346,7 +355,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
                      per_req * batch if per_req and batch else None, per_req, lo, hi, k in measured,
                      not kmin_measured <= k <= kmax_measured, bool(rates) and predict and k > last_seen))
     pred = pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
-    pred = _against_baseline(pred, baseline, runs, own)
+    pred = _against_baseline(pred, baseline, own)
     if extrapolate and not predict:
         notes.append("--extrapolate: nothing is predicted from these runs, so the recommendation stays among the "
                      "measured step counts")
@@ -505,7 +514,7 @@ def _measured(runs: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | 
     return out
 
 
-def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, own: dict) -> pl.DataFrame:
+def _against_baseline(pred: pl.DataFrame, baseline, own: dict) -> pl.DataFrame:
     """The predictions with speedup, speedup_lo, speedup_hi against the plain-decode step `baseline` (a
     Measure, or None), from each row's own accept length and cycle; 95% intervals at the measured K from their
     runs' cycles and accept counts (`own`: `_measured`)."""
@@ -516,13 +525,12 @@ def _against_baseline(pred: pl.DataFrame, baseline, runs: pl.DataFrame, own: dic
     for r in pred.iter_rows(named=True):
         s = lo = hi = None
         if r["accept_len"] is not None and r["cycle_ns"]:
-            s = r["accept_len"] * baseline.value / r["cycle_ns"]
-            if r["measured"]:  # as measured: the run's own accept length and cycle, as `analyze` says them
+            s = r["accept_len"] * baseline.value / r["cycle_ns"]  # the row's own accept length and cycle
+            if r["measured"]:  # as measured: the run's own, as `analyze` says them, with their intervals
                 L, c = own[r["steps"]]
-                s = r["accept_len"] * baseline.value / c.value
                 rl = L.rel if L is not None else (0.0 if r["measured_accept_len"] is not None else None)
                 rb = baseline.rel if baseline.half is not None else 0.0
-                lo, hi = econ.band(s, rl, rb, c.rel)
+                lo, hi = econ.band(s, rl, rb, c.rel if c is not None else None)
         out.append({**r, "speedup": s, "speedup_lo": lo, "speedup_hi": hi})
     return pl.DataFrame(out, schema={**pred.schema, **cols}, orient="row")
 
