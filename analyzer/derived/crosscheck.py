@@ -124,6 +124,11 @@ class AcceptCheck:
     verdict: str
     explanations: list[str] = field(default_factory=list)
 
+    @property
+    def log_accept_len(self) -> float:
+        """The server log's accept length the gap is of: log_weighted when known, else log_mean."""
+        return self.log_weighted if self.log_weighted is not None else self.log_mean
+
 
 @dataclass
 class CrossCheck:

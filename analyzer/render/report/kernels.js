@@ -29,7 +29,7 @@ function kernelsPanel(R) {
       r.appendChild(ct);
       r.appendChild(el("td", "num", num(k.count, 0)));
       r.appendChild(el("td", "num", num(k.ms, 3)));
-      var share = busy[k.phase] ? k.ms / busy[k.phase] : 0;
+      var share = k.busy_share || 0;
       var bt = el("td"), bar = el("div", "bar");
       bar.style.width = Math.max(1, Math.round(90 * share)) + "px"; bar.style.background = color[k.category] || "#999";
       bt.title = pct(share) + " of the phase's busy time";
