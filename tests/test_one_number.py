@@ -307,3 +307,42 @@ def test_the_views_figures_have_one_value_everywhere(run):
     for k in vm["kernels"][:50]:
         if busy_of.get(k["phase"]):
             assert k["busy_share"] == pytest.approx(k["ms"] / busy_of[k["phase"]], rel=1e-5)
+
+
+def test_the_reports_charts_draw_the_views_values(run):
+    # The per-phase chart's bars (the `other phases` bar: the phases it leaves out, stacked), the per-cycle chart's
+    # series of those phases and the cycle-time histogram's range come with the report's data (derived/views.py):
+    # against the phase and per-cycle tables.
+    path, a = run
+    vm = html.view_model(a)
+    chart, phases = vm["chart"], {p["name"]: p for p in vm["phases"]}
+    real = [p["name"] for p in vm["phases"] if not p["pseudo"]]
+    assert chart["shown"][:len(real[:views.CHART_PHASES])] == real[:views.CHART_PHASES]
+    assert chart["hidden"] == real[views.CHART_PHASES:]
+    bars = chart["bars"]
+    assert len(bars) == len(chart["shown"]) + bool(chart["hidden"])
+    for b in bars:
+        members = b["members"]
+        assert b["attributed_ms"] == pytest.approx(sum(phases[m]["attributed_ms"] for m in members), abs=1e-6)
+        assert b["instances"] == sum(phases[m]["instances"] or 0 for m in members)
+        for c in vm["categories"]:
+            want = sum(c["by_phase"].get(m, 0) for m in members)
+            assert b["by_category_ms"].get(c["name"], 0) == pytest.approx(want, abs=1e-6)
+            if b["attributed_ms"] and want:
+                assert b["by_category_share"][c["name"]] == pytest.approx(want / b["attributed_ms"], rel=1e-6)
+        if b["instances"]:
+            assert b["per_instance_ms"] == pytest.approx(b["attributed_ms"] / b["instances"], abs=1e-6)
+    c = vm["cycles"]
+    if not c["n"]:
+        return
+    if chart["hidden"]:
+        for i in range(0, c["n"], max(1, c["n"] // 50)):
+            assert c["other_ms"][i] == pytest.approx(sum(c["phases"][p][i] for p in chart["hidden"]
+                                                         if p in c["phases"]), abs=1e-6)
+    else:
+        assert c["other_ms"] is None
+    st, h = c["stats"], c["hist"]
+    hi = max(st["total"]["p99"], st["cpu"]["p99"]) * 1.25
+    assert h["clip"] == (max(st["total"]["max"], st["cpu"]["max"]) > 2 * hi + 1e-6)
+    if h["clip"]:
+        assert h["above"] == sum(v > h["hi_ms"] for v in c["total_ms"] + c["cpu_ms"])

@@ -45,15 +45,9 @@ ALLOWED = {
 JS_FORBIDDEN = re.compile(r"\.sort\(|\.reduce\(|Math\.(?:max|min)\.apply")
 # The chart code that stays in report/*.js, each with why it is no figure: (file, the line's start) -> reason.
 JS_ALLOWED = {
-    ("phases.js", "var sum = function (key) { return SHOWN.hidden.reduce("):
-        "the bar chart's `other phases` bar stacks the phases the chart leaves out (the tables and the JSON have "
-        "every phase): drawing",
-    ("phases.js", "return p.members ? p.members.reduce("): "the same bar, category by category: drawing",
     ("phases.js", "var maxT = Math.max.apply(null, totals"): "the y axis fits the tallest bar: drawing",
     ("phases.js", '{ "yaxis.title.text": "attributed ms per instance", "yaxis.range": [0, Math.max.apply('):
         "the y axis fits the tallest bar per instance: drawing",
-    ("cycles.js", "var rest = c.total_ms.map("): "the per-cycle chart's `other phases` series stacks the phases "
-                                                 "it leaves out: drawing",
     ("checks.js", "var xmax = Math.max.apply(null, xs)"): "the axes fit the points drawn: drawing",
 }
 

@@ -470,3 +470,67 @@ def kernels_of(kernels: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
 def of_rank(df: pl.DataFrame, rank: int) -> pl.DataFrame:
     """The rows of one rank of a per-rank table (derived/ranks.py), without the `rank` column."""
     return df.filter(pl.col("rank") == rank).drop("rank")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The report's charts: which phases they draw by name, the bars of the per-phase chart, the per-cycle series of
+# the phases left out, and the cycle-time histogram's range.
+
+CHART_PHASES = 12  # phases a chart draws by name (the largest); the rest are stacked as "other phases"
+
+
+def chart_phases(rows: pl.DataFrame, limit: int = CHART_PHASES) -> dict[str, list[str]]:
+    """{"shown": the `limit` largest real phases (table order), then the pseudo-phases; "hidden": the other real
+    phases, which the charts stack as one}."""
+    real = real_phases(rows)["phase"].to_list()
+    pseudo = rows.filter(pl.col("phase").is_in(PSEUDO_PHASES))["phase"].to_list()
+    return {"shown": real[:limit] + pseudo, "hidden": real[limit:]}
+
+
+def phase_bars(rows: pl.DataFrame, categories: pl.DataFrame, split: dict[str, list[str]]) -> list[dict]:
+    """The per-phase chart's bars: one per shown phase, then one for the hidden ones together (members): name,
+    members, instances, attributed, per_instance (attributed ns per instance, rounded; None without instances),
+    and per category: ns, share (of the bar's attributed time; None when it has none) and per-instance ns."""
+    cats = categories.select(pl.col("phase").cast(pl.Utf8), pl.col("category").cast(pl.Utf8), "ns")
+    by = {}
+    for phase, cat, ns in cats.iter_rows():
+        by.setdefault(phase, {})[cat] = by.get(phase, {}).get(cat, 0) + int(ns)
+    info = {r["phase"]: r for r in rows.select("phase", "instances", "attributed").iter_rows(named=True)}
+    groups = [(p, [p]) for p in split["shown"]]
+    if split["hidden"]:
+        groups.append((None, split["hidden"]))
+    out = []
+    for name, members in groups:
+        inst = int(sum(info[m]["instances"] or 0 for m in members))
+        attributed = int(sum(info[m]["attributed"] or 0 for m in members))
+        ns = {}
+        for m in members:
+            for c, v in by.get(m, {}).items():
+                ns[c] = ns.get(c, 0) + v
+        out.append({"name": name, "members": members if name is None else [name], "instances": inst,
+                    "attributed": attributed, "per_instance": int(round(attributed / inst)) if inst else None,
+                    "ns": ns, "share": {c: share(v, attributed) for c, v in ns.items()},
+                    "per_instance_ns": {c: int(round(v / inst)) for c, v in ns.items()} if inst else {}})
+    return out
+
+
+def hidden_sum(table: pl.DataFrame, hidden: list[str]) -> pl.Series:
+    """Per row of the per-cycle table, the hidden phases' ns summed (what the per-cycle chart stacks as one)."""
+    cols = [c for c in hidden if c in table.columns]
+    return table.select(pl.sum_horizontal(cols) if cols else pl.lit(0, pl.Int64)).to_series()
+
+
+def cycle_hist_range(table: pl.DataFrame, st: dict[str, dict]) -> dict:
+    """The cycle-time histogram's range (ns): lo, hi (the larger p99 of the cycles' `total` and `cpu` x 1.25),
+    and, when the longest cycle is more than twice that (a prefill inside a cycle, say, would squeeze every other
+    cycle into one bin), clip: True, above (how many cycle times, of both series, lie above hi) and max."""
+    t, c = st["total"], st["cpu"]
+    if t["n"] == 0:
+        return {"clip": False, "lo": None, "hi": None, "above": 0, "max": None}
+    hi = max(t["p99"], c["p99"]) * 1.25
+    lo = min(t["min"], c["min"])
+    top = max(t["max"], c["max"])
+    clip = top > 2 * hi
+    above = int((table["total"] > hi).sum() + (table["cpu"] > hi).sum()) if clip else 0
+    return {"clip": clip, "lo": int(max(0, lo - (hi - lo) * 0.05)), "hi": int(round(hi)), "above": above,
+            "max": int(top)}

@@ -40,7 +40,7 @@ from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 from analyzer.render import json as json_doc
-from analyzer.render.format import cut, ms
+from analyzer.render.format import cut, ms, ms_or_null
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)
@@ -171,13 +171,15 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
     t0 = _origin(a)
     phases = _phase_list(a)
     cats = _category_list(a)
+    split = views.chart_phases(a.phase_rows)
     vm = {
         "schema": SCHEMA,
         "facts": _facts(a, manifest),
         "notes": [_cut(n, 2000) for n in a.notes],
         "phases": phases,
         "categories": cats,
-        "cycles": _cycles(a, t0),
+        "chart": _chart(a, split),
+        "cycles": _cycles(a, t0, split["hidden"]),
         "kernels": _kernels(a),
         "streams": _streams(a),
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
@@ -279,7 +281,20 @@ def _kernels(a: Analysis) -> list[dict]:
             for r in views.kernels(a.kernels, a.phase_rows).iter_rows(named=True)]
 
 
-def _cycles(a: Analysis, t0: int) -> dict:
+def _chart(a: Analysis, split: dict) -> dict:
+    """The phases the charts draw by name and the per-phase chart's bars (derived/views.py), in ms."""
+    def bar(b):
+        return {"name": None if b["name"] is None else _cut(b["name"]), "members": [_cut(m) for m in b["members"]],
+                "instances": b["instances"], "attributed_ms": ms(b["attributed"]),
+                "per_instance_ms": None if b["per_instance"] is None else ms(b["per_instance"]),
+                "by_category_ms": {_cut(c): ms(v) for c, v in b["ns"].items()},
+                "by_category_share": {_cut(c): v for c, v in b["share"].items()},
+                "by_category_per_instance_ms": {_cut(c): ms(v) for c, v in b["per_instance_ns"].items()}}
+    return {"shown": [_cut(p) for p in split["shown"]], "hidden": [_cut(p) for p in split["hidden"]],
+            "bars": [bar(b) for b in views.phase_bars(a.phase_rows, a.categories, split)]}
+
+
+def _cycles(a: Analysis, t0: int, hidden: list[str]) -> dict:
     """Per cycle: start (ns from t0), CPU range duration, attributed ms per phase on the cycle stream and in total
     (the cycle's length there); the statistics over the breakdown's decode cycles (derived/views.py)."""
     c = a.cycles
@@ -289,6 +304,7 @@ def _cycles(a: Analysis, t0: int) -> dict:
     cols = [p for p in data.columns if p not in ("cycle", "index", "pid", "start", "end", "total", "cpu")]
     st = views.cycle_stats(data, views.shown_cycles(a), ["total", "cpu"])
     stats = {label: {k: ms(v) for k, v in st[label].items() if k != "n"} for label in ("total", "cpu")}
+    hist = views.cycle_hist_range(data, st)
     return {
         "n": data.height,
         "index": data["index"].to_list(),
@@ -297,8 +313,11 @@ def _cycles(a: Analysis, t0: int) -> dict:
         "cpu_ms": [ms(x) for x in data["cpu"].to_list()],
         "total_ms": [ms(x) for x in data["total"].to_list()],
         "phases": {_cut(p): [ms(x) for x in data[p].to_list()] for p in cols},
+        "other_ms": [ms(x) for x in views.hidden_sum(data, hidden).to_list()] if hidden else None,
         "stats": stats,
         "stats_cycles": st["total"]["n"],
+        "hist": {"clip": hist["clip"], "lo_ms": ms_or_null(hist["lo"]), "hi_ms": ms_or_null(hist["hi"]),
+                 "above": hist["above"], "max_ms": ms_or_null(hist["max"])},
     }
 
 

@@ -271,6 +271,7 @@ def crosscheck(c: CrossCheck) -> dict:
         "sidecar_per_cycle_mean": num(a.sidecar_per_cycle, 4),
                   "request_rounds": a.request_rounds, "cycles": a.cycles, "log_lines": a.log_lines,
                   "log_mean": num(a.log_mean, 4), "log_weighted": num(a.log_weighted, 4),
+                  "log_accept_len": num(a.log_accept_len, 4),
                   "log_accept_rate_mean": num(a.log_rate_mean, 4), "gap": num(a.gap, 4),
                   "overlap_bound": num(a.overlap_bound, 4), "verdict": a.verdict, "explanations": a.explanations}
     return {
