@@ -302,11 +302,17 @@ def test_the_views_figures_have_one_value_everywhere(run):
             assert at == views.quantile(pl.Series([d for d, _ in lengths]), 0.5)
     else:
         assert picks == {}
-    # the kernels' share of their phase's busy time
-    busy_of = {p["name"]: p["busy_ms"] for p in vm["phases"]}
-    for k in vm["kernels"][:50]:
-        if busy_of.get(k["phase"]):
+    # the kernels' share of their phase's busy time, in the kernels' own scope (every rank and stream): on these
+    # captures the top kernels of a phase add up to no more than it (they could only where kernels of one phase
+    # ran at once on several streams; the busy time is their union)
+    busy_of = {str(p): ms(n) for p, n in a.attribution.phases.select("phase", "gpu_busy").iter_rows()}
+    per_phase: dict[str, float] = {}
+    for k in vm["kernels"]:
+        assert k["phase_busy_ms"] == busy_of[k["phase"]]
+        if busy_of[k["phase"]]:
             assert k["busy_share"] == pytest.approx(k["ms"] / busy_of[k["phase"]], rel=1e-5)
+            per_phase[k["phase"]] = per_phase.get(k["phase"], 0.0) + k["busy_share"]
+    assert all(v <= 1.0 + 1e-9 for v in per_phase.values()), per_phase
 
 
 def test_the_reports_charts_draw_the_views_values(run):

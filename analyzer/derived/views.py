@@ -451,13 +451,14 @@ def timeline(ops: pl.DataFrame, segments: pl.DataFrame, ranges: pl.DataFrame, cy
             "launches": launches, "idle": idle, "blocks": bins, "ranges": kept}
 
 
-def kernels(kernels: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-    """The top kernels per phase with busy_share: each kernel's GPU time over its phase's busy time (`rows`:
-    phase_rows' busy)."""
-    busy = rows.select(pl.col("phase").cast(pl.Utf8), phase_busy="busy")
+def kernels(kernels: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:
+    """The top kernels per phase with phase_busy (the phase's GPU busy time in the kernels' own scope: every rank
+    and stream, `phases` being the whole attribution's phase table) and busy_share (the kernel's GPU time over
+    it)."""
+    busy = phases.select(pl.col("phase").cast(pl.Utf8), phase_busy=pl.col("gpu_busy").cast(pl.Int64))
     return (kernels.with_columns(pl.col("phase").cast(pl.Utf8)).join(busy, on="phase", how="left",
                                                                       maintain_order="left")
-            .with_columns(busy_share=_share_expr("ns", "phase_busy")).drop("phase_busy"))
+            .with_columns(busy_share=_share_expr("ns", "phase_busy")))
 
 
 def kernels_of(kernels: pl.DataFrame, phases: pl.DataFrame) -> pl.DataFrame:

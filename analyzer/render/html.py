@@ -277,8 +277,9 @@ def _streams(a: Analysis) -> list[dict]:
 
 def _kernels(a: Analysis) -> list[dict]:
     return [{"phase": _cut(r["phase"]), "name": _cut(r["short_name"]), "category": r["category"],
-             "count": r["count"], "ms": ms(r["ns"]), "busy_share": r["busy_share"]}
-            for r in views.kernels(a.kernels, a.phase_rows).iter_rows(named=True)]
+             "count": r["count"], "ms": ms(r["ns"]), "phase_busy_ms": ms(r["phase_busy"]),
+             "busy_share": r["busy_share"]}
+            for r in views.kernels(a.kernels, a.attribution.phases).iter_rows(named=True)]
 
 
 def _chart(a: Analysis, split: dict) -> dict:
