@@ -1,6 +1,10 @@
 """What every renderer shows, computed once: the statistics of a series (one quantile rule), the per-cycle table,
-the phase-by-category pivot and its category order. Renderers (terminal, JSON, HTML, CSV) format these values and
-compute none of their own, so that one quantity has one value wherever it appears.
+the phase-by-category pivot and its category order; the figures shown beside the analysis' tables (each phase's
+per-instance time, shares and top busy categories, the sums, the streams', launches', ranks' and collectives'
+shares, the cycle breakdown's totals and picks, the inflation in %); the report's charts (which phases they
+name, the other-phases bar and series, the histogram's range) and its timeline (windows, picks, the windows
+embedded op by op, rows, blocks). Renderers (terminal, JSON, HTML, CSV) format these values and compute none
+of their own (tests/test_renderers_compute_nothing.py), so that one quantity has one value wherever it appears.
 
 All times integer ns.
 """
