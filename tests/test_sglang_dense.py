@@ -272,3 +272,20 @@ def test_cycles_before_the_window_run_as_fast_as_the_twin_on_the_dense_target():
             assert after["lo"] > 1.05
         else:
             assert after["lo"] < 1 < after["hi"], (name, after)
+
+
+def test_the_output_docs_sglang_quotes_for_k3_is_what_analyze_prints(monkeypatch):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+    from test_sglang_guide import GUIDE, blocks
+
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(main, ["analyze", "fixtures/sglang-dense-k3", "--baseline",
+                                       "fixtures/sglang-dense-plain", "--no-cache", "-q"])
+    assert result.exit_code == 0, result.output
+    printed = {line.rstrip() for line in result.stdout.splitlines()}
+    start = GUIDE.index("### Reading K = 3")
+    quoted = [line for block in blocks(GUIDE[start:GUIDE.index("### Every K", start)]) for line in block]
+    assert len(quoted) > 15
+    assert [line for line in quoted if line not in printed] == []
