@@ -119,8 +119,8 @@ def test_attributed_time_per_phase_instance_matches_the_cuda_events(analysed, na
     for r in truth.iter_rows(named=True):
         assert r["instances"] == 40 and r["verdict"] == "within", r
         assert abs(r["diff_ns"]) <= max(GT_TOLERANCE * r["events_ns"], GT_FLOOR_NS), r
-        # measured: every phase of 0.1 ms or more within 0.2 % (K = 3's draft +0.18 %); K = 1's draft (no forward), 34 us per
-        # instance, +3.2 % (1.1 us), inside the check's 0.1 ms floor
+        # measured: every phase of 0.1 ms or more within 0.2 % (K = 3's draft +0.18 %); K = 1's draft (no draft
+        # forward), 34 us per instance, +3.2 % (1.1 us), inside the check's 0.1 ms floor
         if r["events_ns"] >= 100_000:
             assert abs(r["diff_pct"]) < 0.5, r
 

@@ -102,8 +102,9 @@ def main(argv: list[str]) -> None:
     print("|---|---|---|---|---|---|---|")
     for rows in results:
         for r in rows:
-            print(f"| {r['run']} | {r['part']} ({r['first']}..{r['last']}, {r['cycles']}, {r['stalls']}) | {r['measure']} | "
-                  f"{r['nsys_ms']:.3f} | {r['twin_ms']:.3f} | {r['ratio']:.3f} | {r['lo']:.3f}..{r['hi']:.3f} |")
+            print(f"| {r['run']} | {r['part']} ({r['first']}..{r['last']}, {r['cycles']}, {r['stalls']}) | "
+                  f"{r['measure']} | {r['nsys_ms']:.3f} | {r['twin_ms']:.3f} | {r['ratio']:.3f} | "
+                  f"{r['lo']:.3f}..{r['hi']:.3f} |")
 
 
 if __name__ == "__main__":
