@@ -23,7 +23,8 @@ Times are integer nanoseconds here; only renderers turn them into milliseconds.
   unknown), `verdict` (one sentence); 95 % intervals `cycle_lo_ns`/`cycle_hi_ns`, `accept_len_lo`/`_hi`,
   `tokens_per_s_lo`/`_hi`, `speedup_lo`/`_hi`, `break_even_lo`/`_hi` (null when unknown), `runs` (repeated runs
   the cycle is measured over) and `interval_basis` ("cycles": the per-cycle scatter of one run; "runs": the
-  repeated runs' means, where they are wider).
+  repeated runs' means, where they are wider); `outcome` the verdict in one word, by the speedup's interval:
+  "wins" (above 1), "loses" (below), "wash" (it holds 1), null without a speedup.
 - `baseline_lo_ns`, `baseline_hi_ns`: the baseline step's 95 % interval (null for a given number).
 - `baseline_ns`, `baseline_source`: the plain-decode step time and where it came from (null when not given).
 - `verdict`: plain sentences about the headline row, and the profiled row when its verdict differs.
@@ -57,7 +58,7 @@ ESTIMATE_SCHEMA = {
     "cycle_lo_ns": pl.Int64, "cycle_hi_ns": pl.Int64, "accept_len_lo": pl.Float64, "accept_len_hi": pl.Float64,
     "tokens_per_s_lo": pl.Float64, "tokens_per_s_hi": pl.Float64, "speedup_lo": pl.Float64,
     "speedup_hi": pl.Float64, "break_even_lo": pl.Float64, "break_even_hi": pl.Float64, "runs": pl.Int64,
-    "interval_basis": pl.Utf8,
+    "interval_basis": pl.Utf8, "outcome": pl.Utf8,
 }
 
 
@@ -213,6 +214,8 @@ def estimate(source: str, profiled: bool, cycles: int, cycle_ns: int | None, acc
         row["speedup_lo"], row["speedup_hi"] = band(row["speedup"], rl, rb, rc)
         row["break_even_lo"], row["break_even_hi"] = band(row["break_even_accept_len"], rb, rc)
     row["verdict"] = verdict_sentence(row)
+    wins = _wins(row)
+    row["outcome"] = None if row["speedup"] is None else ("wash" if wins is None else ("wins" if wins else "loses"))
     return row
 
 

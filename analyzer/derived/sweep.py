@@ -403,7 +403,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
                  fixed_share=fixed_share, pooled_rate=pooled, extrapolate=extrapolate, reasoning=reasoning,
                  notes=notes, model_ok=model_ok, contradictions=contradictions, drift=drift,
                  baseline_ns=None if baseline is None else int(round(baseline.value)),
-                 baseline_source=baseline_source, beats_plain=beats_plain, tied_steps=[t[0] for t in ties])
+                 baseline_source=baseline_source, beats_plain=beats_plain, tied_steps=sorted(t[0] for t in ties))
 
 
 PREDICTION_SCHEMA = {"steps": pl.Int64, "tokens": pl.Int64, "accept_len": pl.Float64,

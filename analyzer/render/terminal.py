@@ -508,7 +508,7 @@ def sweep(s: Sweep) -> str:
     head = f"Recommendation: K = {s.recommended_steps}" if s.recommended_steps is not None else \
         "No recommendation: the cost models alone"
     if s.tied_steps:
-        head += (" (not told apart from K = " + ", ".join(map(str, sorted(s.tied_steps)))
+        head += (" (not told apart from K = " + ", ".join(map(str, s.tied_steps))
                  + " within the 95% intervals)")
     if s.beats_plain is False:
         head = f"Recommendation: plain decoding (the best step count, K = {s.recommended_steps}, loses to it)"

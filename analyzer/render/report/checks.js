@@ -107,17 +107,12 @@ function checksPanels(R) {
     scale = scale || 1;
     return " (" + num(lo / scale, d) + "–" + num(hi / scale, d) + ")";
   }
-  // The verdict as the speedup's interval words it: wins when it lies above 1, loses below, a wash when it holds 1.
-  function verdictOf(r) {
-    if (r.speedup == null) return null;
-    if (r.speedup_lo != null && r.speedup_hi != null && r.speedup_lo <= 1 && 1 <= r.speedup_hi) return "wash";
-    return r.speedup > 1 ? "wins" : "loses";
-  }
   function renderEconomics(x, box) {
     var rows = Array.isArray(x.estimates) ? x.estimates.filter(function (r) { return r.cycle_ns; }) : [];
     if (!rows.length) { genericPanel(x, box); return; }
     (x.verdict && x.verdict.length ? x.verdict : rows.map(function (r) { return r.verdict; })).forEach(function (t, k) {
-      var head = rows[0], v = verdictOf(head), sp = head.speedup == null ? "" : "×" + num(head.speedup, 2) + ci(head.speedup_lo, head.speedup_hi, 2);
+      // the verdict as the speedup's interval words it (economics.py `outcome`: wins, loses, a wash)
+      var head = rows[0], v = head.outcome == null ? null : head.outcome, sp = head.speedup == null ? "" : "×" + num(head.speedup, 2) + ci(head.speedup_lo, head.speedup_hi, 2);
       var p = el("p", "verdict");
       if (k === 0) p.appendChild(el("span", "badge " + (v == null || v === "wash" ? "" : (v === "wins" ? "good" : "bad")),
         v == null ? "no verdict" : (v === "wash" ? "a wash " + sp : "speculation " + v + " " + sp)));
