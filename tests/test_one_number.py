@@ -204,3 +204,155 @@ def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_pa
     again = Run.load(path, Options(cache=True))
     assert again.ranks.phases.equals(first.ranks.phases) and again.ranks.ranks.equals(first.ranks.ranks)
     assert [b.phases.equals(c.phases) for b, c in zip(again.ranks.breakdowns, first.ranks.breakdowns)] == [True, True]
+
+
+def _cells(text: str, title: str) -> dict[str, list[str]]:
+    """The rows of the table under the line starting with `title`, by their first cell."""
+    table = next(b for b in text.split("\n\n") if b.startswith(title))
+    return {cells[0]: cells for cells in (re.split(r"\s{2,}", line.strip()) for line in table.splitlines()[3:])}
+
+
+def test_the_views_figures_have_one_value_everywhere(run):
+    # What the renderers used to compute themselves (the Phases table's per-instance time, share, idle share and
+    # top busy categories, the header's sums, the streams' and launches' shares, the breakdown's totals, the
+    # report's tiles and its timeline's picks) is made once in derived/views.py: the terminal, the JSON and the
+    # report show that value, and the value is what the tables say.
+    from analyzer.render.format import f_ms_or_dash, num, pct
+
+    path, a = run
+    doc = json_doc.to_dict(a)
+    vm = html.view_model(a)
+    text = terminal.render(a, phase_limit=10_000)
+    rows = a.phase_rows
+    # each phase: against the raw tables
+    cats = a.categories.with_columns(pl.col("phase").cast(pl.Utf8), pl.col("category").cast(pl.Utf8))
+    total = int(a.phases["attributed"].sum())
+    by_name = {p["name"]: p for p in doc["phases"]}
+    table = _cells(text, "Phases")
+    for r in rows.iter_rows(named=True):
+        mine = cats.filter(pl.col("phase") == r["phase"])
+        idle = int(mine.filter(pl.col("category").is_in(views.IDLE_CATEGORIES))["ns"].sum())
+        busy = int(mine["ns"].sum()) - idle
+        assert (r["idle"], r["busy"]) == (idle, busy)
+        assert r["share"] == pytest.approx(r["attributed"] / total)
+        if r["instances"]:
+            assert abs(r["per_instance"] - r["attributed"] / r["instances"]) <= 0.5
+        top = mine.filter(~pl.col("category").is_in(views.IDLE_CATEGORIES)).sort("ns", descending=True).head(3)
+        assert [c["ns"] for c in r["top_busy"] or []] == top["ns"].to_list()
+        j = by_name[r["phase"]]
+        assert (j["per_instance_ms"], j["share"], j["idle_share"], j["busy_ms"], j["idle_ms"]) == (
+            None if r["per_instance"] is None else ms(r["per_instance"]), num(r["share"], 6),
+            num(r["idle_share"], 6), ms(busy), ms(idle))
+        assert [c["category"] for c in j["top_busy"]] == [c["category"] for c in r["top_busy"] or []]
+        cells = table[terminal.clean(r["phase"], 48)]
+        assert cells[7:10] == [f_ms_or_dash(r["per_instance"]), pct(r["share"]), pct(r["idle_share"])]
+        if r["top_busy"]:
+            assert cells[-1] == ", ".join(f"{c['category']} {pct(c['share'])}" for c in r["top_busy"])
+    assert {p["name"]: p["busy_ms"] for p in vm["phases"]} == {p["name"]: p["busy_ms"] for p in doc["phases"]}
+    # the header's sums and the report's facts
+    t = doc["totals"]
+    assert t["attributed_ms"] == ms(total) == vm["facts"]["attributed_ms"]
+    assert t["device_busy_ms"] == ms(int(a.devices["busy"].sum())) == vm["facts"]["device_busy_ms"]
+    assert num(vm["facts"]["device_busy_share"], 6) == t["device_busy_share"]
+    assert vm["facts"]["unattributed_ms"] == t["unattributed_attributed_ms"]
+    assert doc["unattributed"]["ops"] == vm["facts"]["unattributed_ops"] == int(a.unattributed["ops"].sum() or 0)
+    assert f"unattributed: {doc['unattributed']['ops']:,} ops, {f_ms(a.totals['unattributed_ns'])} ms" in text
+    pseudo = a.phases.filter(pl.col("phase").is_in(views.PSEUDO_PHASES))
+    assert a.totals["outside_busy"] == int(pseudo["gpu_busy"].sum() or 0)
+    if a.cycles.height and a.totals["gpu_busy"]:
+        assert (f"GPU busy time outside every phase: {f_ms(a.totals['outside_busy'])} ms of "
+                f"{f_ms(a.totals['gpu_busy'])} ms ({pct(a.totals['outside_share'])}") in text
+    # the streams' and the launches' shares
+    streams = next(b for b in text.split("\n\n") if b.startswith("GPU streams")).splitlines()[3:]
+    assert len(streams) == len(doc["streams"]) == len(vm["streams"])
+    for line, s, v in zip(streams, doc["streams"], vm["streams"]):
+        assert s["busy_share"] == num(v["busy_share"], 6)
+        assert s["busy_share"] == (None if not s["wall_ms"] else pytest.approx(s["busy_ms"] / s["wall_ms"], abs=1e-6))
+        assert re.split(r"\s{2,}", line.strip())[9] == pct(v["busy_share"])
+    launch = _cells(text, "Launch overhead")
+    for r in doc["launch"][:20]:
+        assert launch[terminal.clean(r["phase"], 48)][2] == pct(r["queued_share"])
+    # the breakdown's totals: its table's last rows, the JSON, the report's tiles (which read the JSON's)
+    b = a.cycle_breakdown
+    if b is not None:
+        cb, s = doc["cycle_breakdown"], a.breakdown_summary
+        busy = int(b.phases["busy_ns_per_cycle"].sum())
+        assert s["busy_ns_per_cycle"] == busy and cb["gpu_busy_ms_per_cycle"] == ms(busy)
+        cycle = _row(text, "Where a decode cycle goes", "cycle")
+        assert cycle[3:5] == [f_ms(busy), pct(s["busy_share"])]
+        if s["unprofiled"]:
+            untimed = b.unprofiled_mean_ns - int(b.phases["unprofiled_ns_per_cycle"].drop_nulls().sum())
+            assert cb["untimed_unprofiled_ms"] == ms(untimed) == ms(s["untimed_ns"])
+            assert _row(text, "Where a decode cycle goes", "(not timed by events)")[5] == f_ms(untimed)
+            assert cb["ratio"] == num(b.mean_ns / b.unprofiled_mean_ns, 4)
+        real = b.phases.filter(~pl.col("phase").is_in(views.PSEUDO_PHASES))
+        col = "unprofiled_share" if real["unprofiled_share"].is_not_null().any() else "share"
+        if real.height:
+            assert cb["largest_phase"]["share"] == num(real[col].fill_null(0).max(), 6)
+            assert cb["largest_phase"]["unprofiled"] == (col == "unprofiled_share")
+        assert cb["outside_share"] == num(float(b.phases.filter(
+            pl.col("phase").is_in(views.PSEUDO_PHASES))["share"].sum()), 6)
+        assert vm["analysis"]["cycle_breakdown"] == cb
+    # the timeline's picks: the windows nearest the one quantile rule's position among the cycle windows
+    w = vm["timeline"]["windows"]
+    picks = w["picks"]
+    lengths = sorted((e - s_, i) for i, (s_, e, k) in enumerate(zip(w["start"], w["end"], w["kind"])) if k == "cycle")
+    if lengths:
+        n = len(lengths)
+        for name, q in (("median", 0.5), ("p90", 0.9), ("fastest", 0.0), ("slowest", 1.0)):
+            assert picks[name] == lengths[round(q * (n - 1))][1], name
+        if n % 2:  # an odd count: the pick is the window whose length is the median by the one rule
+            at = w["end"][picks["median"]] - w["start"][picks["median"]]
+            assert at == views.quantile(pl.Series([d for d, _ in lengths]), 0.5)
+    else:
+        assert picks == {}
+    # the kernels' share of their phase's busy time, in the kernels' own scope (every rank and stream): on these
+    # captures the top kernels of a phase add up to no more than it (they could only where kernels of one phase
+    # ran at once on several streams; the busy time is their union)
+    busy_of = {str(p): ms(n) for p, n in a.attribution.phases.select("phase", "gpu_busy").iter_rows()}
+    per_phase: dict[str, float] = {}
+    for k in vm["kernels"]:
+        assert k["phase_busy_ms"] == busy_of[k["phase"]]
+        if busy_of[k["phase"]]:
+            assert k["busy_share"] == pytest.approx(k["ms"] / busy_of[k["phase"]], rel=1e-5)
+            per_phase[k["phase"]] = per_phase.get(k["phase"], 0.0) + k["busy_share"]
+    assert all(v <= 1.0 + 1e-9 for v in per_phase.values()), per_phase
+
+
+def test_the_reports_charts_draw_the_views_values(run):
+    # The per-phase chart's bars (the `other phases` bar: the phases it leaves out, stacked), the per-cycle chart's
+    # series of those phases and the cycle-time histogram's range come with the report's data (derived/views.py):
+    # against the phase and per-cycle tables.
+    path, a = run
+    vm = html.view_model(a)
+    chart, phases = vm["chart"], {p["name"]: p for p in vm["phases"]}
+    real = [p["name"] for p in vm["phases"] if not p["pseudo"]]
+    assert chart["shown"][:len(real[:views.CHART_PHASES])] == real[:views.CHART_PHASES]
+    assert chart["hidden"] == real[views.CHART_PHASES:]
+    bars = chart["bars"]
+    assert len(bars) == len(chart["shown"]) + bool(chart["hidden"])
+    for b in bars:
+        members = b["members"]
+        assert b["attributed_ms"] == pytest.approx(sum(phases[m]["attributed_ms"] for m in members), abs=1e-6)
+        assert b["instances"] == sum(phases[m]["instances"] or 0 for m in members)
+        for c in vm["categories"]:
+            want = sum(c["by_phase"].get(m, 0) for m in members)
+            assert b["by_category_ms"].get(c["name"], 0) == pytest.approx(want, abs=1e-6)
+            if b["attributed_ms"] and want:
+                assert b["by_category_share"][c["name"]] == pytest.approx(want / b["attributed_ms"], rel=1e-6)
+        if b["instances"]:
+            assert b["per_instance_ms"] == pytest.approx(b["attributed_ms"] / b["instances"], abs=1e-6)
+    c = vm["cycles"]
+    if not c["n"]:
+        return
+    if chart["hidden"]:
+        for i in range(0, c["n"], max(1, c["n"] // 50)):
+            assert c["other_ms"][i] == pytest.approx(sum(c["phases"][p][i] for p in chart["hidden"]
+                                                         if p in c["phases"]), abs=1e-6)
+    else:
+        assert c["other_ms"] is None
+    st, h = c["stats"], c["hist"]
+    hi = max(st["total"]["p99"], st["cpu"]["p99"]) * 1.25
+    assert h["clip"] == (max(st["total"]["max"], st["cpu"]["max"]) > 2 * hi + 1e-6)
+    if h["clip"]:
+        assert h["above"] == sum(v > h["hi_ms"] for v in c["total_ms"] + c["cpu_ms"])

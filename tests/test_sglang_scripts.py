@@ -56,6 +56,10 @@ os.makedirs(args.run_dir)
 for name in ("manifest.json", "server.log", "specprof-sidecar.vm.1.jsonl"):
     open(os.path.join(args.run_dir, name), "w").write("{}")
 json.dump({"server_argv": serve.server_argv(args), "no_nsys": args.no_nsys}, open(os.path.join(args.run_dir, "client.json"), "w"))
+first = os.path.join(os.environ["RUNS_HOME"], ".fake-first-done")  # FAKE_FIRST_SECONDS: the hold's first launch
+if os.environ.get("FAKE_FIRST_SECONDS") and not os.path.exists(first):
+    open(first, "w").close()
+    time.sleep(float(os.environ["FAKE_FIRST_SECONDS"]))
 time.sleep(float(os.environ.get("FAKE_SECONDS", "0")))
 '''
 
@@ -125,6 +129,41 @@ def test_the_dense_plan_interleaves_its_rounds_and_resumes_where_the_budget_stop
     assert sorted(packed) == sorted(set(packed))
     assert {p.rsplit("/", 1)[0] for p in packed} == {x["run"] for x in launches}
     assert "sglang-dense-k4/client.json" in packed and "sglang-dense-k4/no-nsys-2/client.json" in packed
+
+
+def launches_of(runs) -> list[dict]:
+    path = runs / "launches.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_budget_guesses_a_launch_from_this_holds_warm_launches(tmp_path):
+    # The hold's first launch is cold (the dense target's: 167 s, the warm ones 86-109 s): the budget must not
+    # take it for what a launch costs, or it defers launches that fit. Here the first takes 8 s, the others
+    # under 2, and a call of 12 s must start a second launch (taking 8 s for a launch would defer it).
+    runs, env = fake_machine(tmp_path)
+    done = call(env, tmp_path / "out1", "dense", BUDGET_S="12", LAUNCH_GUESS_S="1", FAKE_FIRST_SECONDS="8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = launches_of(runs)
+    assert first[0]["seconds"] >= 8 and len(first) >= 2, first
+    # The next call starts from the longest launch recorded, less the first: the warm ones' (not 8 s, and not
+    # LAUNCH_GUESS_S, which would defer everything in a budget of 30 s)
+    done = call(env, tmp_path / "out2", "dense", BUDGET_S="30", LAUNCH_GUESS_S="100")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(launches_of(runs)) > len(first)
+    log = (tmp_path / "out2" / "gpu_runs.log").read_text()
+    guesses = [int(part.split()[0]) for part in log.split("a launch took up to ")[1:]]
+    assert all(g < 8 for g in guesses), guesses
+
+
+def test_the_budget_falls_back_on_the_guess_without_a_warm_launch(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    # only the hold's first launch recorded (cold, long): the guess decides, here more than the budget
+    (runs / "launches.jsonl").write_text(json.dumps({"run": "sglang-other/no-nsys", "kind": "twin", "position": 1,
+                                                     "start": "", "end": "", "seconds": 2, "exit": 0}) + "\n")
+    done = call(env, tmp_path / "out", "dense", BUDGET_S="20", LAUNCH_GUESS_S="50")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(launches_of(runs)) == 1
+    assert "a launch took up to 50 s): call again" in (tmp_path / "out" / "gpu_runs.log").read_text()
 
 
 def test_the_tree_and_moe_plans(tmp_path):

@@ -152,7 +152,9 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
 
 def cache_info() -> Output:
     """`specprof cache info`: where the cache of parsed exports and their analyses is, its entries and size."""
-    return Output(terminal.cache_info(trace_cache.root(), trace_cache.entries(), trace_cache.max_bytes()))
+    entries = trace_cache.entries()
+    return Output(terminal.cache_info(trace_cache.root(), entries, sum(e.bytes for e in entries),
+                                      trace_cache.max_bytes()))
 
 
 def cache_clear() -> Output:

@@ -3,7 +3,8 @@ renderer takes (schema `specprof.analysis/3`, docs/json.md).
 
 It holds the `Attribution` and the run's parsed files (model/run_data.py `RunData`) and computes each further
 result on first use, once: the cross-check, the economics, the per-rank results with each rank's cycle
-breakdown, the headline breakdown and the sweep's inputs. Every table and field of the attribution reads as an
+breakdown, the headline breakdown and the sweep's inputs, and the views every renderer shows (derived/views.py: the
+phases' shares and per-instance times, the sums, the breakdown's totals and picks). Every table and field of the attribution reads as an
 attribute of its own (`a.phases`, `a.ops`, `a.trace`, `a.segments`, ...); with several ranks, the per-phase and
 per-cycle tables (`phases`, `categories`, `cycles`, `cycle_phases`) are the headline rank's (derived/ranks.py
 `focus`). app/run.py's `Run` is an Analysis that reads its trace and files on first use.
@@ -17,7 +18,7 @@ from functools import cached_property
 from analyzer import progress
 from analyzer.core.attribution import Attribution
 from analyzer.derived import breakdown as bd
-from analyzer.derived import run_files
+from analyzer.derived import run_files, views
 from analyzer.derived.breakdown import CycleBreakdown
 from analyzer.derived.crosscheck import CrossCheck
 from analyzer.derived.economics import Economics, SyncTimerEstimate, sync_timer_estimate
@@ -100,6 +101,25 @@ class Analysis:
         a = self.attribution
         with progress.step("estimating synchronize timers"):
             return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+
+    # What every renderer shows beside the tables (derived/views.py), computed once per analysis.
+
+    @cached_property
+    def phase_rows(self):
+        """The phase table with each phase's per-instance time, shares, busy and idle time and top busy categories
+        (views.phase_rows), of the headline rank."""
+        return views.phase_rows(self.phases, self.categories)
+
+    @cached_property
+    def totals(self) -> dict:
+        """The sums the header and the report's tiles show (views.totals)."""
+        return views.totals(self.phases, self.unattributed, self.devices)
+
+    @cached_property
+    def breakdown_summary(self) -> dict | None:
+        """The headline breakdown's figures beyond its tables (views.breakdown_summary): None without one."""
+        b = self.cycle_breakdown
+        return None if b is None else views.breakdown_summary(b)
 
     @cached_property
     def sweep_input(self) -> run_files.SweepRun:

@@ -53,6 +53,16 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def total_diff_ns(self) -> int:
+        """B's total less A's."""
+        return self.b_total_ns - self.a_total_ns
+
+    @property
+    def total_ratio(self) -> float | None:
+        """B's total over A's (None when A's is 0)."""
+        return None if not self.a_total_ns else self.b_total_ns / self.a_total_ns
+
+    @property
     def change_pct(self) -> float | None:
         """How much slower B is than A, in % of A (negative: faster)."""
         return None if not self.a_total_ns else 100.0 * (self.b_total_ns - self.a_total_ns) / self.a_total_ns

@@ -124,6 +124,11 @@ class AcceptCheck:
     verdict: str
     explanations: list[str] = field(default_factory=list)
 
+    @property
+    def log_accept_len(self) -> float:
+        """The server log's accept length the gap is of: log_weighted when known, else log_mean."""
+        return self.log_weighted if self.log_weighted is not None else self.log_mean
+
 
 @dataclass
 class CrossCheck:
@@ -350,13 +355,14 @@ def consistency(pairs: pl.DataFrame, tolerance: float = TOLERANCE, floor_ns: int
 # -- inflation --------------------------------------------------------------------------------------------------
 
 def capture_windows(sc: Sidecars) -> pl.DataFrame:
-    """Per sidecar file with a complete capture window: file, first and last (the indices of the first and the
-    last cycle inside it: after the `start` record's cycle, up to the `stop` record's)."""
+    """Per sidecar file with a complete capture window, in file order: file, first and last (the indices of the
+    first and the last cycle inside it: after the `start` record's cycle, up to the `stop` record's)."""
     c = sc.capture
     start = c.filter(pl.col("event") == "start").group_by("file").agg(
         first=(pl.col("after_cycle").first().fill_null(-1) + 1))
     stop = c.filter(pl.col("event") == "stop").group_by("file").agg(last=pl.col("after_cycle").first())
-    return start.join(stop, on="file").filter(pl.col("last").is_not_null() & (pl.col("last") >= pl.col("first")))
+    return start.join(stop, on="file").filter(pl.col("last").is_not_null() & (pl.col("last") >= pl.col("first"))
+                                              ).sort("file")
 
 
 def window_cycles(sc: Sidecars, first: int | None, last: int | None) -> pl.DataFrame:

@@ -85,5 +85,6 @@ def f_num(value, digits: int = 3) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def pct(part, whole) -> str:
-    return "-" if not whole else f"{100.0 * (part or 0) / whole:.1f}%"
+def pct(fraction, digits: int = 1) -> str:
+    """A share (a fraction, derived/views.py `share`) in %, or "-" when there is none."""
+    return "-" if fraction is None else f"{100.0 * fraction:.{digits}f}%"

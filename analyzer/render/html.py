@@ -40,7 +40,7 @@ from analyzer.derived.analysis import Analysis
 from analyzer.errors import SpecprofError
 from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
 from analyzer.render import json as json_doc
-from analyzer.render.format import cut, ms
+from analyzer.render.format import cut, ms, ms_or_null
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)
@@ -171,13 +171,15 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
     t0 = _origin(a)
     phases = _phase_list(a)
     cats = _category_list(a)
+    split = views.chart_phases(a.phase_rows)
     vm = {
         "schema": SCHEMA,
         "facts": _facts(a, manifest),
         "notes": [_cut(n, 2000) for n in a.notes],
         "phases": phases,
         "categories": cats,
-        "cycles": _cycles(a, t0),
+        "chart": _chart(a, split),
+        "cycles": _cycles(a, t0, split["hidden"]),
         "kernels": _kernels(a),
         "streams": _streams(a),
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
@@ -198,18 +200,15 @@ def _origin(a: Analysis) -> int:
 
 
 def _phase_list(a: Analysis) -> list[dict]:
-    names = a.phases["phase"].to_list()
-    busy = a.categories.filter(~pl.col("category").is_in(IDLE_CATEGORIES)).group_by("phase").agg(
-        busy=pl.col("ns").sum())
-    busy_of = dict(busy.iter_rows())
-    out, spare = [], iter(OTHER_PHASE_COLORS * (1 + len(names) // len(OTHER_PHASE_COLORS)))
-    for r in a.phases.iter_rows(named=True):
+    rows = a.phase_rows
+    out, spare = [], iter(OTHER_PHASE_COLORS * (1 + rows.height // len(OTHER_PHASE_COLORS)))
+    for r in rows.iter_rows(named=True):
         name = r["phase"]
         color = PHASE_COLORS.get(name) or next(spare)
         out.append({
             "name": _cut(name), "color": color, "instances": r["instances"], "ops": r["ops"],
             "cpu_ms": ms(r["cpu"]), "gpu_span_ms": ms(r["gpu_span"]), "gpu_busy_ms": ms(r["gpu_busy"]),
-            "attributed_ms": ms(r["attributed"]), "busy_ms": ms(busy_of.get(name, 0)),
+            "attributed_ms": ms(r["attributed"]), "busy_ms": ms(r["busy"]),
             "pseudo": name in (IN_CYCLE, UNATTRIBUTED),
         })
     return out
@@ -218,7 +217,7 @@ def _phase_list(a: Analysis) -> list[dict]:
 def _category_list(a: Analysis) -> list[dict]:
     kinds = set(kinds_of(COMMUNICATION, a.category_parents))
     order = views.category_order(a.categories, kinds)
-    ns_of = dict(a.categories.group_by("category").agg(ns=pl.col("ns").sum()).iter_rows())
+    ns_of = views.category_totals(a.categories)
     spare = iter(OTHER_CATEGORY_COLORS * (1 + len(order)))
     spare_comm = iter(OTHER_COMMUNICATION_COLORS * (1 + len(order)))
     # per phase, ms by category
@@ -233,10 +232,7 @@ def _category_list(a: Analysis) -> list[dict]:
 def _facts(a: Analysis, manifest: dict | None) -> dict:
     meta = a.trace.meta
     m = manifest or {}
-    total = int(a.phases["attributed"].sum() or 0)
-    un = a.phases.filter(pl.col("phase") == UNATTRIBUTED)
-    un_ns = int(un["attributed"].sum() or 0) if un.height else 0
-    un_ops = int(a.unattributed["ops"].sum() or 0) if a.unattributed.height else 0
+    tot = a.totals
     gpus = [{"device": g.get("device"), "name": g.get("name")} for g in meta.gpus]
     for g in m.get("gpus") or []:
         match = next((x for x in gpus if x["device"] == g.get("index")), None)
@@ -250,9 +246,6 @@ def _facts(a: Analysis, manifest: dict | None) -> dict:
     command = m.get("command") or []
     argv = nsys.get("argv") or []
     flags = argv[1:len(argv) - len(command)] if command and argv[-len(command):] == command else argv[1:]
-    dev = a.devices
-    wall = int(dev["wall"].sum() or 0) if dev.height else 0
-    busy = int(dev["busy"].sum() or 0) if dev.height else 0
     cap = views.capture(a.ops, a.streams)
     versions = {k: v for k, v in (m.get("versions") or {}).items() if v}
     return {
@@ -264,10 +257,11 @@ def _facts(a: Analysis, manifest: dict | None) -> dict:
         "preset": m.get("preset"), "host": m.get("host"), "start": m.get("start"), "end": m.get("end"),
         "versions": versions,
         "ops": a.ops.height, "ranges": a.ranges.height, "cycles": a.cycles.height,
-        "streams": a.streams.height, "devices": dev.height,
-        "attributed_ms": ms(total), "device_wall_ms": ms(wall), "device_busy_ms": ms(busy),
-        "unattributed_ms": ms(un_ns), "unattributed_share": (un_ns / total) if total else 0.0,
-        "unattributed_ops": un_ops,
+        "streams": a.streams.height, "devices": a.devices.height,
+        "attributed_ms": ms(tot["attributed"]), "device_wall_ms": ms(tot["device_wall"]),
+        "device_busy_ms": ms(tot["device_busy"]), "device_busy_share": tot["device_busy_share"],
+        "unattributed_ms": ms(tot["unattributed_attributed"]), "unattributed_share": tot["unattributed_share"],
+        "unattributed_ops": tot["unattributed_ops"],
         "capture_wall_ms": ms(cap["wall"]),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -276,26 +270,42 @@ def _facts(a: Analysis, manifest: dict | None) -> dict:
 def _streams(a: Analysis) -> list[dict]:
     return [{"device": r["device"], "stream": r["stream"], "role": r["role"], "ops": r["ops"], "wall_ms": ms(r["wall"]),
              "busy_ms": ms(r["busy"]), "cpu_wait_ms": ms(r["cpu_wait"]), "launch_ms": ms(r["launch"]),
-             "idle_ms": ms(r["idle"]), "overlapped_ms": ms(r["overlapped"])} for r in a.streams.iter_rows(named=True)]
+             "idle_ms": ms(r["idle"]), "overlapped_ms": ms(r["overlapped"]), "busy_share": r["busy_share"],
+             "cpu_wait_share": r["cpu_wait_share"], "launch_share": r["launch_share"], "idle_share": r["idle_share"]}
+            for r in views.streams(a.streams).iter_rows(named=True)]
 
 
 def _kernels(a: Analysis) -> list[dict]:
     return [{"phase": _cut(r["phase"]), "name": _cut(r["short_name"]), "category": r["category"],
-             "count": r["count"], "ms": ms(r["ns"])} for r in a.kernels.iter_rows(named=True)]
+             "count": r["count"], "ms": ms(r["ns"]), "phase_busy_ms": ms(r["phase_busy"]),
+             "busy_share": r["busy_share"]}
+            for r in views.kernels(a.kernels, a.attribution.phases).iter_rows(named=True)]
 
 
-def _cycles(a: Analysis, t0: int) -> dict:
+def _chart(a: Analysis, split: dict) -> dict:
+    """The phases the charts draw by name and the per-phase chart's bars (derived/views.py), in ms."""
+    def bar(b):
+        return {"name": None if b["name"] is None else _cut(b["name"]), "members": [_cut(m) for m in b["members"]],
+                "instances": b["instances"], "attributed_ms": ms(b["attributed"]),
+                "per_instance_ms": None if b["per_instance"] is None else ms(b["per_instance"]),
+                "by_category_ms": {_cut(c): ms(v) for c, v in b["ns"].items()},
+                "by_category_share": {_cut(c): v for c, v in b["share"].items()},
+                "by_category_per_instance_ms": {_cut(c): ms(v) for c, v in b["per_instance_ns"].items()}}
+    return {"shown": [_cut(p) for p in split["shown"]], "hidden": [_cut(p) for p in split["hidden"]],
+            "bars": [bar(b) for b in views.phase_bars(a.phase_rows, a.categories, split)]}
+
+
+def _cycles(a: Analysis, t0: int, hidden: list[str]) -> dict:
     """Per cycle: start (ns from t0), CPU range duration, attributed ms per phase on the cycle stream and in total
     (the cycle's length there); the statistics over the breakdown's decode cycles (derived/views.py)."""
     c = a.cycles
     if c.is_empty():
         return {"n": 0}
-    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list())
-    cols = [p for p in data.columns if p not in ("cycle", "index", "pid", "start", "end", "total")]
-    data = data.with_columns(cpu=pl.col("end") - pl.col("start"))
-    keep = views.shown_cycles(a)
-    st = views.cycle_stats(data, keep, ["total", "cpu"])
+    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list(), cpu=True)
+    cols = [p for p in data.columns if p not in ("cycle", "index", "pid", "start", "end", "total", "cpu")]
+    st = views.cycle_stats(data, views.shown_cycles(a), ["total", "cpu"])
     stats = {label: {k: ms(v) for k, v in st[label].items() if k != "n"} for label in ("total", "cpu")}
+    hist = views.cycle_hist_range(data, st)
     return {
         "n": data.height,
         "index": data["index"].to_list(),
@@ -304,8 +314,11 @@ def _cycles(a: Analysis, t0: int) -> dict:
         "cpu_ms": [ms(x) for x in data["cpu"].to_list()],
         "total_ms": [ms(x) for x in data["total"].to_list()],
         "phases": {_cut(p): [ms(x) for x in data[p].to_list()] for p in cols},
+        "other_ms": [ms(x) for x in views.hidden_sum(data, hidden).to_list()] if hidden else None,
         "stats": stats,
         "stats_cycles": st["total"]["n"],
+        "hist": {"clip": hist["clip"], "lo_ms": ms_or_null(hist["lo"]), "hi_ms": ms_or_null(hist["hi"]),
+                 "above": hist["above"], "max_ms": ms_or_null(hist["max"])},
     }
 
 
@@ -313,71 +326,12 @@ def _cycles(a: Analysis, t0: int) -> dict:
 # The timeline
 
 
-def _windows(a: Analysis, t0: int, t_end: int) -> pl.DataFrame:
-    """The windows the cycle selector steps through: (start, end, label, kind), covering the capture."""
-    if a.cycles.height:
-        byi = a.cycles.group_by("index").agg(start=pl.col("start").min(), cycles=pl.col("cycle")).sort("index")
-        starts = byi["start"].to_list()
-        last_ids = byi["cycles"][-1].to_list()
-        last_end = a.segments.filter(pl.col("cycle").is_in(last_ids))["end"].max()
-        last_end = max(int(last_end or 0), int(a.cycles.filter(pl.col("cycle").is_in(last_ids))["end"].max()))
-        ends = starts[1:] + [last_end]
-        rows = [(s, e, f"cycle {i}", "cycle") for i, s, e in zip(byi["index"].to_list(), starts, ends)]
-        if starts[0] > t0:
-            rows.insert(0, (t0, starts[0], "before cycle 0", "before"))
-        if t_end > last_end:
-            rows.append((last_end, t_end, "after the last cycle", "after"))
-    else:
-        n = max(1, min(500, math.ceil(a.ops.height / SLICE_OPS)))
-        width = max(1, math.ceil((t_end - t0) / n))
-        rows = [(t0 + i * width, min(t_end, t0 + (i + 1) * width), f"slice {i}", "slice") for i in range(n)]
-    return pl.DataFrame(rows, schema={"start": pl.Int64, "end": pl.Int64, "label": pl.Utf8, "kind": pl.Utf8},
-                        orient="row").with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))
-
-
-def _assign(df: pl.DataFrame, windows: pl.DataFrame, col: str = "start") -> pl.DataFrame:
-    """Add `w`: the window whose start is the last one at or before df[col]."""
-    return df.sort(col).join_asof(windows.select("w", w_start="start"), left_on=col, right_on="w_start",
-                                  strategy="backward").with_columns(pl.col("w").fill_null(0)).drop("w_start")
-
-
-def _choose_detail(windows: pl.DataFrame, counts: dict[int, int], budget: int) -> set[int]:
-    """The windows embedded op by op: all when they fit, else a priority list filled up to the budget."""
-    total = sum(counts.values())
-    ws = windows["w"].to_list()
-    if total <= budget:
-        return set(ws)
-    cyc = windows.filter(pl.col("kind") == "cycle").with_columns(dur=pl.col("end") - pl.col("start"))
-    order: list[int] = []
-    first = cyc["w"].head(5).to_list() if cyc.height else ws[:5]
-    order += first
-    if cyc.height:
-        by_dur = cyc.sort("dur")
-        order += by_dur["w"].tail(3).reverse().to_list()  # slowest
-        order += by_dur["w"].head(1).to_list()  # fastest
-        order.append(by_dur["w"][by_dur.height // 2])  # median
-        order.append(by_dur["w"][min(by_dur.height - 1, int(by_dur.height * 0.9))])  # p90
-    # then evenly spaced, coarse to fine
-    step = len(ws)
-    while step >= 1:
-        order += ws[::step]
-        step //= 2
-    chosen: set[int] = set()
-    used = 0
-    for w in order:
-        if w in chosen:
-            continue
-        n = counts.get(w, 0)
-        if used + n <= budget:
-            chosen.add(w)
-            used += n
-    return chosen
-
-
 def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]) -> dict:
-    ops, segs, ranges = a.ops, a.segments, a.ranges
-    t_end = int(max(ops["end"].max(), ranges["end"].max() if ranges.height else 0))
-    windows = _windows(a, t0, t_end)
+    """The timeline's tables (derived/views.py `timeline`), encoded for the page: columns of numbers, times from
+    `t0` as differences, names as indices into `strings`."""
+    tl = views.timeline(a.ops, a.segments, a.ranges, a.cycles, t0, DETAIL_OPS, BLOCKS, RANGES, SLICE_OPS, MAX_LANES)
+    windows, d_ops, launches, idle, blocks, keep = (tl[k] for k in ("windows", "ops", "launches", "idle", "blocks",
+                                                                    "ranges"))
     phase_ix = {p: i for i, p in enumerate(phase_names)}
     cat_ix = {c: i for i, c in enumerate(cat_names)}
     strings: dict[str, int] = {}
@@ -391,57 +345,25 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
             out.append(strings[v])
         return out
 
-    # Which windows get op detail.
-    o = _assign(ops.select("start", "end", "device", "stream", "pid", "correlation", "name", "short_name", "phase",
-                           "category", "kind", "launch_start", "launch_end", "launch_tid", "launch_name"), windows)
-    counts = dict(o.group_by("w").agg(n=pl.len()).iter_rows())
-    detail = _choose_detail(windows, counts, DETAIL_OPS)
-    in_detail = pl.col("w").is_in(sorted(detail))
-    d_ops = o.filter(in_detail).sort("start").with_row_index("i")
-    # The launch calls of the detailed ops (a CUDA-graph launch once), with the first op each launched.
-    launches = d_ops.filter(pl.col("launch_start").is_not_null()).group_by("pid", "launch_tid", "correlation").agg(
-        start=pl.col("launch_start").first(), end=pl.col("launch_end").first(), name=pl.col("launch_name").first(),
-        first_op=pl.col("i").min(), ops=pl.len()).rename({"launch_tid": "tid"}).sort("start")
-
-    # Rows: CPU threads (that hold ranges or launched ops), then GPU streams.
+    # Rows: CPU threads (that hold ranges or launched ops), then GPU streams, labelled.
     meta = a.trace.meta
     proc_names = {p.get("pid"): p.get("name") for p in meta.processes}
     os_pids = {p.get("pid"): p.get("os_pid") for p in meta.processes}
-    keys_schema = {"pid": pl.Int64, "tid": pl.Int64}
-    threads = pl.concat([ranges.select("pid", "tid").cast(keys_schema), launches.select("pid", "tid").cast(keys_schema)]
-                        ).unique().sort("pid", "tid")
-    depth_of = (ranges.group_by("pid", "tid").agg(d=pl.col("depth").max()) if ranges.height
-                else pl.DataFrame(schema={"pid": pl.Int64, "tid": pl.Int64, "d": pl.Int64}))
-    depth_map = {(p, t): min(MAX_LANES, int(d or 0) + 1) for p, t, d in depth_of.iter_rows()}
-    api_threads = set(launches.select("pid", "tid").unique().iter_rows())
-    rows, cpu_row = [], {}
-    for pid, tid in threads.iter_rows():
-        cpu_row[(pid, tid)] = len(rows)
+    rows = []
+    for pid, tid, range_lanes, api in tl["cpu_rows"].select("pid", "tid", "range_lanes", "api").iter_rows():
         pname = proc_names.get(pid) or "process"
         tname = meta.threads.get(tid) or ""
         # nsys global ids carry the OS pid/tid in their low 24 bits
         os_pid = os_pids.get(pid) or (pid >> 24 & 0xFFFFFF if pid > 1 << 24 else pid)
         os_tid = tid & 0xFFFFFF if tid > 1 << 24 else tid
         label = f"CPU {pname} {os_pid}" + (f" · {tname} {os_tid}" if tname and tname != pname else f" · {os_tid}")
-        range_lanes = depth_map.get((pid, tid), 0)
-        api = (pid, tid) in api_threads
         rows.append({"kind": "cpu", "label": _cut(label, 60), "lanes": range_lanes + api,
                      "api_lane": range_lanes if api else -1, "pid": pid, "tid": tid})
-    gpu_row = {}
     gpu_names = {g.get("device"): g.get("name") for g in meta.gpus}
-    for dev, stream in ops.select("device", "stream").unique().sort("device", "stream").iter_rows():
-        gpu_row[(dev, stream)] = len(rows)
+    for dev, stream in tl["gpu_rows"].select("device", "stream").iter_rows():
         rows.append({"kind": "gpu", "label": f"GPU {dev} · stream {stream}", "lanes": 2, "device": dev,
                      "stream": stream, "gpu": _cut(gpu_names.get(dev) or "", 60)})
 
-    gpu_key = pl.DataFrame([(d, s, r) for (d, s), r in gpu_row.items()],
-                           schema={"device": pl.Int64, "stream": pl.Int64, "row": pl.Int64}, orient="row")
-    cpu_key = pl.DataFrame([(p, t, r) for (p, t), r in cpu_row.items()],
-                           schema={"pid": pl.Int64, "tid": pl.Int64, "row": pl.Int64}, orient="row")
-
-    d_ops = d_ops.join(gpu_key, on=["device", "stream"], how="left").sort("i")
-    launches = launches.with_columns(pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64)).join(
-        cpu_key, on=["pid", "tid"], how="left").sort("start")
     launch_cols = {
         "r": launches["row"].to_list(),
         "s": _delta(launches["start"].to_numpy() - t0),
@@ -464,10 +386,6 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
         "c": [cat_ix.get(c, -1) for c in d_ops["category"].to_list()],
         "k": _delta(corr),
     }
-
-    sg = _assign(segs.select("device", "stream", "start", "end", "phase", "category"), windows)
-    idle = sg.filter(in_detail & pl.col("category").is_in(IDLE_CATEGORIES)).join(
-        gpu_key, on=["device", "stream"], how="left").sort("start")
     idle_cols = {
         "r": idle["row"].to_list(),
         "s": _delta(idle["start"].to_numpy() - t0),
@@ -475,8 +393,6 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
         "p": [phase_ix.get(_cut(p), -1) for p in idle["phase"].to_list()],
         "c": [cat_ix.get(c, -1) for c in idle["category"].to_list()],
     }
-
-    blocks = views.timeline_blocks(sg.filter(~in_detail), gpu_key, t0, BLOCKS)
     block_cols = {
         "r": blocks["row"].to_list(),
         "s": _delta(blocks["start"].to_numpy() - t0),
@@ -486,18 +402,8 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
         "o": blocks["ops"].to_list(),
         "m": blocks["mixed"].to_list(),
     }
-
     range_cols = {"r": [], "l": [], "s": [], "d": [], "n": [], "p": [], "dm": []}
-    if ranges.height:
-        rg = _assign(ranges.select("pid", "tid", "start", "end", "name", "domain", "depth", "phase"), windows)
-        keep = rg.filter(in_detail)
-        rest = rg.filter(~in_detail)
-        for max_depth in (1, 0):
-            if keep.height + rest.filter(pl.col("depth") <= max_depth).height <= RANGES:
-                keep = pl.concat([keep, rest.filter(pl.col("depth") <= max_depth)])
-                break
-        keep = keep.head(RANGES).sort("start")
-        keep = keep.join(cpu_key, on=["pid", "tid"], how="left").sort("start")
+    if keep is not None:
         range_cols = {
             "r": keep["row"].to_list(),
             "l": keep["depth"].clip(0, MAX_LANES - 1).to_list(),
@@ -510,13 +416,13 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
 
     return {
         "t0_ns": t0,
-        "end": t_end - t0,
+        "end": tl["t_end"] - t0,
         "rows": rows,
         "strings": list(strings),
         "windows": {"start": (windows["start"] - t0).to_list(), "end": (windows["end"] - t0).to_list(),
                     "label": windows["label"].to_list(), "kind": windows["kind"].to_list(),
-                    "ops": [counts.get(w, 0) for w in windows["w"].to_list()],
-                    "detail": [w in detail for w in windows["w"].to_list()]},
+                    "ops": windows["ops"].to_list(), "detail": windows["detail"].to_list(),
+                    "picks": tl["picks"]},
         "ops": op_cols, "idle": idle_cols, "blocks": block_cols, "ranges": range_cols, "launches": launch_cols,
         "grouping": list(a.grouping),
         "budget": {"detail_ops": DETAIL_OPS, "blocks": BLOCKS, "ranges": RANGES},

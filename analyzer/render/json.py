@@ -29,8 +29,9 @@ SWEEP_SCHEMA = "specprof.sweep/1"
 COMPARE_SCHEMA = "specprof.compare/1"
 RUNS_SCHEMA = "specprof.runs/1"
 
-def phase_list(phases, categories) -> list[dict]:
-    """The `phases` entries (docs/json.md) of a phase table and its (phase, category, ns) table."""
+def phase_list(rows, categories) -> list[dict]:
+    """The `phases` entries (docs/json.md) of a phase table's view (derived/views.py `phase_rows`) and its (phase,
+    category, ns) table."""
     cats: dict[str, dict[str, float]] = {}
     for row in categories.iter_rows(named=True):
         cats.setdefault(row["phase"], {})[row["category"]] = ms(row["ns"])
@@ -45,8 +46,12 @@ def phase_list(phases, categories) -> list[dict]:
             "attributed_ms": ms(r["attributed"]),
             "side_busy_ms": ms(r["side_busy"]) if "side_busy" in r else 0.0,
             "categories": cats.get(r["phase"], {}),
+            "per_instance_ms": ms_or_null(r["per_instance"]), "share": num(r["share"], 6),
+            "busy_ms": ms(r["busy"]), "idle_ms": ms(r["idle"]), "idle_share": num(r["idle_share"], 6),
+            "top_busy": [{"category": c["category"], "ms": ms(c["ns"]), "share": num(c["share"], 6)}
+                         for c in r["top_busy"] or []],
         }
-        for r in phases.iter_rows(named=True)
+        for r in rows.iter_rows(named=True)
     ]
 
 
@@ -78,8 +83,9 @@ def cycle_list(a: Analysis, max_cycles: int | None = None) -> list[dict]:
 def _document(a: Analysis) -> dict:
     """Everything but the cycles."""
     meta = a.trace.meta
-    phases = phase_list(a.phases, a.categories)
+    phases = phase_list(a.phase_rows, a.categories)
     un = a.unattributed
+    tot = a.totals
     return {
         "schema": SCHEMA,
         "source": {
@@ -91,22 +97,22 @@ def _document(a: Analysis) -> dict:
             "window": meta.extra.get("window"),
             "start_ns": meta.start_ns,
         },
-        "cycle_breakdown": cycle_breakdown(a.cycle_breakdown),
+        "cycle_breakdown": cycle_breakdown(a.cycle_breakdown, a.breakdown_summary),
         # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
         "category_parents": dict(sorted(a.category_parents.items())),
         "phases": phases,
         "cycles": [],
         "unattributed": {
-            "ops": int(un["ops"].sum()) if un.height else 0,
-            "ms": ms(un["ns"].sum()) if un.height else 0.0,
+            "ops": tot["unattributed_ops"],
+            "ms": ms(tot["unattributed_ns"]),
             "by_reason": {r["reason"]: {"ops": r["ops"], "ms": ms(r["ns"])} for r in un.iter_rows(named=True)},
         },
         "launch": [
             {"phase": r["phase"], "launches": r["launches"], "queued": r["queued"], "api_cpu_ms": ms(r["api_ns"]),
              "latency_p50_us": us_or_null(r["latency_p50"]), "latency_p90_us": us_or_null(r["latency_p90"]),
              "latency_max_us": us_or_null(r["latency_max"]), "idle_latency_p50_us": us_or_null(r["idle_latency_p50"]),
-             "idle_latency_p90_us": us_or_null(r["idle_latency_p90"])}
-            for r in a.launch.iter_rows(named=True)
+             "idle_latency_p90_us": us_or_null(r["idle_latency_p90"]), "queued_share": num(r["queued_share"], 6)}
+            for r in views.launch(a.launch).iter_rows(named=True)
         ],
         # Which rank and stream `phases`, `cycles` and `cycle_breakdown` are of (the headline rank's cycle stream).
         "shown": shown(a),
@@ -114,9 +120,13 @@ def _document(a: Analysis) -> dict:
         "streams": [
             {"device": r["device"], "stream": r["stream"], "pid": r["pid"], "role": r["role"], "ops": r["ops"],
              "wall_ms": ms(r["wall"]), "busy_ms": ms(r["busy"]), "cpu_wait_ms": ms(r["cpu_wait"]),
-             "launch_ms": ms(r["launch"]), "idle_ms": ms(r["idle"]), "overlapped_ms": ms(r["overlapped"])}
-            for r in a.streams.iter_rows(named=True)
+             "launch_ms": ms(r["launch"]), "idle_ms": ms(r["idle"]), "overlapped_ms": ms(r["overlapped"]),
+             "busy_share": num(r["busy_share"], 6), "cpu_wait_share": num(r["cpu_wait_share"], 6),
+             "launch_share": num(r["launch_share"], 6), "idle_share": num(r["idle_share"], 6)}
+            for r in views.streams(a.streams).iter_rows(named=True)
         ],
+        # Additive: the sums the header and the report's tiles show (derived/views.py `totals`).
+        "totals": totals(tot),
         "notes": a.notes,
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
@@ -127,16 +137,34 @@ def _document(a: Analysis) -> dict:
     }
 
 
-def cycle_breakdown(b) -> dict | None:
+def totals(t: dict) -> dict:
+    """`totals`: derived/views.py `totals` in ms and shares."""
+    return {"attributed_ms": ms(t["attributed"]), "gpu_busy_ms": ms(t["gpu_busy"]), "side_busy_ms": ms(t["side_busy"]),
+            "outside_busy_ms": ms(t["outside_busy"]), "outside_share": num(t["outside_share"], 6),
+            "unattributed_attributed_ms": ms(t["unattributed_attributed"]),
+            "unattributed_share": num(t["unattributed_share"], 6), "device_wall_ms": ms(t["device_wall"]),
+            "device_busy_ms": ms(t["device_busy"]), "device_busy_share": num(t["device_busy_share"], 6)}
+
+
+def cycle_breakdown(b, s: dict | None = None) -> dict | None:
     """`cycle_breakdown` (and each `ranks[i].cycle_breakdown`): where one decode cycle of one rank goes on its cycle
-    stream (derived/breakdown.py), with the run without the profiler beside it; null with fewer than two cycles."""
+    stream (derived/breakdown.py), with the run without the profiler beside it, and its figures beyond its tables
+    (`s`: derived/views.py `breakdown_summary` of it; made here when not given); null with fewer than two
+    cycles."""
     if b is None:
         return None
-    s = views.stats(b.per_cycle["ns"]) if b.per_cycle is not None else {}
+    s = s if s is not None else views.breakdown_summary(b)
+    largest = s["largest"]
     return {
         "rank": b.rank, "why": b.why, "device": b.device, "stream": b.stream, "cycles": b.cycles,
         "cycle_ms": {"mean": ms(b.mean_ns), "median": ms(b.median_ns), "p90": ms(b.p90_ns),
-                     "max": ms_or_null(s.get("max")), "unprofiled_mean": ms_or_null(b.unprofiled_mean_ns)},
+                     "max": ms_or_null(s["max"]), "unprofiled_mean": ms_or_null(b.unprofiled_mean_ns)},
+        "gpu_busy_ms_per_cycle": ms(s["busy_ns_per_cycle"]), "gpu_busy_share": num(s["busy_share"], 6),
+        "ratio": num(s["ratio"], 4), "untimed_unprofiled_ms": ms_or_null(s["untimed_ns"]),
+        "untimed_unprofiled_share": num(s["untimed_share"], 6),
+        "largest_phase": None if largest is None else {"phase": largest["phase"], "share": num(largest["share"], 6),
+                                                       "unprofiled": largest["unprofiled"]},
+        "outside_share": num(s["outside_share"], 6),
         "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
                     "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
                     "unprofiled_ms_per_cycle": ms_or_null(r["unprofiled_ns_per_cycle"]),
@@ -167,16 +195,17 @@ def rank_entries(m: Ranks) -> list[dict]:
         by_phase.setdefault(r["rank"], {})[r["phase"]] = _comm_split(r)
     for r in m.comm_kinds.iter_rows(named=True):
         by_kind.setdefault(r["rank"], {})[r["kind"]] = _comm_split(r)
-    for r in m.ranks.iter_rows(named=True):
-        mine = pl.col("rank") == r["rank"]
+    v = views.ranks_view(m.ranks, m.comm_kinds, m.collectives)
+    for r in v["ranks"].iter_rows(named=True):
+        cats = views.of_rank(m.categories, r["rank"])
         out.append({
             "rank": r["rank"], "pid": r["pid"], "os_pid": r["os_pid"], "device": r["device"],
             "rank_source": r["source"], "ops": r["ops"], "streams": r["streams"], "wall_ms": ms(r["wall"]),
-            "busy_ms": ms(r["busy"]), "attributed_ms": ms(r["attributed"]),
+            "busy_ms": ms(r["busy"]), "busy_share": num(r["busy_share"], 6), "attributed_ms": ms(r["attributed"]),
             "communication": {"ms": ms(r["comm"]), "wait_ms": ms(r["wait"]), "transfer_ms": ms(r["transfer"]),
                               "unmatched_ms": ms(r["unmatched"]), "by_phase": by_phase.get(r["rank"], {}),
                               "by_kind": by_kind.get(r["rank"], {})},
-            "phases": phase_list(m.phases.filter(mine).drop("rank"), m.categories.filter(mine).drop("rank")),
+            "phases": phase_list(views.phase_rows(views.of_rank(m.phases, r["rank"]), cats), cats),
             "cycle_breakdown": cycle_breakdown(m.breakdown_of(r["rank"])),
         })
     return out
@@ -187,6 +216,8 @@ def skew_entry(m: Ranks) -> dict | None:
     if m.count < 2:
         return None
     top = m.straggler()
+    v = views.ranks_view(m.ranks, m.comm_kinds, m.collectives)
+    worst = views.most_waited_for(m.stragglers)
     return {
         "phases": [{"name": r["phase"], "ranks": r["ranks"], "min_ms": ms(r["min"]), "max_ms": ms(r["max"]),
                     "mean_ms": ms(r["mean"]), "skew_ms": ms(r["skew"]), "skew_pct": num(r["skew_pct"], 3),
@@ -194,7 +225,9 @@ def skew_entry(m: Ranks) -> dict | None:
         "collectives": [{"name": r["name"], "kind": r["kind"], "ranks": r["ranks"], "instances": r["instances"],
                          "unmatched": r["unmatched"], "ms": ms(r["ns"]), "wait_ms": ms(r["wait"]),
                          "transfer_ms": ms(r["transfer"]), "overlap_pct": num(r["overlap_pct"], 3),
-                         "shifts": r["shifts"]} for r in m.collectives.iter_rows(named=True)],
+                         "wait_share": num(r["wait_share"], 6),
+                         "shifts": r["shifts"]} for r in v["collectives"].iter_rows(named=True)],
+        "matched_instances": v["instances"],
         "stragglers": [{"rank": r["rank"], "last": r["last"], "share": num(r["share"], 3),
                         "margin_mean_us": us_or_null(r["margin_mean"]), "margin_max_us": us_or_null(r["margin_max"]),
                         "caused_wait_ms": ms(r["caused"])} for r in m.stragglers.iter_rows(named=True)],
@@ -202,6 +235,9 @@ def skew_entry(m: Ranks) -> dict | None:
         "share": num(top["share"], 3),
                                                "margin_mean_us": us_or_null(top["margin_mean"]),
                                                "caused_wait_ms": ms(top["caused"])},
+        "most_waited_for": None if worst is None else {"rank": worst["rank"], "last": worst["last"],
+                                                       "margin_mean_us": us_or_null(worst["margin_mean"]),
+                                                       "caused_wait_ms": ms(worst["caused"])},
         "notes": list(m.notes),
     }
 
@@ -223,9 +259,9 @@ def crosscheck(c: CrossCheck) -> dict:
                  "cycles_without": r["cycles_without"], "with_ms": ms_or_null(r["with_ns"]),
                  "without_ms": ms_or_null(r["without_ns"]),
                  "ratio": num(r["ratio"], 4), "ratio_ci95": [num(r["ratio_lo"], 4), num(r["ratio_hi"], 4)],
-                 "inflation_pct": num((r["ratio"] - 1) * 100, 2), "verdict": r["verdict"],
+                 "inflation_pct": num(r["inflation_pct"], 2), "verdict": r["verdict"],
                  "noise_pct": num(r["noise_pct"], 2)}
-                for r in c.inflation.iter_rows(named=True)
+                for r in views.inflation_rows(c.inflation).iter_rows(named=True)
             ],
         }
     accept = None
@@ -235,6 +271,7 @@ def crosscheck(c: CrossCheck) -> dict:
         "sidecar_per_cycle_mean": num(a.sidecar_per_cycle, 4),
                   "request_rounds": a.request_rounds, "cycles": a.cycles, "log_lines": a.log_lines,
                   "log_mean": num(a.log_mean, 4), "log_weighted": num(a.log_weighted, 4),
+                  "log_accept_len": num(a.log_accept_len, 4),
                   "log_accept_rate_mean": num(a.log_rate_mean, 4), "gap": num(a.gap, 4),
                   "overlap_bound": num(a.overlap_bound, 4), "verdict": a.verdict, "explanations": a.explanations}
     return {
@@ -386,8 +423,7 @@ def compare(c: Comparison) -> dict:
         "a": {"path": c.a_path, "cycles": c.a_cycles},
         "b": {"path": c.b_path, "cycles": c.b_cycles},
         "total": {"a_ms": ms_or_null(c.a_total_ns), "b_ms": ms_or_null(c.b_total_ns),
-                  "diff_ms": ms_or_null(c.b_total_ns - c.a_total_ns),
-                  "ratio": num(c.b_total_ns / c.a_total_ns, 4) if c.a_total_ns else None,
+                  "diff_ms": ms_or_null(c.total_diff_ns), "ratio": num(c.total_ratio, 4),
                   "change_pct": num(c.change_pct, 3)},
         "phases": [{"phase": r["phase"], "a_ms": ms_or_null(r["a_ns"]), "b_ms": ms_or_null(r["b_ns"]),
                     "diff_ms": ms_or_null(r["diff_ns"]),
@@ -474,10 +510,10 @@ def runs(listed: pl.DataFrame) -> str:
     """{"schema": "specprof.runs/1", "runs": [{"id", "ref", "imported_at", "path", "format", "ranks", "cycles",
     "wall_ms", "per_cycle_ms", "steps", "accept_len", "speedup", "captured_at", "key"}]}."""
     out = []
-    for r in listed.iter_rows(named=True):
+    for r in views.runs_view(listed).iter_rows(named=True):
         out.append({"id": r["id"], "ref": f"@{r['id']}", "imported_at": r["imported_at"], "path": r["path"],
                     "format": r["format"], "ranks": r["ranks"], "cycles": r["cycles"], "wall_ms": ms(r["wall_ns"]),
-                    "per_cycle_ms": ms(r["cycle_attributed_ns"] / r["cycles"]) if r["cycles"] else None,
+                    "per_cycle_ms": ms_or_null(r["per_cycle_ns"]),
                     "steps": r["steps"], "accept_len": r["accept_len"], "speedup": r["speedup"],
                     "captured_at": r["captured_at"], "key": r["key"]})
     return json.dumps({"schema": RUNS_SCHEMA, "runs": out}, indent=1)

@@ -23,8 +23,7 @@ from analyzer.render.names import distinct
 def header(a: Analysis) -> str:
     meta = a.trace.meta
     gpus = ", ".join(f"{g['device']}: {g['name'] or 'GPU'}" for g in meta.gpus) or "none"
-    un_ns = int(a.unattributed["ns"].sum()) if a.unattributed.height else 0
-    un_ops = int(a.unattributed["ops"].sum()) if a.unattributed.height else 0
+    tot = a.totals
     cap = views.capture(a.ops, a.streams)
     per_stream = "; ".join(
         f"device {r['device']} stream {r['stream']} ({r['role']}) {f_ms(r['busy'])}"
@@ -36,19 +35,17 @@ def header(a: Analysis) -> str:
         f"  {a.ops.height:,} GPU ops on {a.streams.height} stream(s), {a.ranges.height:,} ranges, "
         f"{a.cycles.height:,} cycles; capture wall time {f_ms(cap['wall'])} ms (first GPU op to last)",
         f"  GPU busy ms per stream: {per_stream}",
-        f"  unattributed: {un_ops:,} ops, {f_ms(un_ns)} ms of GPU op time",
+        f"  unattributed: {tot['unattributed_ops']:,} ops, {f_ms(tot['unattributed_ns'])} ms of GPU op time",
         "  time 0: the capture's start (its first event: a GPU op, API call, range or mark); start ms, --time-window and the "
         "report's timeline count from it",
     ]
     scope = _scope(a)
     if scope:
         lines.append(f"  per-phase and per-cycle tables: {scope}")
-    busy = a.phases.select(pl.col("gpu_busy").sum()).item() if a.phases.height else 0
-    if busy and a.cycles.height:
+    if tot["gpu_busy"] and a.cycles.height:
         # GPU work that no phase launched: outside every range, or in a cycle but between its phases.
-        outside = a.phases.filter(pl.col("phase").is_in([UNATTRIBUTED, IN_CYCLE]))
-        lines.append(f"  GPU busy time outside every phase: {f_ms(int(outside['gpu_busy'].sum()))} ms of "
-                     f"{f_ms(busy)} ms ({pct(outside['gpu_busy'].sum(), busy)}; {UNATTRIBUTED}: launched between "
+        lines.append(f"  GPU busy time outside every phase: {f_ms(tot['outside_busy'])} ms of "
+                     f"{f_ms(tot['gpu_busy'])} ms ({pct(tot['outside_share'])}; {UNATTRIBUTED}: launched between "
                      f"cycles, {IN_CYCLE}: in a cycle between its phases)")
     return "\n".join(lines)
 
@@ -70,10 +67,8 @@ def _scope(a: Analysis) -> str | None:
 
 
 def _shown_phases(a: Analysis, limit: int) -> pl.DataFrame:
-    """The `limit` phases with the most attributed time, plus the pseudo-phases, in table order."""
-    special = pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])
-    top = a.phases.filter(~special).head(limit)
-    return pl.concat([top, a.phases.filter(special)])
+    """The `limit` phases with the most attributed time, plus the pseudo-phases, in table order (their views)."""
+    return views.shown_phases(a.phase_rows, limit)
 
 
 def _more(a: Analysis, shown: pl.DataFrame) -> str:
@@ -82,22 +77,16 @@ def _more(a: Analysis, shown: pl.DataFrame) -> str:
 
 
 def phases(a: Analysis, limit: int = 20) -> str:
-    cats = a.categories
-    total = int(a.phases["attributed"].sum() or 0)
-    side = "side_busy" in a.phases.columns and bool(a.phases["side_busy"].sum())
+    side = bool(a.totals["side_busy"])
     rows = []
     shown = _shown_phases(a, limit)
     for r in shown.iter_rows(named=True):
-        mine = cats.filter(pl.col("phase") == r["phase"]).sort("ns", descending=True)
-        busy_cats = mine.filter(~pl.col("category").is_in(IDLE_CATEGORIES)).head(3)
-        top = ", ".join(f"{c} {pct(n, r['attributed'])}" for c, n in busy_cats.select("category", "ns").rows())
-        idle = mine.filter(pl.col("category").is_in(IDLE_CATEGORIES))["ns"].sum()
+        top = ", ".join(f"{c['category']} {pct(c['share'])}" for c in (r["top_busy"] or []))
         inst = r["instances"] or 0
         rows.append([
             r["phase"], f"{inst:,}" if inst else "-", f"{r['ops']:,}", f_ms(r["cpu"]), f_ms(r["gpu_span"]),
-            f_ms(r["gpu_busy"]), f_ms(r["attributed"]),
-            f_ms(r["attributed"] / inst) if inst else "-", pct(r["attributed"], total),
-            pct(idle, r["attributed"]), *([f_ms(r["side_busy"])] if side else []), top,
+            f_ms(r["gpu_busy"]), f_ms(r["attributed"]), f_ms_or_dash(r["per_instance"]), pct(r["share"]),
+            pct(r["idle_share"]), *([f_ms(r["side_busy"])] if side else []), top,
         ])
         rows[-1][0] = clean(rows[-1][0], 48)
     t = table(["phase", "inst", "ops", "cpu ms", "gpu span ms", "gpu busy ms", "attributed ms",
@@ -130,17 +119,17 @@ def cycles(a: Analysis, limit: int = 10) -> str:
     st = views.cycle_stats(data, keep, phase_cols + ["total"])
     stats = [[label, ""] + [f_ms(st[c][label]) for c in phase_cols + ["total"]] for label in ("mean", "p50", "p90", "max")]
     t = table(["cycle", "start ms"] + phase_cols + ["total"], rows + [["", ""] + [""] * (len(phase_cols) + 1)] + stats)
-    shown = min(limit, data.height)
+    shown = data.head(limit).height
     over = (f"; statistics over the {keep.height:,} decode cycles of the breakdown" if keep is not None else "")
     return (f"Per cycle: attributed ms per phase on the cycle stream, total: the cycle's length there (first {shown} "
             f"of {data.height:,} cycles; --show-cycles N shows more; start ms from the capture's start{over})\n" + t)
 
 
 def launch(a: Analysis, limit: int = 20) -> str:
-    rows = [[r["phase"], f"{r['launches']:,}", pct(r["queued"], r["launches"]), f_ms(r["api_ns"]),
+    rows = [[r["phase"], f"{r['launches']:,}", pct(r["queued_share"]), f_ms(r["api_ns"]),
              f_us(r["latency_p50"]), f_us(r["latency_p90"]), f_us(r["latency_max"]),
              f_us(r["idle_latency_p50"]), f_us(r["idle_latency_p90"])]
-            for r in a.launch.head(limit).iter_rows(named=True)]
+            for r in views.launch(a.launch).head(limit).iter_rows(named=True)]
     for row in rows:
         row[0] = clean(row[0], 48)
     return (f"Launch overhead{_all_ranks(a)} (api cpu: time inside launch calls; latency: first op start - launch call start, "
@@ -152,9 +141,9 @@ def launch(a: Analysis, limit: int = 20) -> str:
 
 def streams(a: Analysis) -> str:
     rows = [[str(r["device"]), str(r["stream"]), r["role"], f"{r['ops']:,}", f_ms(r["wall"]), f_ms(r["busy"]),
-             f_ms(r["cpu_wait"]), f_ms(r["launch"]), f_ms(r["idle"]), pct(r["busy"], r["wall"]),
+             f_ms(r["cpu_wait"]), f_ms(r["launch"]), f_ms(r["idle"]), pct(r["busy_share"]),
              "-" if r["role"] == "cycle" else f_ms(r["overlapped"])]
-            for r in a.streams.iter_rows(named=True)]
+            for r in views.streams(a.streams).iter_rows(named=True)]
     return ("GPU streams (each stream tiled on its own: its own wall time; cycle: the stream a rank's phases run on; "
             "side: busy time is its work, overlapped: the part while the cycle stream was busy)\n"
             + table(["device", "stream", "role", "ops", "wall ms", "busy ms", "cpu_wait ms", "launch ms", "idle ms",
@@ -164,7 +153,7 @@ def streams(a: Analysis) -> str:
 def kernels(a: Analysis, limit: int = 20) -> str:
     shown = _shown_phases(a, limit).select("phase")
     rows = [[clean(r["phase"], 48), clean(r["short_name"], 60), r["category"], f"{r['count']:,}", f_ms(r["ns"])]
-            for r in a.kernels.join(shown, on="phase", how="semi").iter_rows(named=True)]
+            for r in views.kernels_of(a.kernels, shown).iter_rows(named=True)]
     return f"Top kernels per phase{_all_ranks(a)}\n" + table(["phase", "kernel", "category", "count", "gpu ms"], rows, "lllrr")
 
 
@@ -183,9 +172,10 @@ def ranks(m: Ranks | None, phase_limit: int = 20) -> str | None:
     """The Ranks section (None with fewer than two ranks: the rest of the output is that one rank)."""
     if m is None or m.count < 2:
         return None
+    v = views.ranks_view(m.ranks, m.comm_kinds, m.collectives)
     rows = [[str(r["rank"]), str(r["os_pid"]), str(r["device"]), f"{r['ops']:,}", f_ms(r["wall"]), f_ms(r["busy"]),
-             pct(r["busy"], r["wall"]), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]), f_ms(r["unmatched"])]
-            for r in m.ranks.iter_rows(named=True)]
+             pct(r["busy_share"]), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]), f_ms(r["unmatched"])]
+            for r in v["ranks"].iter_rows(named=True)]
     source = m.ranks["source"][0]
     out = [f"Ranks: {m.count} (process, device) pairs, numbered by {source} (docs/multirank.md)",
            table(["rank", "pid", "device", "ops", "wall ms", "busy ms", "busy", "comm ms", "wait ms",
@@ -201,15 +191,15 @@ def ranks(m: Ranks | None, phase_limit: int = 20) -> str | None:
         out.append(f"({m.skew.height - sk.height:,} more phases: --phases N shows more, --json shows all)")
     if m.comm_kinds.height:
         rows = [[str(r["rank"]), clean(r["kind"], 24), f_ms(r["comm"]), f_ms(r["wait"]), f_ms(r["transfer"]),
-                 pct(r["wait"], r["comm"]), f_ms(r["unmatched"])] for r in m.comm_kinds.iter_rows(named=True)]
+                 pct(r["wait_share"]), f_ms(r["unmatched"])] for r in v["comm_kinds"].iter_rows(named=True)]
         out += ["", "Communication per rank and kind",
                 table(["rank", "kind", "comm ms", "wait ms", "transfer ms", "wait", "unmatched ms"], rows,
                       "llrrrrr")]
     if m.collectives.height:
         rows = [[clean(r["name"], 60), clean(r["kind"], 24), f"{r['instances']:,}", f"{r['unmatched']:,}",
-                 f_ms(r["ns"]), f_ms(r["wait"]), f_ms(r["transfer"]), pct(r["wait"], r["ns"]),
+                 f_ms(r["ns"]), f_ms(r["wait"]), f_ms(r["transfer"]), pct(r["wait_share"]),
                  "-" if r["overlap_pct"] is None else f"{r['overlap_pct']:.0f}%"]
-                for r in m.collectives.iter_rows(named=True)]
+                for r in v["collectives"].iter_rows(named=True)]
         out += ["", "Collectives (k-th kernel of a name on each rank matched; ms summed over ranks)",
                 table(["kernel", "kind", "instances", "unmatched", "ms", "wait ms", "transfer ms", "wait",
                        "overlap"], rows, "llrrrrrrr")]
@@ -220,12 +210,12 @@ def ranks(m: Ranks | None, phase_limit: int = 20) -> str | None:
                 table(["rank", "last", "share", "margin mean us", "max us", "others' wait ms"], rows)]
         top = m.straggler()
         if top is not None:
-            n = int(m.collectives["instances"].sum())
+            n = v["instances"]
             out.append(f"  straggler: rank {top['rank']}, last at {top['last']:,} of {n:,}"
                        f" collectives, by {f_us(top['margin_mean'])} us on average; the other ranks waited "
                        f"{f_ms(top['caused'])} ms for it")
-            worst = m.stragglers.sort("caused", descending=True).row(0, named=True)
-            if worst["rank"] != top["rank"] and worst["caused"] > top["caused"]:
+            worst = views.most_waited_for(m.stragglers)
+            if worst is not None and worst["rank"] != top["rank"] and worst["caused"] > top["caused"]:
                 out.append(f"  but rank {worst['rank']} made the others wait longest: {f_ms(worst['caused'])} ms "
                            f"({worst['last']:,} times last, by {f_us(worst['margin_mean'])} us on average)")
     else:
@@ -266,10 +256,10 @@ def crosscheck(c: CrossCheck) -> str:
         parts.append("\n".join(head) + "\n  no instance could be paired: nothing to compare (see the notes)")
     if c.inflation is not None and c.inflation.height:
         rows = []
-        for r in c.inflation.iter_rows(named=True):
+        for r in views.inflation_rows(c.inflation).iter_rows(named=True):
             verdict = r["verdict"]
             if verdict in ("inflated", "shorter", "within noise", "noise"):
-                verdict += f" {(r['ratio'] - 1) * 100:+.0f}%"
+                verdict += f" {r['inflation_pct']:+.0f}%"
             if verdict.startswith("noise"):
                 verdict += " (faster under the profiler: run-to-run)"
             rows.append([r["measure"], clean(r["phase"], 32), f_ms_or_dash(r["with_ns"]), f_ms_or_dash(r["without_ns"]),
@@ -297,7 +287,7 @@ def crosscheck(c: CrossCheck) -> str:
     if c.accept is not None:
         a = c.accept
         parts.append(f"Accept length: sidecar {a.sidecar_pooled:.3f} vs server log "
-                     f"{(a.log_weighted if a.log_weighted is not None else a.log_mean):.3f} "
+                     f"{a.log_accept_len:.3f} "
                      f"(gap {a.gap:+.3f}): {a.verdict}\n" + bullets(a.explanations))
     if c.notes:
         parts.append("Cross-check notes\n" + bullets(c.notes))
@@ -345,7 +335,8 @@ def cycle_breakdown(a: Analysis) -> str | None:
     b = a.cycle_breakdown
     if b is None:
         return None
-    unprof = b.unprofiled_mean_ns is not None and b.phases["unprofiled_ns_per_cycle"].is_not_null().any()
+    bs = a.breakdown_summary
+    unprof = bs["unprofiled"]
     rows = []
     for r in b.phases.iter_rows(named=True):
         row = [clean(r["phase"], 32), f_ms(r["ns_per_cycle"]), f"{100 * (r['share'] or 0):.1f}%",
@@ -355,14 +346,12 @@ def cycle_breakdown(a: Analysis) -> str | None:
             row += ["-" if u is None else f_ms(u), "-" if r["ratio"] is None else f_x(r["ratio"]),
                     "-" if r["unprofiled_share"] is None else f"{100 * r['unprofiled_share']:.1f}%"]
         rows.append(row)
-    busy = int(b.phases["busy_ns_per_cycle"].sum())
-    last = ["cycle", f_ms(b.mean_ns), "100.0%", f_ms(busy), pct(busy, b.mean_ns)]
+    last = ["cycle", f_ms(b.mean_ns), "100.0%", f_ms(bs["busy_ns_per_cycle"]), pct(bs["busy_share"])]
     heads, align = ["phase", "ms/cycle", "share", "GPU busy ms", "GPU busy"], "lrrrr"
     if unprof:
-        timed = b.phases["unprofiled_ns_per_cycle"].drop_nulls()
-        rest = b.unprofiled_mean_ns - int(timed.sum())
-        rows.append(["(not timed by events)", "-", "-", "-", "-", f_ms(rest), "-", pct(rest, b.unprofiled_mean_ns)])
-        last += [f_ms(b.unprofiled_mean_ns), f_x(b.mean_ns / b.unprofiled_mean_ns), "100.0%"]
+        rows.append(["(not timed by events)", "-", "-", "-", "-", f_ms(bs["untimed_ns"]), "-",
+                     pct(bs["untimed_share"])])
+        last += [f_ms(b.unprofiled_mean_ns), f_x(bs["ratio"]), "100.0%"]
         heads += ["without nsys ms", "ratio", "share without"]
         align += "rrr"
     rows.append(last)
@@ -389,13 +378,13 @@ def _rank_lines(a: Analysis) -> str:
     split = {r["rank"]: r for r in m.ranks.iter_rows(named=True)}
     for b in m.breakdowns:
         r = split.get(b.rank, {})
-        top = b.phases.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])).head(2)
+        top = views.real_phases(b.phases, 2)
         phases = ", ".join(f"{clean(p, 24)} {f_ms(n)}" for p, n in top.select("phase", "ns_per_cycle").rows())
         comm = (f"; collectives {f_ms(r['comm'])} ms: wait {f_ms(r['wait'])}, transfer {f_ms(r['transfer'])}"
                 if r.get("comm") else "")
         lines.append(f"  rank {b.rank} (device {b.device} stream {b.stream}): cycle {f_ms(b.mean_ns)} ms mean over "
                      f"{b.cycles:,} cycles ({phases}){comm}")
-    sk = m.skew.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])).head(1)
+    sk = views.real_phases(m.skew, 1)
     if sk.height:
         r = sk.row(0, named=True)
         lines.append(f"  skew: {clean(r['phase'], 24)} differs by {f_ms(r['skew'])} ms ({r['skew_pct']:.1f}%) "
@@ -437,9 +426,9 @@ def traces(digests, summary: pl.DataFrame, skew: pl.DataFrame | None, phase_limi
     ranks = skew is not None
     traces, _ = distinct([d.path for d in digests])
     rows = [[_label(d, i, ranks), clean(traces[i], 48), f"{row['ops']:,}", f_ms(row["wall"]), f_ms(row["busy"]),
-             pct(row["busy"], row["wall"]), f_ms(row["cpu_wait"]), f_ms(row["launch"]), f_ms(row["idle"]),
+             pct(row["busy_share"]), f_ms(row["cpu_wait"]), f_ms(row["launch"]), f_ms(row["idle"]),
              f_ms(row["communication"]), row["top_phase"] or "-"]
-            for i, (d, row) in enumerate(zip(digests, summary.iter_rows(named=True)))]
+            for i, (d, row) in enumerate(zip(digests, views.traces_view(summary).iter_rows(named=True)))]
     head = (f"specprof analysis of {len(digests)} traces, ranks of one run ({why}; each on its own clock)" if ranks
             else f"specprof analysis of {len(digests)} runs, each on its own, side by side (not ranks of one run: "
                  f"{why})")
@@ -545,11 +534,11 @@ def runs(listed: pl.DataFrame, db_path: str) -> str:
         return f"{clean(db_path)}: no runs stored yet (`specprof analyze RUN --db {clean(db_path)}` adds one)"
     rows = [[f"@{r['id']}", (r["imported_at"] or "")[:19], clean(r["path"], 60), r["format"], str(r["ranks"]),
              f"{r['cycles']:,}", f_ms(r["wall_ns"]),
-             f_ms(r["cycle_attributed_ns"] / r["cycles"]) if r["cycles"] else "-",
+             f_ms_or_dash(r["per_cycle_ns"]),
              "-" if r["steps"] is None else str(r["steps"]),
              "-" if r["accept_len"] is None else f"{r['accept_len']:.3f}",
              "-" if r["speedup"] is None else f"{r['speedup']:.3f}x"]
-            for r in listed.iter_rows(named=True)]
+            for r in views.runs_view(listed).iter_rows(named=True)]
     return (f"{listed.height:,} run(s) in {clean(db_path)} (docs/store.md; @ID names a run for compare and sweep)\n"
             + table(["run", "imported (UTC)", "path", "format", "ranks", "cycles", "wall ms", "per cycle ms",
                      "steps", "accept len", "speedup"], rows, "lllrrrrrrrr"))
@@ -576,9 +565,9 @@ def _gb(n: int) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
-def cache_info(root: str, entries, bound: int) -> str:
-    """`specprof cache info`: the cache folder, its size against the bound, and each entry (its export)."""
-    total = sum(e.bytes for e in entries)
+def cache_info(root: str, entries, total: int, bound: int) -> str:
+    """`specprof cache info`: the cache folder, its size (`total` bytes) against the bound, and each entry (its
+    export)."""
     lines = [f"specprof cache: {clean(root)}",
              f"  {len(entries)} export(s), {_gb(total)} of " + (f"{_gb(bound)} at most (SPECPROF_CACHE_MAX_GB)"
                                                                if bound else "no size bound")]

@@ -8,8 +8,11 @@ compares, per phase, three parts of the profiled run with the twin's cycles of t
 its decode cycles the same way): before the window, inside it, after it. Only decode cycles at the full batch
 in both runs count (the warm-up's smaller batches and the last, emptying ones are left out), and so does the
 cycle at each edge of the window (the one whose end starts the capture, and the one that waits for the stop's
-flush). Printed per part and phase: mean ms per cycle under nsys and in the twin, their ratio and its 95 %
-interval (delta method), as a Markdown table.
+flush). A stall is left out too: a cycle whose GPU time (its CUDA events) or period in either run is more than
+STALL_FACTOR times that run's median over the compared cycles (one-off work such as the 100-130 ms first cycle at
+the full batch in the first launch of each configuration on the dense target; each part says how many). Printed
+per part and phase: mean ms per cycle under nsys and in the twin, their ratio and its 95 % interval (delta
+method), as a Markdown table.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from analyzer.readers.sidecar import read_sidecars  # noqa: E402
+
+STALL_FACTOR = 3.0  # (as economics.IDLE_GAP_FACTOR: a period that long is no steady-state cycle)
 
 
 def per_cycle(sc) -> pl.DataFrame:
@@ -65,19 +70,26 @@ def compare(run: str) -> list[dict]:
     full = max(a["batch_size"].max(), b["batch_size"].max())
     both = a.join(b, on="index", suffix="_twin").filter(
         (pl.col("batch_size") == full) & (pl.col("batch_size_twin") == full))
+    stall = pl.lit(False)
+    for c in ("gpu_cycle", "gpu_cycle_twin", "cpu_period", "cpu_period_twin"):
+        if c in both.columns:
+            stall = stall | (pl.col(c) > STALL_FACTOR * pl.col(c).median()).fill_null(False)
+    both = both.with_columns(stall=stall)
     parts = {"before": both.filter(pl.col("index") < first - 1),
              "inside": both.filter(pl.col("index").is_between(first + 1, last - 1)),
              "after": both.filter(pl.col("index") > last + 1)}
     measures = sorted(c for c in a.columns if c.startswith(("gpu_", "cpu_")) and c + "_twin" in both.columns)
     rows = []
     for part, cycles in parts.items():
+        stalls = int(cycles["stall"].sum())
+        cycles = cycles.filter(~pl.col("stall"))
         for m in measures:
             x = cycles.select(m, m + "_twin").drop_nulls()
             if x.height < 3:
                 continue
             ma, mb, r, lo, hi = ratio(x[m].to_numpy().astype(float), x[m + "_twin"].to_numpy().astype(float))
             rows.append({"run": os.path.basename(os.path.normpath(run)), "part": part, "cycles": x.height,
-                         "first": int(cycles["index"].min()), "last": int(cycles["index"].max()),
+                         "first": int(cycles["index"].min()), "last": int(cycles["index"].max()), "stalls": stalls,
                          "measure": m, "nsys_ms": ma / 1e6, "twin_ms": mb / 1e6, "ratio": r, "lo": lo, "hi": hi})
     return rows
 
@@ -86,12 +98,13 @@ def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit(__doc__)
     results = [compare(run) for run in argv]
-    print("| run | part (cycles) | measure | under nsys ms | twin ms | ratio | 95 % interval |")
+    print("| run | part (cycles, stalls left out) | measure | under nsys ms | twin ms | ratio | 95 % interval |")
     print("|---|---|---|---|---|---|---|")
     for rows in results:
         for r in rows:
-            print(f"| {r['run']} | {r['part']} ({r['first']}..{r['last']}, {r['cycles']}) | {r['measure']} | "
-                  f"{r['nsys_ms']:.3f} | {r['twin_ms']:.3f} | {r['ratio']:.3f} | {r['lo']:.3f}..{r['hi']:.3f} |")
+            print(f"| {r['run']} | {r['part']} ({r['first']}..{r['last']}, {r['cycles']}, {r['stalls']}) | "
+                  f"{r['measure']} | {r['nsys_ms']:.3f} | {r['twin_ms']:.3f} | {r['ratio']:.3f} | "
+                  f"{r['lo']:.3f}..{r['hi']:.3f} |")
 
 
 if __name__ == "__main__":

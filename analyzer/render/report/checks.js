@@ -90,7 +90,9 @@ function checksPanels(R) {
     if (x.accept && typeof x.accept === "object") {
       box.appendChild(el("h3", "muted", "Accept length: sidecar against the server log"));
       var a = x.accept, p = el("p");
-      add(p, el("span", "badge", a.verdict || "-"), document.createTextNode("  sidecar " + num(a.sidecar_pooled, 3) + " (pooled), server log " + num(a.log_mean, 3)));
+      // the server log's accept length as the terminal and the JSON give it (log_weighted when known)
+      var J = (D.analysis && D.analysis.crosscheck && D.analysis.crosscheck.accept) || {};
+      add(p, el("span", "badge", a.verdict || "-"), document.createTextNode("  sidecar " + num(a.sidecar_pooled, 3) + " (pooled), server log " + num(J.log_accept_len, 3)));
       box.appendChild(p);
       var ul = el("ul", "notes"); (a.explanations || []).forEach(function (t) { ul.appendChild(el("li", null, t)); }); box.appendChild(ul);
     }

@@ -40,15 +40,13 @@ function reportContext(D) {
   function phaseColor(i) { return i >= 0 && i < PH.length ? PH[i].color : "#d0d5dd"; }
   function catName(i) { return i >= 0 && i < CA.length ? CA[i].name : "?"; }
   function catColor(i) { return i >= 0 && i < CA.length ? CA[i].color : "#999"; }
-  // Captures with dozens of phases (one per aten op, say) are drawn with the TOP_PHASES largest ones by name,
-  // the rest summed as "other phases" (the JSON and CSV outputs have them all).
-  var TOP_PHASES = 12;
-  var SHOWN = (function () {
-    var real = PH.filter(function (p) { return !p.pseudo; });
-    return { shown: real.slice(0, TOP_PHASES).concat(PH.filter(function (p) { return p.pseudo; })), hidden: real.slice(TOP_PHASES) };
-  })();
+  // Captures with dozens of phases (one per aten op, say) are drawn with the largest ones by name, the rest
+  // stacked as "other phases" (the JSON and CSV outputs have them all): which ones, derived/views.py chart_phases.
+  var byName = {}; PH.forEach(function (p) { byName[p.name] = p; });
+  var SHOWN = { shown: D.chart.shown.map(function (n) { return byName[n]; }), hidden: D.chart.hidden.map(function (n) { return byName[n]; }) };
   var OTHER = SHOWN.hidden.length ? "other phases (" + SHOWN.hidden.length + ")" : null;
-  function isShown(name) { return !SHOWN.hidden.some(function (p) { return p.name === name; }); }
+  var HIDDEN = {}; D.chart.hidden.forEach(function (n) { HIDDEN[n] = 1; });
+  function isShown(name) { return !HIDDEN[name]; }
   function plot(id, data, layout, config) {
     var p = Plotly.newPlot(id, data, layout, Object.assign({}, CONFIG, config || {}));
     plots.push(p);
@@ -63,6 +61,6 @@ function reportContext(D) {
   return { TL: TL, S: S, PH: PH, CA: CA, plots: plots, WEBGL: WEBGL, GL_POINTS: GL_POINTS, FONT: FONT, CONFIG: CONFIG,
     esc: esc, el: el, add: add, num: num, ms: ms, dur: dur, pct: pct, undelta: undelta, cummaxEnd: cummaxEnd,
     lowerBound: lowerBound, upperBound: upperBound, phaseName: phaseName, phaseColor: phaseColor, catName: catName,
-    catColor: catColor, TOP_PHASES: TOP_PHASES, SHOWN: SHOWN, OTHER: OTHER, isShown: isShown, plot: plot,
+    catColor: catColor, SHOWN: SHOWN, OTHER: OTHER, isShown: isShown, plot: plot,
     baseLayout: baseLayout, emptyNote: emptyNote, D: D };
 }

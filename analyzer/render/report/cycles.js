@@ -28,10 +28,7 @@ function cyclesPanels(R) {
       }
       series("cycle on its stream", c.total_ms, "#1d2433", { line: { color: "#1d2433", width: 1.6 } });
       SHOWN.shown.forEach(function (p) { if (c.phases[p.name]) series(p.name, c.phases[p.name], p.color); });
-      if (OTHER) {
-        var rest = c.total_ms.map(function (v, i) { return SHOWN.hidden.reduce(function (acc, p) { return acc + ((c.phases[p.name] || [])[i] || 0); }, 0); });
-        series(OTHER, rest, "#98a2b3");
-      }
+      if (OTHER && c.other_ms) series(OTHER, c.other_ms, "#98a2b3");
       series("cpu range", c.cpu_ms, "#98a2b3", { visible: "legendonly", line: { color: "#98a2b3", width: 1, dash: "dot" } });
     });
     var p50 = c.stats.total.p50, top = Math.max(c.stats.total.max, c.stats.cpu.max), clip = c.stats.total.p99 * 1.3;
@@ -67,13 +64,13 @@ function cyclesPanels(R) {
       ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "bottom", xanchor: q[2], showarrow: false, text: " " + q[0] + " " + num(q[1], 2) + " ",
         font: { size: 10 } });
     });
-    // a few far outliers (a prefill inside a cycle, say) would squeeze every other cycle into one bin
-    var hi = Math.max(st.p99, c.stats.cpu.p99) * 1.25, lo = Math.min(st.min, c.stats.cpu.min), xrange = null;
-    if (Math.max(st.max, c.stats.cpu.max) > 2 * hi) {
-      xrange = [Math.max(0, lo - (hi - lo) * 0.05), hi];
-      var out = c.total_ms.filter(function (v) { return v > hi; }).length, outc = c.cpu_ms.filter(function (v) { return v > hi; }).length;
+    // a few far outliers (a prefill inside a cycle, say) would squeeze every other cycle into one bin: the range
+    // and what falls outside it come with the data (derived/views.py cycle_hist_range)
+    var h = c.hist, xrange = null;
+    if (h && h.clip) {
+      xrange = [h.lo_ms, h.hi_ms];
       ann.push({ xref: "paper", yref: "paper", x: 1, y: 0.82, xanchor: "right", showarrow: false, align: "right", font: { size: 10, color: "#b42318" },
-        text: (out + outc) + " cycle times above " + num(hi, 2) + " ms (max " + num(Math.max(st.max, c.stats.cpu.max), 1) + " ms) off the right edge" });
+        text: h.above + " cycle times above " + num(h.hi_ms, 2) + " ms (max " + num(h.max_ms, 1) + " ms) off the right edge" });
     }
     plot("cycle-hist", [
       { type: "histogram", x: c.total_ms, name: "gpu attributed", marker: { color: "#4C78A8" }, opacity: 0.75, nbinsx: 50,

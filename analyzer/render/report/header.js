@@ -38,17 +38,13 @@ function headerPanels(R) {
     }
     tile(ms(A.capture_wall_ms != null ? A.capture_wall_ms : f.capture_wall_ms, 1), "capture wall",
          "first GPU op start to last op end; GPU time per stream:\n" + streams);
-    tile(f.device_wall_ms ? pct(f.device_busy_ms / f.device_wall_ms) : "-", "GPU busy", "union of ops over the devices' wall time");
+    tile(pct(f.device_busy_share), "GPU busy", "union of ops over the devices' wall time");
     if (B) {
-      var real = B.phases.filter(function (p) { return p.phase.charAt(0) !== "("; });
-      var unprof = real.some(function (p) { return p.unprofiled_share != null; });
-      var share = function (p) { return unprof ? (p.unprofiled_share || 0) : (p.share || 0); };
-      var top = real.slice().sort(function (x, y) { return share(y) - share(x); })[0];
-      if (top) tile(top.phase + " " + pct(share(top)), "largest phase" + (unprof ? " (without nsys)" : ""),
+      // the largest phase and the pseudo-phases' share: picked and summed in derived/views.py (breakdown_summary)
+      var top = B.largest_phase, unprof = top && top.unprofiled;
+      if (top) tile(top.phase + " " + pct(top.share), "largest phase" + (unprof ? " (without nsys)" : ""),
                     "share of one decode cycle" + (unprof ? " in the run without the profiler (its CUDA events)" : " under the profiler"));
-      var outside = B.phases.filter(function (p) { return p.phase.charAt(0) === "("; })
-        .reduce(function (t, p) { return t + (p.share || 0); }, 0);
-      tile(pct(outside, 1), "outside every phase", "share of the decode cycle charged to (unattributed) (the engine between cycles) and (cycle) (the worker between its phases); " +
+      tile(pct(B.outside_share, 1), "outside every phase", "share of the decode cycle charged to (unattributed) (the engine between cycles) and (cycle) (the worker between its phases); " +
            num(f.unattributed_ops, 0) + " ops no range claims");
     } else {
       tile(pct(f.unattributed_share, 2), "unattributed", num(f.unattributed_ops, 0) + " ops no range claims");
@@ -97,8 +93,8 @@ function headerPanels(R) {
       t.appendChild(h);
       D.streams.forEach(function (s) {
         var r = el("tr");
-        [s.device, s.stream, s.role, num(s.ops, 0), num(s.wall_ms, 1), pct(s.busy_ms / s.wall_ms), pct(s.cpu_wait_ms / s.wall_ms),
-         pct(s.launch_ms / s.wall_ms), pct(s.idle_ms / s.wall_ms), s.role === "side" ? num(s.overlapped_ms, 3) : "-"].forEach(function (x, i) { r.appendChild(el("td", i > 2 ? "num" : null, x)); });
+        [s.device, s.stream, s.role, num(s.ops, 0), num(s.wall_ms, 1), pct(s.busy_share), pct(s.cpu_wait_share),
+         pct(s.launch_share), pct(s.idle_share), s.role === "side" ? num(s.overlapped_ms, 3) : "-"].forEach(function (x, i) { r.appendChild(el("td", i > 2 ? "num" : null, x)); });
         t.appendChild(r);
       });
       box.appendChild(el("div", null, "\u00a0"));

@@ -6,7 +6,6 @@ function kernelsPanel(R) {
   function kernels() {
     var box = document.getElementById("kernels");
     if (!D.kernels.length) { emptyNote(box, "No kernels."); return; }
-    var busy = {}; PH.forEach(function (p) { busy[p.name] = p.busy_ms; });
     var color = {}; CA.forEach(function (c) { color[c.name] = c.color; });
     var pcolor = {}; PH.forEach(function (p) { pcolor[p.name] = p.color; });
     var t = el("table", "grid"), h = el("tr");
@@ -19,7 +18,7 @@ function kernelsPanel(R) {
         var g = el("tr", "group"), td = el("td");
         td.colSpan = 5;
         var sw = el("span", "swatch"); sw.style.background = pcolor[k.phase] || "#999";
-        add(td, sw, document.createTextNode(k.phase + "  "), el("span", "muted", "busy " + ms(busy[k.phase], 2)));
+        add(td, sw, document.createTextNode(k.phase + "  "), el("span", "muted", "busy " + ms(k.phase_busy_ms, 2)));
         g.appendChild(td); t.appendChild(g); last = k.phase;
       }
       var r = el("tr");
@@ -29,7 +28,7 @@ function kernelsPanel(R) {
       r.appendChild(ct);
       r.appendChild(el("td", "num", num(k.count, 0)));
       r.appendChild(el("td", "num", num(k.ms, 3)));
-      var share = busy[k.phase] ? k.ms / busy[k.phase] : 0;
+      var share = k.busy_share || 0;
       var bt = el("td"), bar = el("div", "bar");
       bar.style.width = Math.max(1, Math.round(90 * share)) + "px"; bar.style.background = color[k.category] || "#999";
       bt.title = pct(share) + " of the phase's busy time";

@@ -218,19 +218,18 @@ function makeTimeline(R) {
   });
   function windowOption(text, w) { var o = el("option", null, text); o.value = String(w); jump.appendChild(o); }
   windowOption("…", -1);
-  var cyc = []; for (var w = 0; w < NW; w++) if (W.kind[w] === "cycle") cyc.push(w);
-  if (cyc.length) {
-    var byDur = cyc.slice().sort(function (p, q) { return (W.end[p] - W.start[p]) - (W.end[q] - W.start[q]); });
-    var pick = function (f) { return byDur[Math.min(byDur.length - 1, Math.floor(f * (byDur.length - 1)))]; };
-    windowOption("slowest cycle (" + W.label[pick(1)] + ")", pick(1));
-    windowOption("p90 cycle (" + W.label[pick(0.9)] + ")", pick(0.9));
-    windowOption("median cycle (" + W.label[pick(0.5)] + ")", pick(0.5));
-    windowOption("fastest cycle (" + W.label[pick(0)] + ")", pick(0));
-    windowOption("first cycle", cyc[0]);
-    windowOption("last cycle", cyc[cyc.length - 1]);
+  // the cycle windows to jump to: picked once, in derived/views.py (window_picks)
+  var P = W.picks || {};
+  if (P.first != null) {
+    windowOption("slowest cycle (" + W.label[P.slowest] + ")", P.slowest);
+    windowOption("p90 cycle (" + W.label[P.p90] + ")", P.p90);
+    windowOption("median cycle (" + W.label[P.median] + ")", P.median);
+    windowOption("fastest cycle (" + W.label[P.fastest] + ")", P.fastest);
+    windowOption("first cycle", P.first);
+    windowOption("last cycle", P.last);
   }
   if (W.kind[0] === "before") windowOption("before the first cycle", 0);
-  var first = cyc.length ? cyc[0] : 0, initialWidth = 1;
+  var first = P.first != null ? P.first : 0, initialWidth = 1;
   state.w = first; state.width = initialWidth; widthSel.value = String(initialWidth);
 
   var gdReady = null;
