@@ -380,3 +380,39 @@ def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_ana
     for args in (["--no-cache"], []):  # the same refusal with the cache as without
         result = CliRunner().invoke(main, ["analyze", str(export), "--json", *args])
         assert result.exit_code == 2 and "is damaged" in result.output and "Traceback" not in result.output
+
+
+def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(export):
+    from analyzer import progress
+    from analyzer.app.run import Run
+    from analyzer.derived.economics import sync_timer_estimate
+
+    def estimate():
+        steps = []
+
+        def seen(event, name, info):
+            if event == "start":
+                steps.append(name)
+        progress.listen(seen)
+        try:
+            est = Run.load(str(export), Options()).sync_timers
+        finally:
+            progress.unlisten(seen)
+        return est, "estimating synchronize timers" in steps
+
+    first, computed = estimate()
+    assert computed and first is not None
+    second, computed = estimate()
+    assert not computed  # read from beside the cached analysis
+    a = attribution(str(export), Options())
+    fresh = sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+    for est in (first, second):
+        assert est.phases.equals(fresh.phases) and est.phases.schema == fresh.phases.schema
+        assert (est.cycle_ns, est.synced_cycle_ns, est.cycle_inflation_pct, est.sync_ns, est.syncs_per_cycle,
+                est.cycles, est.notes) == (fresh.cycle_ns, fresh.synced_cycle_ns, fresh.cycle_inflation_pct,
+                                           fresh.sync_ns, fresh.syncs_per_cycle, fresh.cycles, fresh.notes)
+    # an edited estimate (its digest no longer matching) is not used: computed again, the same
+    (kept,) = [p for p in Path(cache.root()).rglob("sync_timers.json")]
+    kept.write_text(kept.read_text().replace(f'"cycle_ns": {fresh.cycle_ns}', '"cycle_ns": 1'))
+    third, computed = estimate()
+    assert computed and third.cycle_ns == fresh.cycle_ns

@@ -130,7 +130,7 @@ def test_records_on_overflow_pages_are_read_through_sqlite(tmp_path, monkeypatch
     direct, through_sqlite = _both(path, monkeypatch)
     _assert_same(direct, through_sqlite)
     # (and, at 14,000 characters, cut to the names' bound: nsys_sqlite.MAX_NAME_CHARS, with a note)
-    long = direct.ranges.filter(pl.col("name").str.starts_with("verify verify"))
+    long = direct.ranges.filter(pl.col("name").cast(pl.Utf8).str.starts_with("verify verify"))
     assert long.height == 1 and long["name"][0] == ("verify " * 2000)[:nsys_sqlite.MAX_NAME_CHARS - 1] + "…"
     assert any("longer than 4,096 characters were cut" in note for note in direct.meta.notes)
     read_by = direct.meta.extra["tables_read_by"]

@@ -103,3 +103,75 @@ def store(path: str, opts: dict, a: Attribution) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
         print(clean(f"specprof: note: the analysis of {path} was not cached "
                     f"({getattr(exc, 'strerror', None) or exc})"), file=sys.stderr)
+
+
+# -- results computed from a cached attribution, kept beside it ---------------------------------------------------
+
+_FRAME_TYPES = {"String": pl.Utf8, "Int64": pl.Int64, "UInt32": pl.UInt32, "Float64": pl.Float64,
+                "Boolean": pl.Boolean}
+
+
+def _analysis_digest(fd: int) -> str | None:
+    with os.fdopen(os.open("analysis.json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), encoding="utf-8") as fh:
+        return json.load(fh).get("digest")
+
+
+def load_result(path: str, opts: dict, name: str, code: str):
+    """The result `name` kept by `store_result` beside the cached attribution of `path` with options `opts`, made by
+    code of hash `code`: a dataclass instance as stored (its tables as polars frames), or None."""
+    folder = matching_folder(path)
+    if folder is None:
+        return None
+    try:
+        fd = os.open(_analysis_folder(folder, opts), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            with os.fdopen(os.open(f"{name}.json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), encoding="utf-8") as fh:
+                doc = json.load(fh)
+            body = {k: doc.get(k) for k in ("options", "code", "analysis", "value")}
+            if doc.get("digest") != _digest(body) or body["options"] != opts or body["code"] != code or \
+                    body["analysis"] != _analysis_digest(fd):
+                return None
+        finally:
+            os.close(fd)
+        return body["value"]
+    except Exception:
+        return None
+
+
+def store_result(path: str, opts: dict, name: str, code: str, value: dict) -> None:
+    """Keep `value` (JSON: `frame_doc`'s for tables) as the result `name` of the cached attribution of `path` with
+    options `opts` (nothing when that attribution is not cached): bound to that attribution's digest and to `code`,
+    written whole or not at all."""
+    folder = matching_folder(path)
+    if folder is None:
+        return
+    try:
+        fd = os.open(_analysis_folder(folder, opts), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    tmp = f"{name}.json.tmp-{os.getpid()}"
+    try:
+        body = {"options": opts, "code": code, "analysis": _analysis_digest(fd), "value": value}
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd), "w",
+                       encoding="utf-8") as fh:
+            json.dump({**body, "digest": _digest(body)}, fh)
+        os.replace(tmp, f"{name}.json", src_dir_fd=fd, dst_dir_fd=fd)
+    except Exception:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+    finally:
+        os.close(fd)
+
+
+def frame_doc(df: pl.DataFrame) -> dict | None:
+    """A small table as JSON (its columns and their types), or None where a type is not one `doc_frame` reads."""
+    types = {c: str(t) for c, t in df.schema.items()}
+    if any(t not in _FRAME_TYPES for t in types.values()):
+        return None
+    return {"types": types, "columns": df.to_dict(as_series=False)}
+
+
+def doc_frame(doc: dict) -> pl.DataFrame:
+    return pl.DataFrame(doc["columns"], schema={c: _FRAME_TYPES[t] for c, t in doc["types"].items()})

@@ -9,18 +9,20 @@ app/analysis_cache.py); Kineto traces are read each time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from analyzer import progress
 from analyzer.app import analysis_cache, window_reads
 from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from analyzer.core.categories import Rule, default_rules, load_rules
 from analyzer.core.window import Window
+from analyzer.derived.economics import SyncTimerEstimate, sync_timer_estimate
 from analyzer.derived.run_files import given_step
 from analyzer.errors import SpecprofError
 from analyzer.model.trace import Trace
 from analyzer.readers.inputs import resolve
 from analyzer.readers.load import load_trace
+from analyzer.readers.trace_cache import code_hash
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,42 @@ def read_trace(path: str, options: Options = Options()) -> Trace:
     return load_trace(path, cache=options.cache)
 
 
+def _cache_key(options: Options, rules) -> dict:
+    key = analysis_cache.key(options.grouping, rules, options.domains)
+    if options.window:
+        key["window"] = options.window.key()
+    return key
+
+
+_SYNC_CODE = ("derived/economics.py", "app/analysis_cache.py")
+
+
+def sync_timers(path: str, options: Options, a: Attribution) -> SyncTimerEstimate | None:
+    """The synchronize-timer estimate of the attribution `a` of the trace at `path` (derived/economics.py), kept
+    beside the cached attribution (app/analysis_cache.py) and read from there when it matches."""
+    def compute():
+        with progress.step("estimating synchronize timers"):
+            return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+    if not options.cache or a.trace.meta.format != "nsys-sqlite":
+        return compute()
+    export, key, code = resolve(path), _cache_key(options, options.rule_list), code_hash(_SYNC_CODE)
+    with progress.step("reading the cached synchronize-timer estimate"):
+        doc = analysis_cache.load_result(export, key, "sync_timers", code)
+    if doc is not None:
+        try:
+            return None if doc["none"] else SyncTimerEstimate(**{**doc["fields"],
+                                                                 "phases": analysis_cache.doc_frame(doc["phases"])})
+        except Exception:
+            pass
+    est = compute()
+    phases = analysis_cache.frame_doc(est.phases) if est is not None else None
+    if est is None or phases is not None:
+        fields_ = {} if est is None else {f.name: getattr(est, f.name) for f in fields(est) if f.name != "phases"}
+        analysis_cache.store_result(export, key, "sync_timers", code,
+                                    {"none": est is None, "fields": fields_, "phases": phases})
+    return est
+
+
 def attribution(path: str, options: Options = Options()) -> Attribution:
     """The attribution of the trace at `path` (a file or a run directory), or of the part of it that
     `options.window` keeps, through the caches."""
@@ -103,9 +141,7 @@ def attribution(path: str, options: Options = Options()) -> Attribution:
     if not options.cache or trace.meta.format != "nsys-sqlite":
         return attribute(trace, grouping=options.grouping, rules=rules, domains=options.domains)
     export = resolve(path)
-    key = analysis_cache.key(options.grouping, rules, options.domains)
-    if options.window:
-        key["window"] = options.window.key()
+    key = _cache_key(options, rules)
     with progress.step("reading the cached analysis"):
         cached = analysis_cache.load(export, key, trace)
     if cached is not None:

@@ -16,6 +16,7 @@ from functools import cached_property
 from analyzer import progress
 from analyzer.app import store
 from analyzer.app.analyze import Options, RunInputs, attribution, read_trace
+from analyzer.app.analyze import sync_timers as cached_sync_timers
 from analyzer.core.attribution import Attribution
 from analyzer.derived import run_files
 from analyzer.derived.analysis import Analysis
@@ -52,6 +53,11 @@ class Run(Analysis):
     @cached_property
     def attribution(self) -> Attribution:
         return attribution(self.files.trace, self.options)
+
+    @cached_property
+    def sync_timers(self):
+        """What synchronize timers at every phase boundary would add (derived/economics.py), through the cache."""
+        return cached_sync_timers(self.files.trace, self.options, self.attribution)
 
     @cached_property
     def data(self) -> RunData:

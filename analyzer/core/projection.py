@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.model.columns import collect, distinct, first_distinct, lookup_rows
+from analyzer.model.columns import collect, distinct, first_distinct, lookup_rows, per_distinct
 from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
 I64_MIN = -(2**63)
@@ -22,8 +22,10 @@ _PER_CALL_SUFFIX = r",\s*(seq|op_id|sizes|input_op_ids|stream)\s*=.*$|#\d+$"
 
 
 def phase_names(ranges: pl.DataFrame) -> pl.DataFrame:
-    """Add `phase`: the range name with per-call suffixes (emit_nvtx's op ids, step numbers) removed."""
-    return ranges.with_columns(phase=pl.col("name").str.replace(_PER_CALL_SUFFIX, ""))
+    """Add `phase` (dictionary-encoded, as `name` is): the range name with per-call suffixes (emit_nvtx's op
+    ids, step numbers) removed, computed once per distinct name."""
+    phase = per_distinct(ranges.get_column("name").cast(pl.Categorical), lambda t: t.str.replace(_PER_CALL_SUFFIX, ""))
+    return ranges.with_columns(phase.alias("phase"))
 
 
 def phase_of_ops(grouping: tuple[str, ...]) -> pl.Expr:

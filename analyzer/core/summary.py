@@ -43,12 +43,12 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     """
     # (the columns needed first, then the rows: ranges carry names and other text)
     phases = ranges.select("range_id", "phase", "start", "end").filter(~pl.col("phase").is_in(grouping))
-    inst = phases.join(proj, on="range_id", how="left").group_by("phase").agg(
+    inst = _text(phases.join(proj, on="range_id", how="left").group_by("phase").agg(
         instances=pl.len().cast(pl.Int64),
         cpu=(pl.col("end") - pl.col("start")).sum(),
         gpu_span=(pl.col("gpu_end") - pl.col("gpu_start")).fill_null(0).sum(),
         gpu_ops=pl.col("gpu_ops").sum(),
-    )
+    ))
     # Busy: per innermost range instance, the union of its own ops' intervals. An op's phase
     # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
     # (All ops go in, the ones of no range as one group of their own: no filtered copy of the ops.)
@@ -108,8 +108,8 @@ def cycle_table(ranges: pl.DataFrame, ops: pl.DataFrame, charges: pl.DataFrame,
     att = _text(charges.filter(pl.col("cycle").is_not_null()).group_by("cycle", "phase").agg(
         attributed=pl.col("ns").sum()))
     busy = _text(_cycle_busy(ranges, ops, grouping, per_range).rename({"busy": "gpu_busy"}))
-    cpu = ranges.lazy().filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
-        "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum()).collect()
+    cpu = _text(ranges.lazy().filter(pl.col("cycle").is_not_null() & ~pl.col("phase").is_in(grouping)).group_by(
+        "cycle", "phase").agg(cpu=(pl.col("end") - pl.col("start")).sum()).collect())
     keys = pl.concat([att.select("cycle", "phase"), busy.select("cycle", "phase"),
                       cpu.select("cycle", "phase")]).unique()
     long = (
@@ -311,7 +311,10 @@ def pair_tables(ops: pl.DataFrame, ranges: pl.DataFrame, charges: pl.DataFrame, 
         if whole:
             ph, cats = phases, categories
         else:
-            own = ops.filter(mine)
+            # only the columns phase_table and range_projection read: not a copy of every column of the pair's ops
+            cols = [c for c in ("range_id", "start", "end", "phase", "device", "stream", "correlation", "launch_first")
+                    if c in ops.columns]
+            own = ops.lazy().filter(mine).select(cols).collect()
             mine_streams = streams.filter(mine)
             ch = charges.join(mine_streams.filter(pl.col("role") == "cycle").select("device", "stream"),
                               on=["device", "stream"], how="semi")

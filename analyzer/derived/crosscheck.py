@@ -312,7 +312,8 @@ def sidecar_intervals(sc: Sidecars, file: int) -> pl.DataFrame:
 def match_intervals(trace_ranges: pl.DataFrame, intervals: pl.DataFrame, offset: Offset, tol: int = MATCH_NS
                     ) -> pl.DataFrame:
     """Pair sidecar intervals (sidecar clock) with same-named trace ranges (trace clock), nearest start."""
-    side = intervals.with_columns(t=offset.expr("start")).sort("t")
+    # joined on the trace's dictionary-encoded names (the sidecar's few are encoded, not the trace's many decoded)
+    side = intervals.with_columns(pl.col("name").cast(pl.Categorical), t=offset.expr("start")).sort("t")
     tr = trace_ranges.select("name", t="start", trace_start="start",
                              nsys_ns=pl.col("end") - pl.col("start")).sort("t")
     joined = side.join_asof(tr, on="t", by="name", strategy="nearest", tolerance=tol,
@@ -321,7 +322,7 @@ def match_intervals(trace_ranges: pl.DataFrame, intervals: pl.DataFrame, offset:
     # one sidecar interval per trace range: the closest
     joined = joined.with_columns(err=(pl.col("t") - pl.col("trace_start")).abs()).sort("err").unique(
         subset=["name", "trace_start"], keep="first")
-    return joined.select("name", "cycle", "trace_start", "nsys_ns",
+    return joined.select(pl.col("name").cast(pl.Utf8), "cycle", "trace_start", "nsys_ns",
                          sidecar_ns=pl.col("end") - pl.col("start")).with_columns(
         diff_ns=pl.col("nsys_ns") - pl.col("sidecar_ns")).sort("trace_start")
 

@@ -44,6 +44,7 @@ import numpy as np
 import polars as pl
 
 from analyzer.derived.intervals import Measure, band, mean_measure, t975  # noqa: F401 (the economics' API)
+from analyzer.model.columns import distinct
 
 # A gap between two cycles longer than this many median periods is idle time (no batch to run, a prefill
 # of new requests), not part of a cycle's cost: such periods are left out and counted.
@@ -435,34 +436,71 @@ class SyncTimerEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-_LAUNCH_COLUMNS = ("launch_start", "start", "end", "pid", "device", "stream", "kind")
-
-
-def _launched(ops: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
-    """One process's launched ops (`rows`: their row numbers in `ops`, in start order, op_id's, which each stream's
-    ops keep), only the columns the estimate reads, with `prev`: the end of the op before on its stream. Gathered
-    one process at a time (`_launch_rows`): the estimate's memory is one process's, not the whole capture's."""
-    return ops.select(_LAUNCH_COLUMNS)[rows].with_columns(prev=pl.col("end").shift(1).over("device", "stream"))
-
-
 def _launch_rows(ops: pl.DataFrame) -> dict:
-    """Per process, the row numbers of its launched ops in `ops` (start order)."""
-    rows = ops.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"), "pid", "launch_start").filter(
-        pl.col("launch_start").is_not_null()).group_by("pid", maintain_order=True).agg("row")
-    return {pid: r for pid, r in zip(rows["pid"].to_list(), rows["row"])}
+    """Per process, the row numbers of its launched ops in `ops` (start order): one pass over the rows per process
+    (a GPU capture has a few), each keeping only its rows' numbers."""
+    launched = pl.col("launch_start").is_not_null()
+    pids = distinct(ops.lazy().filter(launched).select("pid").collect().get_column("pid")).drop_nulls().to_list() \
+        if ops.height else []
+    if len(pids) > 64:  # many processes: one group-by instead
+        rows = ops.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("row"), "pid", "launch_start").filter(
+            launched).group_by("pid", maintain_order=True).agg("row")
+        return {pid: r for pid, r in zip(rows["pid"].to_list(), rows["row"])}
+    return {pid: ops.select(pl.arg_where(launched & (pl.col("pid") == pid))).to_series() for pid in pids}
 
 
-def _launch_latency(ops: pl.DataFrame, rows: dict) -> int:
-    """The launch latency of an op on an idle stream: the 5th percentile of (start - launch call start) over ops
-    that found their stream idle (the previous op on it had ended before the launch); `rows`: `_launch_rows(ops)`."""
-    lats = []
-    for r in rows.values():
-        o = _launched(ops, r)
-        idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
-        lat = idle["start"] - idle["launch_start"]
-        lats.append(lat.filter(lat >= 0))
+_LAUNCH_COLUMNS = ("launch_start", "start", "end", "device", "stream")
+_CHUNK_ROWS = 1 << 20  # a process's launched ops are gathered this many at a time
+
+
+def _launched(ops: pl.DataFrame, rows: pl.Series, spans: list[tuple[int, int]] | None
+              ) -> tuple[pl.Series, pl.DataFrame | None]:
+    """Of one process's launched ops (`rows`: their row numbers in `ops`, in start order, op_id's, which each
+    stream's ops keep): the launch latency's sample (`_idle_latencies`), and, with `spans`, the ops launched in
+    them with the columns the replay reads and `prev`, the end of the op before on its stream (among all the
+    process's launched ops). Gathered in chunks of rows, each stream's last end carried from one chunk to the
+    next: the estimate's memory is a chunk's, not a process's."""
+    lats, parts, carried = [], [], None
+    for at in range(0, rows.len(), _CHUNK_ROWS):
+        part = rows.slice(at, _CHUNK_ROWS)
+        o = ops.select(_LAUNCH_COLUMNS)[part]
+        prev = pl.col("end").shift(1).over("device", "stream")
+        if carried is not None:  # a stream's first op of this chunk follows its last of the chunks before
+            o = o.join(carried, on=["device", "stream"], how="left", maintain_order="left")
+            prev = pl.coalesce(prev, pl.col("carried"))
+        o = o.with_columns(prev=prev).select(*_LAUNCH_COLUMNS, "prev")
+        lats.append(_idle_latencies(o))
+        if spans:
+            keep = pl.Series(_within(o.get_column("launch_start").to_numpy(), spans))
+            parts.append(o.filter(keep).with_columns(kind=ops.get_column("kind").gather(part.filter(keep))))
+        last = o.group_by("device", "stream").agg(carried=pl.col("end").last())
+        carried = last if carried is None else pl.concat([carried, last]).group_by(
+            "device", "stream", maintain_order=True).agg(pl.col("carried").last())
+        del o
     lat = pl.concat(lats) if lats else pl.Series([], dtype=pl.Int64)
-    return int(lat.quantile(0.05, "nearest")) if lat.len() else 0
+    return lat, (pl.concat(parts) if parts else None) if spans else None
+
+
+def _idle_latencies(o: pl.DataFrame) -> pl.Series:
+    """Of a process's launched ops (launch_start, start, prev), (start - launch call start) of those that found
+    their stream idle (the previous op on it had ended before the launch): the launch latency's sample."""
+    idle = o.filter(pl.col("prev").is_null() | (pl.col("prev") <= pl.col("launch_start")))
+    lat = idle["start"] - idle["launch_start"]
+    return lat.filter(lat >= 0)
+
+
+def _within(launch: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """Which of the launch times lie in one of the closed intervals `spans`."""
+    spans = sorted(spans)
+    lo, hi = [], []
+    for a, b in spans:  # merged, so that each time falls in at most one
+        if lo and a <= hi[-1]:
+            hi[-1] = max(hi[-1], b)
+        else:
+            lo.append(a)
+            hi.append(b)
+    k = np.searchsorted(np.asarray(lo, dtype=np.int64), launch, side="right") - 1
+    return (k >= 0) & (launch <= np.asarray(hi, dtype=np.int64)[np.maximum(k, 0)])
 
 
 def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.DataFrame, api: pl.DataFrame,
@@ -478,13 +516,15 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     itself. What the timers remove is the launch-queue overlap: a phase whose host work ran while the GPU still
     finished the one before now waits for it, then launches. `ops`: the attribution's (launch_start, kind,
     stream, pid); `ranges`: its ranges (phase, cycle); `cycles`: its cycles; `api`: the trace's calls. None
-    without two consecutive cycles with phases."""
+    without two consecutive cycles with phases.
+
+    Memory: each process's launched ops are gathered a few columns at a time, for the launch latency's sample;
+    of them only the ops launched in the replayed cycles (and the window before each) are kept for the replay."""
     phases = ranges.filter(pl.col("cycle").is_not_null() & pl.col("phase").is_not_null()
                            & ~pl.col("name").is_in(list(grouping)))
     if not phases.height or cycles.height < 2:
         return None
     launch_rows = _launch_rows(ops)
-    lat = _launch_latency(ops, launch_rows)
     sync_calls = api.filter(pl.col("name").cast(pl.Utf8).is_in(list(SYNC_CALLS)))
     notes = []
     sync_ns = 0
@@ -493,23 +533,15 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     else:
         notes.append("no synchronize call in the trace to measure one's own cost: counted as 0, so the estimate "
                      "is the launch-queue overlap the timers remove alone (a lower bound)")
-    rows, periods, synced = [], [], []
+    # Each process's cycles to replay (from the ranges alone), then its ops: the launch latency's sample from all
+    # of them, and the replay's ops from those cycles' spans only.
+    plans = []
     cyc = cycles.sort("pid", "start")
     for pid in cyc["pid"].unique().to_list():
         mine = cyc.filter(pl.col("pid") == pid)
         ph = phases.filter(pl.col("pid") == pid).sort("start")
         if pid not in launch_rows:
             continue
-        po = _launched(ops, launch_rows[pid]).with_columns(ready=pl.col("launch_start") + pl.min_horizontal(pl.lit(lat), pl.col("start")
-                                                                              - pl.col("launch_start")))
-        po = po.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
-        po = po.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort("launch_start")
-        p_launch = po["launch_start"].to_numpy()
-        p_end, p_start = po["end"].to_numpy(), po["start"].to_numpy()
-        p_ready, p_gap = po["ready"].to_numpy(), po["gap"].to_numpy()
-        p_stream = (po["device"] * 1_000_000 + po["stream"]).to_numpy()
-        p_memcpy = (po["kind"].cast(pl.Utf8) == "memcpy").to_numpy()
-        api_t = np.sort(api.filter(pl.col("pid") == pid)["start"].to_numpy())
         starts = mine["start"].to_numpy()
         ids = mine["cycle"].to_list()
         period_all = np.diff(starts)
@@ -517,7 +549,7 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
             continue
         median = float(np.median(period_all))
         by_cycle: dict = {}
-        for r in ph.select("cycle", "phase", "start", "end").iter_rows():
+        for r in ph.select("cycle", pl.col("phase").cast(pl.Utf8), "start", "end").iter_rows():
             by_cycle.setdefault(r[0], []).append(r[1:])
         window = int(2 * median)  # how far back a host read's copy or a phase's earlier work is looked for
         pairs = range(len(ids) - 1)
@@ -525,6 +557,38 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
             pairs = [pairs[k * len(pairs) // SYNC_ESTIMATE_CYCLES] for k in range(SYNC_ESTIMATE_CYCLES)]
             notes.append(f"estimated from {SYNC_ESTIMATE_CYCLES:,} of {len(ids) - 1:,} cycles (evenly spaced) of "
                          f"process {pid}")
+        spans = []  # every launch time the replay of a pair looks at: its points, and `window` before the first
+        for i in pairs:
+            here, nxt = by_cycle.get(ids[i]), by_cycle.get(ids[i + 1])
+            if here and nxt:
+                times = [t for r in here for t in r[1:]] + [min(r[1] for r in nxt)]
+                spans.append((min(times) - window, max(times)))
+        plans.append((pid, ids, period_all, median, by_cycle, window, pairs, spans))
+    lats, replayed = [], {}
+    planned = {plan[0]: plan[-1] for plan in plans}
+    for pid in list(launch_rows):
+        lat, replay = _launched(ops, launch_rows.pop(pid), planned.get(pid))
+        lats.append(lat)
+        if replay is not None:
+            replayed[pid] = replay
+    lat = pl.concat(lats) if lats else pl.Series([], dtype=pl.Int64)
+    lat = int(lat.quantile(0.05, "nearest")) if lat.len() else 0
+    del lats
+    rows, periods, synced = [], [], []
+    for pid, ids, period_all, median, by_cycle, window, pairs, _ in plans:
+        if pid not in replayed:
+            continue
+        po = replayed.pop(pid).with_columns(ready=pl.col("launch_start") + pl.min_horizontal(
+            pl.lit(lat), pl.col("start") - pl.col("launch_start")))
+        po = po.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
+        po = po.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort(
+            "launch_start", maintain_order=True)
+        p_launch = po["launch_start"].to_numpy()
+        p_end, p_start = po["end"].to_numpy(), po["start"].to_numpy()
+        p_ready, p_gap = po["ready"].to_numpy(), po["gap"].to_numpy()
+        p_stream = (po["device"] * 1_000_000 + po["stream"]).to_numpy()
+        p_memcpy = (po["kind"].cast(pl.Utf8) == "memcpy").to_numpy()
+        api_t = np.sort(api.filter(pl.col("pid") == pid)["start"].to_numpy())
         for i in pairs:
             here, nxt = by_cycle.get(ids[i]), by_cycle.get(ids[i + 1])
             if not here or not nxt or period_all[i] > IDLE_GAP_FACTOR * median:

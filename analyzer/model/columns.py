@@ -41,6 +41,15 @@ def distinct(col: pl.Series) -> pl.Series:
     return runs.unique().sort()
 
 
+def per_distinct(col: pl.Series, text: callable) -> pl.Series:
+    """`text` (a function of a text Series) applied to each distinct value of the dictionary-encoded `col`, once,
+    and looked up per row: a Categorical of `col`'s length, with no text column of that length made (a name
+    repeated on a million rows is processed and held once)."""
+    names = col.unique().drop_nulls()
+    out = text(names.cast(pl.Utf8)).cast(pl.Categorical)
+    return col.replace_strict(names, out, default=None, return_dtype=pl.Categorical).alias(col.name)
+
+
 def dense_key(df: pl.DataFrame, by: list[str], cap: int = 1 << 31) -> tuple[pl.Series, int, int] | None:
     """One Int64 per row that numbers the distinct tuples of the integer columns `by` (null a value of its
     own), with its (lowest value, span), when the span is at most `cap`; else None. Mixed radix: each

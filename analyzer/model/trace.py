@@ -39,15 +39,16 @@ API_SCHEMA = {
 }
 
 # Closed CPU ranges (NVTX push/pop and start/end that end on the thread they began on, or
-# record_function / user_annotation ranges).
+# record_function / user_annotation ranges). Names and domains repeat once per cycle or per call:
+# dictionary-encoded (4 bytes per range, each distinct name held once), as the ops' names are.
 RANGES_SCHEMA = {
     "range_id": pl.Int64,
     "pid": pl.Int64,
     "tid": pl.Int64,
     "start": pl.Int64,
     "end": pl.Int64,
-    "name": pl.Utf8,
-    "domain": pl.Utf8,
+    "name": pl.Categorical,
+    "domain": pl.Categorical,
 }
 
 # Optional: NCCL kernels' collective arguments, one row per op that has them (Kineto traces of

@@ -976,10 +976,11 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
     if cut:
         df = df.with_columns(text)
         meta.notes.append(names_note(cut, "NVTX range or mark names"))
-    df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left").with_columns(
-        pl.col("registered").cast(pl.Utf8))
+    # Names stay dictionary-encoded (the registered strings are; inline texts are encoded here), so a name
+    # repeated on every range is held once.
+    df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left")
     df = df.with_columns(
-        name=pl.coalesce("text", "registered"),
+        name=pl.coalesce(pl.col("text").cast(pl.Categorical), pl.col("registered").cast(pl.Categorical)),
         pid=pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64),
         domain_id=pl.col("domain_id").fill_null(0),
     )
@@ -997,13 +998,16 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
             f"{unnamed.height} NVTX events use a domain whose creation was not captured "
             "(the export is a window); they are shown as domain '<id N>'"
         )
+    cat = pl.Categorical
     df = df.with_columns(
         domain=pl.when(pl.col("domain_id") == 0)
-        .then(pl.lit(""))
-        .otherwise(pl.coalesce("domain", pl.lit("<id ") + pl.col("domain_id").cast(pl.Utf8) + pl.lit(">")))
+        .then(pl.lit("", dtype=cat))
+        .when(pl.col("domain").is_not_null())
+        .then(pl.col("domain"))
+        .otherwise((pl.lit("<id ") + pl.col("domain_id").cast(pl.Utf8) + pl.lit(">")).cast(cat))
     )
     marks = df.filter(pl.col("event_type") == NVTX_MARK).select(
-        "pid", "tid", pl.col("start").alias("ts"), pl.col("name").fill_null(""), "domain"
+        "pid", "tid", pl.col("start").alias("ts"), pl.col("name").cast(pl.Utf8).fill_null(""), "domain"
     )
     ranges = df.filter(pl.col("event_type").is_in(NVTX_RANGES))
     cross = ranges.filter(pl.col("end_tid").is_not_null() & (pl.col("end_tid") != pl.col("tid")))
@@ -1018,7 +1022,7 @@ def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
         last = ranges.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
         ranges = ranges.with_columns(pl.col("end").fill_null(last))
     ranges = (
-        ranges.select("pid", "tid", "start", "end", pl.col("name").fill_null(""), "domain")
+        ranges.select("pid", "tid", "start", "end", pl.col("name").fill_null(pl.lit("", dtype=pl.Categorical)), "domain")
         .sort("tid", "start", pl.col("end"), descending=[False, False, True])
         .with_row_index("range_id")
         .with_columns(pl.col("range_id").cast(pl.Int64))

@@ -252,7 +252,7 @@ def write(a: Analysis, path: str) -> dict:
     segments = segments.join(seg_tracks, on="key", how="left")
     # CPU: the ranges and the launch calls of each thread, nested; each launch starts the flows to its ops.
     ranges = a.ranges.select(
-        key=pl.struct("pid", "tid"), start="start", end="end", name=pl.col("name"),
+        key=pl.struct("pid", "tid"), start="start", end="end", name=pl.col("name").cast(pl.Utf8),
         cats=pl.concat_list(pl.lit("range")),
         args=pl.concat_list(_arg("domain", pl.col("domain")), _arg("phase", pl.col("phase")),
                             _arg("cycle", pl.col("cycle"))),
