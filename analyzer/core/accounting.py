@@ -328,7 +328,15 @@ def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
     for k in by:
         dt = df.schema[k]
         if dt == pl.Categorical:
-            parts.append(pl.col(k).to_physical().cast(pl.Int64))
+            code = pl.col(k).to_physical().cast(pl.Int64)
+            physical = df.get_column(k).to_physical()
+            lo, hi = physical.min(), physical.max()
+            if lo is not None and hi - lo > 1024:
+                # codes of the process-wide string cache, spread wide (a phase's name interned after thousands
+                # of kernel names): numbered by rank, so that the packed key stays dense enough for the C scan
+                values = physical.unique().drop_nulls().sort().cast(pl.Int64)
+                code = code.replace_strict(values, pl.int_range(values.len(), eager=True), return_dtype=pl.Int64)
+            parts.append(code)
         elif dt.is_integer():
             parts.append(pl.col(k).cast(pl.Int64))
         else:

@@ -323,7 +323,7 @@ def interval_note(runs: int, basis: str, given_baseline: bool = False) -> str:
                 "scatter and the run means' spread" + (" (the run means' here)" if basis == "runs" else ""))
     else:
         text = ("95% intervals (in brackets) from the per-cycle scatter of one run each: run-to-run noise (two "
-                "launches of one server differ by up to 10%) is not in them; repeat the run without the profiler "
+                "launches of one server differed by 0.03% to 10% in this project's SGLang captures) is not in them; repeat the run without the profiler "
                 "in one launch window, interleaved with the others (`specprof capture --no-nsys --repeat 3`, "
                 "docs/economics.md) to measure it")
     if given_baseline:
