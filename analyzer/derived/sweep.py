@@ -342,7 +342,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
             c = C_m.value if C_m is not None else (r["period_unprofiled_ns"] if basis == "cycle_unprofiled"
                                                     else r["cycle_ns"])
         else:
-            L, c = predicted, fitted
+            L, c = _anchored(k, predicted, measured, rates if predict else None), fitted
         if L is None or c is None:
             continue
         per_req = L / (c / 1e9) if c > 0 else None
@@ -419,6 +419,21 @@ DRIFT_TOLERANCE = 0.10
 UNITS = {"tokens": "token", "steps": "step", "forwards": "forward"}  # a fit's x, and its unit in the JSON keys
 UNIT_WORDS = {"tokens": "token", "steps": "step", "forwards": "draft forward pass"}
 
+
+
+def _anchored(k: int, predicted: float | None, measured: dict, rates) -> float | None:
+    """The accept length at an unmeasured K: the model's, anchored on the nearest measured K (the one below
+    first): measured there plus the model's change from there to K. So a row never reads fewer tokens per cycle
+    than a measured K with fewer chain steps (the model's pooled rates can sit below one run's own: K=5 read
+    2.440 beside K=4's measured 2.481 on the dense sweep). The model's own value where no K is measured."""
+    if predicted is None or not rates:
+        return predicted
+    known = [m for m in measured if measured[m] is not None]
+    if not known:
+        return predicted
+    below = [m for m in known if m < k]
+    k0 = max(below) if below else min(known)
+    return measured[k0] + (predicted - expected_accept_len(rates, k0))
 
 def honest(row: dict, part: str) -> tuple[float | None, float | None]:
     """A fit's honest 95% interval of `part` ("per_unit" or "fixed"): the runs' when there is one, else the

@@ -500,8 +500,9 @@ def sweep(s: Sweep) -> str:
                 for r in s.predictions.iter_rows(named=True)]
         cycle = "cycle period without nsys" if s.basis == "cycle_unprofiled" else "attributed GPU time under nsys"
         parts.append(f"Throughput per K (each row from one accept length and one cycle: at a measured K its run's own, "
-                     f"measured, as `analyze` gives them; elsewhere the accept length predicted from the acceptance "
-                     f"per position and the cycle from the fit of the {cycle}; 'predicted': the model's accept "
+                     f"measured, as `analyze` gives them; elsewhere the accept length of the nearest measured K (the one "
+                     f"below first) plus the model's change from it, and the cycle from the fit of the {cycle}; "
+                     f"'predicted': the model's accept "
                      "length at every K, beside)\n" + table(
                          ["K", "tokens", "accept len", "predicted", "cycle ms", "tokens/s", "per request (95% CI)",
                           "K is"] + (["vs plain (95% CI)"] if s.baseline_ns else []), pred, "rrrrrrrlr"))
