@@ -19,7 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from analyzer.core.projection import lookup
-from analyzer.model.columns import ArrowStream, _scan, collect, dense_key  # (_scan: the optional C module, or None)
+from analyzer.model.columns import ArrowStream, _scan, by_rank, collect, dense_key  # (_scan: the optional C module, or None)
 from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
@@ -333,9 +333,10 @@ def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
             lo, hi = physical.min(), physical.max()
             if lo is not None and hi - lo > 1024:
                 # codes of the process-wide string cache, spread wide (a phase's name interned after thousands
-                # of kernel names): numbered by rank, so that the packed key stays dense enough for the C scan
+                # of kernel names): numbered by rank (null stays null), so that the packed key stays dense
+                # enough for the C scan
                 values = physical.unique().drop_nulls().sort().cast(pl.Int64)
-                code = code.replace_strict(values, pl.int_range(values.len(), eager=True), return_dtype=pl.Int64)
+                code = pl.when(code.is_null()).then(None).otherwise(by_rank(code, values))
             parts.append(code)
         elif dt.is_integer():
             parts.append(pl.col(k).cast(pl.Int64))

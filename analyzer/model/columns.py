@@ -41,6 +41,13 @@ def distinct(col: pl.Series) -> pl.Series:
     return runs.unique().sort()
 
 
+def by_rank(expr: pl.Expr, values: pl.Series) -> pl.Expr:
+    """`expr`'s value numbered by its rank among the sorted distinct `values` (Int64; one dictionary lookup per
+    row), a value not among them (null) numbered values.len(): few values spread wide become dense codes."""
+    return expr.replace_strict(values, pl.int_range(values.len(), eager=True), default=values.len(),
+                               return_dtype=pl.Int64)
+
+
 def per_distinct(col: pl.Series, text: callable) -> pl.Series:
     """`text` (a function of a text Series) applied to each distinct value of the dictionary-encoded `col`, once,
     and looked up per row: a Categorical of `col`'s length, with no text column of that length made (a name
@@ -65,9 +72,7 @@ def dense_key(df: pl.DataFrame, by: list[str], cap: int = 1 << 31) -> tuple[pl.S
         if lo is None:  # every value null (or no rows): one code
             code, width = pl.col(name).is_null().cast(pl.Int64) * 0, 1
         elif values is not None and values.len() <= 4096:  # few values spread wide: by rank
-            code = pl.col(name).replace_strict(values, pl.int_range(values.len(), eager=True), default=values.len(),
-                                               return_dtype=pl.Int64)
-            width = values.len() + 1
+            code, width = by_rank(pl.col(name), values), values.len() + 1
         elif hi - lo + 2 <= cap:
             code, width = (pl.col(name).cast(pl.Int64) - lo).fill_null(hi - lo + 1), hi - lo + 2
         else:
