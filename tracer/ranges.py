@@ -198,8 +198,9 @@ class Recorder:
 
     def _close(self, frame: list, state: _ThreadState) -> int | None:
         """Stamps the end, closes record_function, prepares the end event, pops the NVTX range, records the end
-        event (the record call alone after the pop: gpu_events.py) and forgets the frame; the end (None when the clock failed). A failure of any step is counted (`faults`) and the
-        others still run: a frame is always closed, so one fault never keeps a cycle open."""
+        event (the record call alone after the pop: gpu_events.py) and forgets the frame; the end (None when the
+        clock failed). A failure of any step is counted (`faults`) and the others still run: a frame is always
+        closed, so one fault never keeps a cycle open."""
         end = None
         try:
             try:
