@@ -101,6 +101,11 @@ def test_every_moe_kernel_of_the_captures_is_in_the_moe_category(analysed, name)
     # expert filter, which the dense draft head launches too (K = 2: 480 in verify, 80 in the draft's phases)
     act = k.filter(pl.col("kernel") == "act_and_mul_kernel")
     assert set(act["category"]) == {"elementwise"}
+    # nor is the phase's `other` MoE: SGLang's Triton extend attention (kernels/ops/attention/extend_attention.py
+    # `_fwd_kernel`), which no rule names, is 99 % of it in verify
+    other = k.filter((pl.col("category") == "other") & (pl.col("phase") == target))
+    if name != PLAIN:
+        assert other.filter(pl.col("kernel") == "_fwd_kernel")["ns"].sum() / other["ns"].sum() > 0.99
     assert act.filter(pl.col("phase") == target)["launches"].sum() == 480
     if name != PLAIN:
         assert act.filter(pl.col("phase").is_in(["draft", "draft_extend"]))["launches"].sum() == 40 * k_of(name)
@@ -126,6 +131,9 @@ def test_the_moe_category_per_phase(analysed, name):
     assert per_phase[target]["moe"] / 40 / 1e6 == pytest.approx(ms, abs=0.001)
     assert per_phase[target]["moe"] / sum(per_phase[target].values()) == pytest.approx(share, abs=0.001)
     assert max(per_phase[target], key=per_phase[target].get) == "moe"  # the phase's largest category
+    if name == "sglang-moe-k2":  # of verify's attributed time under nsys, idle included: 43.5 %
+        attributed = cats.filter(pl.col("phase") == target)["ns"].sum()
+        assert per_phase[target]["moe"] / attributed == pytest.approx(0.435, abs=0.001)
     # the draft head is a dense Llama layer: no MoE in the draft, the draft re-extend, or outside every phase
     assert [p for p, c in per_phase.items() if c.get("moe") and p != target] == []
     if name != PLAIN:
@@ -139,12 +147,14 @@ def test_the_expert_gemms_read_every_expert_the_tokens_touch(analysed, name):
     not the tokens. With the model's random router, n tokens of 8 experts each touch 128 (1 - (1 - 8/128)^n) on
     average: 51.6 at 8 tokens (plain), 100.8 at 24 (K = 2), 118.3 at 40 (K = 4). Measured: 1.432, 2.627 and
     3.070 ms per forward, 4.08, 4.35 and 4.36 TB/s of those weights (the H200's HBM peak: 4.8 TB/s)."""
+    measured = {PLAIN: (1.432, 4082), "sglang-moe-k2": (2.627, 4345), "sglang-moe-k4": (3.070, 4364)}
     target, tokens = TARGET[name]
     k = kernels(analysed(name))
     ns = k.filter((pl.col("kernel") == "fused_moe_kernel") & (pl.col("phase") == target))["ns"].sum() / 40
     touched = 128 * (1 - (1 - 8 / 128) ** tokens)
     rate = touched * 3 * 768 * 2048 * 2 * 12 / ns  # bytes per ns = GB/s
     assert 3900 < rate < 4800, (name, ns, rate)
+    assert ns / 1e6 == pytest.approx(measured[name][0], abs=0.001) and rate == pytest.approx(measured[name][1], abs=1)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -163,7 +173,7 @@ def test_attributed_time_per_phase_instance_matches_the_cuda_events(analysed, na
         if tolerance:
             assert 0.03 < abs(r["diff_pct"]) / 100 < tolerance and r["diff_ns"] < 0, r  # the events the longer
         else:
-            assert abs(r["diff_pct"]) < 0.5, r
+            assert abs(r["diff_pct"]) < (0.25 if name != "sglang-moe-k2" else 0.11), r
 
 
 @pytest.mark.parametrize("k", STEPS)
@@ -207,8 +217,10 @@ def test_speculation_is_a_wash_against_plain_moe_decoding(analysed, k):
     assert (head["speedup"], head["speedup_lo"], head["speedup_hi"]) == pytest.approx((speedup, lo, hi), abs=0.001)
     assert head["break_even_accept_len"] == pytest.approx(break_even, abs=0.001)
     assert head["outcome"] == "wash" and head["speedup_lo"] < 1 < head["speedup_hi"]
+    assert head["accept_len"] == pytest.approx({2: 2.084, 4: 2.481}[k], abs=0.001)
     under = e.estimates.filter(pl.col("source") == "sidecar under nsys").row(0, named=True)
-    assert under["speedup_hi"] < 1  # the profiled cycle alone would say speculation loses
+    # the profiled cycle alone would say speculation loses: 0.45x (K = 2), 0.66x (K = 4)
+    assert under["speedup"] == pytest.approx({2: 0.45, 4: 0.66}[k], abs=0.005) and under["speedup_hi"] < 1
 
 
 def test_the_sweep_over_k2_and_k4_against_plain_moe_decoding():
@@ -221,6 +233,8 @@ def test_the_sweep_over_k2_and_k4_against_plain_moe_decoding():
     verify = s.fit("verify")
     assert verify["fixed_ns"] / 1e6 == pytest.approx(3.327, abs=0.001)
     assert verify["per_unit_ns"] / 1e6 == pytest.approx(0.2324, abs=0.0001) and verify["resolvable"]
+    assert (verify["per_unit_lo_ns"] / 1e6, verify["per_unit_hi_ns"] / 1e6) == pytest.approx((0.2173, 0.2476),
+                                                                                              abs=0.0001)
     assert verify["per_unit_lo_ns"] > 0.2e6  # three times the dense target's per-token cost
     assert s.fixed_share == pytest.approx(0.827, abs=0.001)
     cycle = s.fit("cycle_unprofiled")
@@ -230,11 +244,24 @@ def test_the_sweep_over_k2_and_k4_against_plain_moe_decoding():
     assert (best["speedup"], best["speedup_lo"], best["speedup_hi"]) == pytest.approx((1.022, 0.968, 1.076),
                                                                                        abs=0.001)
     assert set(s.contradictions) == {"rest", "cycle"}
+    assert s.reasoning[0].endswith("at 3 tokens 82.7% of verify does not depend on the number of tokens, so every "
+                                   "verified token costs 0.2324 ms")
 
 
 # The run under nsys over its twin, over the capture window: the host's period (what throughput sees) and the
-# GPU's cycle (CUDA events). Measured: plain 1.036 and 1.050, K = 2 2.277 and 1.807, K = 4 1.529 and 1.444.
+# GPU's cycle (CUDA events), with their 95 % intervals; the target's phase and the draft on the GPU; the host's cycle
+# call. Measured: plain 1.036 (0.999..1.073) and 1.050 (1.016..1.084), decode 1.049, host 1.59x; K = 2 2.277
+# (2.218..2.336) and 1.807 (1.776..1.837), verify 1.580, draft 5.456, host 3.13x; K = 4 1.529 (1.478..1.581) and
+# 1.444 (1.413..1.474), verify 1.375, draft 1.974, host 2.97x.
 INFLATION = {PLAIN: (1.036, 1.050), "sglang-moe-k2": (2.277, 1.807), "sglang-moe-k4": (1.529, 1.444)}
+INFLATION_CI = {PLAIN: ((0.999, 1.073), (1.016, 1.084)), "sglang-moe-k2": ((2.218, 2.336), (1.776, 1.837)),
+                "sglang-moe-k4": ((1.478, 1.581), (1.413, 1.474))}
+INFLATION_PHASES = {PLAIN: {"decode": 1.049, "host": 1.59}, "sglang-moe-k2": {"verify": 1.580, "draft": 5.456,
+                                                                              "host": 3.13},
+                    "sglang-moe-k4": {"verify": 1.375, "draft": 1.974, "host": 2.97}}
+# The GPU cycle's growth under nsys (ms) and the part of it each phase carries: K = 2 3.80 ms, verify 2.34 ms
+# (61.5 %), draft 1.30 ms (34.3 %), draft_extend 0.01 ms; K = 4 2.53 ms, verify 66.5 %, draft 30.9 %.
+GROWTH = {"sglang-moe-k2": (3.797, 0.615, 0.343), "sglang-moe-k4": (2.532, 0.665, 0.309)}
 
 
 def inflation(run: Run) -> dict:
@@ -254,13 +281,22 @@ def test_nsys_inflation_is_large_and_sits_in_verify_and_draft(analysed, name):
     assert inf[("cpu", "period")]["ratio"] == pytest.approx(period, abs=0.001)
     assert inf[("gpu", "cycle")]["ratio"] == pytest.approx(gpu, abs=0.001)
     assert inf[("gpu", "cycle")]["ratio_lo"] > 1
+    for (lo, hi), measure in zip(INFLATION_CI[name], (("cpu", "period"), ("gpu", "cycle"))):
+        assert (inf[measure]["ratio_lo"], inf[measure]["ratio_hi"]) == pytest.approx((lo, hi), abs=0.001)
+    for phase, ratio in INFLATION_PHASES[name].items():
+        measure = ("cpu", "cycle") if phase == "host" else ("gpu", phase)
+        assert inf[measure]["ratio"] == pytest.approx(ratio, abs=0.005 if phase == "host" else 0.001), phase
     if name == PLAIN:
         assert period < 1.1
+        # its host's step call under nsys (1.23 ms) stays shorter than the GPU's step without it (2.29 ms)
+        assert inf[("cpu", "cycle")]["with_ns"] / 1e6 == pytest.approx(1.230, abs=0.001)
+        assert inf[("cpu", "cycle")]["with_ns"] < inf[("gpu", "cycle")]["without_ns"]
         return
     grown = inf[("gpu", "cycle")]["with_ns"] - inf[("gpu", "cycle")]["without_ns"]
     part = {p: (inf[("gpu", p)]["with_ns"] - inf[("gpu", p)]["without_ns"]) / grown
             for p in ("verify", "draft", "draft_extend")}
     assert part["verify"] > 0.6 and part["draft"] > 0.3 and part["draft_extend"] < 0.01, part
+    assert (grown / 1e6, part["verify"], part["draft"]) == pytest.approx(GROWTH[name], abs=0.001)
     assert sum(part.values()) > 0.95  # the rest: between the phases
     phases = {r["phase"]: r for r in run.ranks.breakdowns[0].phases.iter_rows(named=True)}
     for p in ("verify", "draft", "draft_extend"):
@@ -268,8 +304,43 @@ def test_nsys_inflation_is_large_and_sits_in_verify_and_draft(analysed, name):
     # the host: its cycle call under nsys longer than the GPU's cycle without, where the twin's is far shorter
     host, host_twin = inf[("cpu", "cycle")]["with_ns"], inf[("cpu", "cycle")]["without_ns"]
     assert host > inf[("gpu", "cycle")]["without_ns"] > 1.9 * host_twin
-    if name == "sglang-moe-k2":
-        assert inf[("cpu", "period")]["ratio_lo"] > 2.2 and part["verify"] == pytest.approx(0.615, abs=0.005)
+    # K = 2's host under nsys is slower than K = 4's (verify's call 3.33 against 2.68 ms), though K = 4 drafts more
+    assert (host / 1e6, inf[("cpu", "verify")]["with_ns"] / 1e6) == pytest.approx(
+        {"sglang-moe-k2": (7.684, 3.326), "sglang-moe-k4": (6.264, 2.682)}[name], abs=0.001)
+
+
+def idle_per_instance(run: Run, phase: str) -> dict:
+    """Mean GPU idle ms per instance of `phase` on its stream, between its own ops: before an op launched eagerly,
+    before its CUDA graph's first op, and between the graph's ops."""
+    ops = (run.attribution.ops.filter((pl.col("stream") == 13) & (pl.col("phase") == phase)).sort("start")
+           .with_columns(gap=(pl.col("start") - pl.col("end").shift(1)).clip(0),
+                         graph=pl.col("launch_name").cast(pl.Utf8) == "cudaGraphLaunch",
+                         first=pl.col("range_id") != pl.col("range_id").shift(1))
+           .with_columns(graph_first=pl.col("graph") & (pl.col("correlation") != pl.col("correlation").shift(1)))
+           .filter(~pl.col("first")))
+    n = run.attribution.ranges.filter(pl.col("phase") == phase).height
+    part = {"eager": ~pl.col("graph"), "before_graph": pl.col("graph_first"),
+            "in_graph": pl.col("graph") & ~pl.col("graph_first")}
+    return {k: ops.filter(c)["gap"].sum() / n / 1e6 for k, c in part.items()}
+
+
+def test_under_nsys_the_gpu_waits_for_the_hosts_launches_before_each_graph():
+    """Where verify's and the draft's GPU idle under nsys sits, per instance (K = 2). Measured: verify waits 1.27 ms
+    between the ~26 ops it launches one by one (the inputs of its CUDA graph), 0.91 ms more before the graph's
+    first kernel, and 0.12 ms inside the graph; the draft 0.86 ms between its eager ops and 0.21 ms before its
+    graph. Plain decoding, whose host stays ahead of the GPU under nsys, waits 0.02 and 0.06 ms."""
+    k2 = Run.load(str(FIXTURES / "sglang-moe-k2"))
+    verify, draft = idle_per_instance(k2, "verify"), idle_per_instance(k2, "draft")
+    assert verify == pytest.approx({"eager": 1.266, "before_graph": 0.908, "in_graph": 0.115}, abs=0.002)
+    assert draft == pytest.approx({"eager": 0.855, "before_graph": 0.207, "in_graph": 0.016}, abs=0.002)
+    inf = inflation(k2)
+    grown = inf[("gpu", "verify")]["with_ns"] - inf[("gpu", "verify")]["without_ns"]
+    assert 0.9 < (verify["eager"] + verify["before_graph"]) * 1e6 / grown < 1.0  # most of verify's 2.34 ms
+    eager = k2.attribution.ops.filter((pl.col("phase") == "verify")
+                                      & (pl.col("launch_name").cast(pl.Utf8) != "cudaGraphLaunch"))
+    assert eager.height == 26 * 40  # each verify's ops launched one by one
+    plain = idle_per_instance(Run.load(str(FIXTURES / PLAIN)), "decode")
+    assert plain["eager"] < 0.03 and plain["before_graph"] < 0.07
 
 
 def test_the_output_docs_sglang_quotes_for_the_moe_target_is_what_specprof_prints(monkeypatch):
