@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 
 import polars as pl
 import pytest
@@ -226,3 +227,17 @@ def test_a_task_where_the_folder_is_not_walks_the_export_itself(tmp_path, monkey
     assert_frame_equal(got.ops, own.ops)
     assert_frame_equal(got.api, own.api)
     assert set(got.meta.extra["tables_read_by"].values()) == {"pages"}
+
+
+def test_dask_workers_give_what_the_tasks_here_give(tmp_path, monkeypatch):
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setenv("SPECPROF_SPLIT_DIR", str(tmp_path))
+    (tmp_path / "x").mkdir()
+    split = _split(tmp_path / "x", monkeypatch)
+    assert pickle.loads(pickle.dumps(split)) == split  # what a task is given travels to a worker
+    here = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs(as_json=True))
+    with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        there = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs(as_json=True), dask=client)
+    assert [(d.rank, d.doc, d.row) for d in there.outputs] == [(d.rank, d.doc, d.row) for d in here.outputs]
+    assert os.listdir(tmp_path) == ["x"]  # both splits' folders are gone
