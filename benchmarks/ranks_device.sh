@@ -19,7 +19,7 @@ set -eu -o pipefail
 SOURCE=${1:?give the path of a single-process nsys export, e.g. fixtures/reference-k4/run.sqlite}
 COPIES=${2:-64}
 RANKS=${3:-8}
-JOBS=${JOBS:-1 8 16}
+JOBS=${JOBS-1 8 16}
 ROUNDS=${ROUNDS:-3}
 OUT=${OUT:-$PWD/out}
 WORK=${WORK:-/tmp/specprof-ranks}
