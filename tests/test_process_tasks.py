@@ -241,3 +241,28 @@ def test_dask_workers_give_what_the_tasks_here_give(tmp_path, monkeypatch):
         there = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs(as_json=True), dask=client)
     assert [(d.rank, d.doc, d.row) for d in there.outputs] == [(d.rank, d.doc, d.row) for d in here.outputs]
     assert os.listdir(tmp_path) == ["x"]  # both splits' folders are gone
+
+
+def test_the_walk_holds_a_slice_at_a_time(tmp_path, monkeypatch):
+    """Bounded memory: the walk hands the files slices of about SPLIT_ROWS rows (the rows of a leaf page more at
+    most), never a table, and every row read reaches one file."""
+    seen, call = [], nsys_split._Sink.__call__
+
+    def recording(self, number, df):
+        seen.append(df.height)
+        return call(self, number, df)
+
+    monkeypatch.setattr(nsys_split._Sink, "__call__", recording)
+    split = _split(tmp_path, monkeypatch, rows=4000)
+    assert len(seen) > 10 and max(seen) <= 4000 + 400  # (reference-k4-tp2: at most ~150 rows a leaf)
+    # every row of the two processes, each in one file: as many as their own walks read (the walk reads rows of
+    # processes that ran no GPU work too, and drops them)
+    ex, own = nsys_sqlite._Export(EXPORT), 0
+    try:
+        for select, schema in nsys_sqlite.large_reads(ex, nsys_sqlite._read_strings(ex)):
+            for pid in process_tasks.processes(EXPORT):
+                ex.process = pid
+                own += sum(df.height for df in ex.parallel(select, schema))
+    finally:
+        ex.close()
+    assert split.rows() == own <= sum(seen)
