@@ -1,9 +1,9 @@
 # Sourced by the benchmarks' GPU-machine scripts: the analysis's packages (polars, polars-runtime-32,
-# adbc-driver-manager, adbc-driver-sqlite), which the GPU machine's image lacks and no registry there serves,
-# from the carried .whl-analysis/ (wheels for that machine's Python, `pip download`ed here; or, to fit the
+# adbc-driver-manager, adbc-driver-sqlite, platformdirs), which the GPU machine's image lacks and no registry
+# there serves, from the carried .whl-analysis/ (wheels for that machine's Python, `pip download`ed here; or, to fit the
 # device's 64 MiB carry limit, unzipped into one folder and packed as .whl-analysis/site.tar.xz), into
 # /tmp/sp-site; then PYTHONPATH=/tmp/sp-site:$PWD. Where they are installed already (the development VM): PYTHONPATH=$PWD.
-if python3 -c "import polars, adbc_driver_sqlite" 2>/dev/null; then
+if python3 -c "import polars, adbc_driver_sqlite, platformdirs" 2>/dev/null; then
   export PYTHONPATH=$PWD
 elif [ ! -d /tmp/sp-site/polars ]; then
   mkdir -p /tmp/sp-site
@@ -14,4 +14,4 @@ elif [ ! -d /tmp/sp-site/polars ]; then
   fi
 fi
 case ":${PYTHONPATH:-}:" in *":$PWD:"*) ;; *) export PYTHONPATH=/tmp/sp-site:$PWD ;; esac
-python3 -c "import polars, adbc_driver_sqlite; print('polars', polars.__version__)"
+python3 -c "import polars, adbc_driver_sqlite, platformdirs; print('polars', polars.__version__)"
