@@ -96,13 +96,14 @@ def test_each_row_is_one_accept_length_and_one_cycle(doc):
             assert r["accept_len"] == pytest.approx(runs[k0]["accept_len"] + pred[r["steps"]] - pred[k0], abs=2e-4)
             assert r["cycle_ms"] == r["fit_cycle_ms"]
             assert r["tokens_per_s_per_request_ci"] is None
-    # one more chain step never reads fewer tokens per cycle (K = 5's model value 2.440 sat below K = 4's 2.481)
+    # one more chain step never reads fewer tokens per cycle (K = 5's model value 2.439 sits below K = 4's 2.481;
+    # the acceptance per position pooled over the twins without nsys, the cycles the accept lengths are over)
     by_k = sorted(doc["predictions"], key=lambda p: p["steps"])
     assert all(b["accept_len"] >= a["accept_len"] - 1e-4 for a, b in zip(by_k, by_k[1:]))
     k5 = next(r for r in doc["predictions"] if r["steps"] == 5)
-    assert k5["accept_len"] == pytest.approx(2.503, abs=5e-4) and k5["predicted_accept_len"] == pytest.approx(2.440, abs=5e-4)
+    assert k5["accept_len"] == pytest.approx(2.5035, abs=5e-4) and k5["predicted_accept_len"] == pytest.approx(2.4392, abs=5e-4)
     k4 = next(r for r in doc["predictions"] if r["steps"] == 4)
-    assert k4["accept_len"] == pytest.approx(2.481, abs=5e-4) and k4["predicted_accept_len"] == pytest.approx(2.418, abs=5e-4)
+    assert k4["accept_len"] == pytest.approx(2.481, abs=5e-4) and k4["predicted_accept_len"] == pytest.approx(2.417, abs=5e-4)
     assert k4["tokens_per_s"] == pytest.approx(2370, abs=1) and k4["speedup"] == pytest.approx(1.41, abs=0.005)
     # the number `analyze` gives for that run (one number per thing)
     analyzed = json.loads(CliRunner().invoke(main, ["analyze", DENSE[3], "--baseline", PLAIN, "--json"]).output)

@@ -35,7 +35,7 @@ from analyzer.derived.ranks import per_rank
 from analyzer.derived.run_files import SweepRun
 from analyzer.errors import SpecprofError
 
-SCHEMA = "specprof.store/3"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns
+SCHEMA = "specprof.store/4"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns; 4: the twin columns
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db
 
 _INT, _FLOAT, _TEXT = int, float, str
@@ -115,10 +115,11 @@ TABLES: dict[str, tuple[dict, str | None, list, list]] = {
                    "baseline_tokens_per_s": _FLOAT, "speedup": _FLOAT, "break_even_accept_len": _FLOAT,
                    "verdict": _TEXT, "headline": _INT}, None, RUN_FK, [(["run_id"], False)]),
     # what `specprof sweep @ID` needs beyond the per-cycle phase times: the accept counts of the cycles the
-    # capture holds, and the cycle periods of the same workload run without nsys
-    "sweep_accepts": ({"run_id": _INT, "cycle_index": _INT, "request": _INT, "correct": _INT},
+    # capture holds (twin null) and of its twins' without nsys (twin: the twin's folder), and the cycle periods of
+    # those twins
+    "sweep_accepts": ({"run_id": _INT, "cycle_index": _INT, "request": _INT, "correct": _INT, "twin": _TEXT},
                       None, RUN_FK, [(["run_id"], False)]),
-    "sweep_periods": ({"run_id": _INT, "cycle_index": _INT, "period_ns": _INT},
+    "sweep_periods": ({"run_id": _INT, "cycle_index": _INT, "period_ns": _INT, "twin": _TEXT},
                       None, RUN_FK, [(["run_id"], False)]),
     # the draft, verify and draft_extend GPU time per cycle of the run without nsys, from CUDA events (what the
     # sweep fits on, and the K-independent work whose drift it checks)
@@ -305,9 +306,13 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         run.update(steps=sweep.steps, tokens=sweep.tokens, period_unprofiled_ns=sweep.period_ns)
         if sweep.accept_len is not None:
             run.update(accept_len=sweep.accept_len, batch=sweep.batch)
-        tables["sweep_accepts"] = sweep.accepts.select("request", "correct", cycle_index="cycle")
+        accepts = [sweep.accepts.select("request", "correct", cycle_index="cycle", twin=pl.lit(None, pl.Utf8))]
+        if sweep.twin_accepts is not None:
+            accepts.append(sweep.twin_accepts.select("request", "correct", cycle_index="cycle", twin="twin"))
+        tables["sweep_accepts"] = pl.concat(accepts)
         if sweep.periods is not None:
-            tables["sweep_periods"] = sweep.periods.select(cycle_index="index", period_ns="period")
+            twin = pl.col("twin") if "twin" in sweep.periods.columns else pl.lit(None, pl.Utf8)
+            tables["sweep_periods"] = sweep.periods.select(cycle_index="index", period_ns="period", twin=twin)
         if sweep.events is not None:
             ev = sweep.events if "extend_ns" in sweep.events.columns else \
                 sweep.events.with_columns(extend_ns=pl.lit(None, dtype=pl.Int64))
@@ -641,10 +646,14 @@ def stored_sweep_run(db, arg: str) -> SweepRun:
         setup = json.loads(run["setup"]) if run["setup"] else None
     except ValueError:
         setup = None
+    acc = t["accepts"]
+    twin = acc.filter(pl.col("twin").is_not_null()) if t["periods"] is not None else None
     return SweepRun(path=f"{arg} ({run['path']})", steps=run["steps"], tokens=run["tokens"], cycles=t["cycles"],
-                    accepts=t["accepts"], accept_len=run["accept_len"], batch=run["batch"], periods=t["periods"],
-                    events=t["events"], accept_source="sidecar" if run["accept_len"] is not None else None,
-                    setup=setup if isinstance(setup, dict) else None)
+                    accepts=acc.filter(pl.col("twin").is_null()).drop("twin"), accept_len=run["accept_len"],
+                    batch=run["batch"], periods=t["periods"], events=t["events"],
+                    accept_source=("sidecar without nsys" if twin is not None else "sidecar under nsys")
+                    if run["accept_len"] is not None else None,
+                    setup=setup if isinstance(setup, dict) else None, twin_accepts=twin)
 
 
 def sweep_tables(db, run_id: int) -> dict:
@@ -661,10 +670,10 @@ def sweep_tables(db, run_id: int) -> dict:
                 "COALESCE(SUM(CASE WHEN p.phase = 'draft_extend' THEN p.gpu_busy_ns END), 0) "
                 "FROM cycles c JOIN cycle_phases p ON p.cycle_id = c.id "
                 "WHERE c.run_id = ? GROUP BY c.id ORDER BY c.id", [run_id], dict.fromkeys("abcdefg", ints))
-    acc = _read(db, "sweep_accepts", "SELECT cycle_index, request, correct FROM sweep_accepts WHERE run_id = ?",
-                [run_id], dict.fromkeys("abc", ints))
-    per = _read(db, "sweep_periods", "SELECT cycle_index, period_ns FROM sweep_periods WHERE run_id = ?", [run_id],
-                dict.fromkeys("ab", ints))
+    acc = _read(db, "sweep_accepts", "SELECT cycle_index, request, correct, twin FROM sweep_accepts WHERE run_id = ?",
+                [run_id], {**dict.fromkeys("abc", ints), "d": pl.Utf8})
+    per = _read(db, "sweep_periods", "SELECT cycle_index, period_ns, twin FROM sweep_periods WHERE run_id = ?",
+                [run_id], {"a": ints, "b": ints, "c": pl.Utf8})
     ev = _read(db, "sweep_events", "SELECT draft_ns, verify_ns, extend_ns FROM sweep_events WHERE run_id = ? "
                "ORDER BY seq", [run_id], dict.fromkeys("abc", ints))
     return {
@@ -673,9 +682,10 @@ def sweep_tables(db, run_id: int) -> dict:
                                                               "total_ns": pl.Int64, "draft_busy_ns": pl.Int64,
                                                               "verify_busy_ns": pl.Int64, "extend_busy_ns": pl.Int64},
                                 orient="row"),
-        "accepts": pl.DataFrame(acc, schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64},
-                                orient="row"),
-        "periods": pl.DataFrame(per, schema={"index": pl.Int64, "period": pl.Int64}, orient="row") if per else None,
+        "accepts": pl.DataFrame(acc, schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64,
+                                             "twin": pl.Utf8}, orient="row"),
+        "periods": pl.DataFrame(per, schema={"index": pl.Int64, "period": pl.Int64, "twin": pl.Utf8}, orient="row")
+        if per else None,
         "events": pl.DataFrame(ev, schema={"draft_ns": pl.Int64, "verify_ns": pl.Int64, "extend_ns": pl.Int64},
                                orient="row") if ev else None,
     }

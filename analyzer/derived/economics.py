@@ -108,6 +108,18 @@ def accept_measure(cycles: pl.DataFrame, runs: pl.DataFrame | None = None) -> Me
     return out
 
 
+def rounds_accept(rounds: pl.DataFrame) -> Measure | None:
+    """`accept_measure` over request-rounds (cycle, correct, and twin: the repeated twin, null for the run under
+    the profiler), as the sweep and the results store keep them: the same accept length and interval as over the
+    sidecar cycles they come from."""
+    twins = "twin" in rounds.columns and rounds.height and rounds["twin"].null_count() == 0
+    per = rounds.group_by(["twin", "cycle"] if twins else ["cycle"], maintain_order=True).agg(
+        requests=pl.len(), correct=pl.col("correct").sum())
+    if not twins:
+        return accept_measure(per)
+    return accept_measure(per.rename({"twin": "file"}), per.select(file="twin", run="twin").unique())
+
+
 @dataclass
 class Economics:
     estimates: pl.DataFrame

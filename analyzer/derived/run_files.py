@@ -107,6 +107,53 @@ def given_step(baseline_ms: float) -> BaselineStep:
     return BaselineStep(ns, "given with --baseline-ms", [], None, econ.Measure(ns, None, 0, basis="given"))
 
 
+@dataclass
+class Measured:
+    """One measurement of a run over the sidecar cycles it is compared on (`window_measured`): the run under the
+    profiler (its capture's cycles) or its twin without it (the same window; its repeated twins pooled). The
+    economics' estimate of that source, and the sweep's accept length and cycle for the run, are these."""
+
+    cycles: pl.DataFrame  # the sidecar cycles kept (`crosscheck.window_cycles`)
+    runs: pl.DataFrame | None  # file, run: the repeated twin of each sidecar file (None under the profiler)
+    period: econ.Measure | None  # the busy cycle period, start to start
+    accept_len: float | None  # per request-round, the bonus token included (None without accept counts)
+    accept: econ.Measure | None  # the same with its 95 % interval
+    batch: float | None  # mean requests per cycle
+    accepts: pl.DataFrame  # the sidecars' accept counts (file, cycle, request, correct), every cycle's
+
+    @property
+    def rounds(self) -> pl.DataFrame:
+        """The request-rounds of the cycles kept: cycle, request, correct, twin (the repeated twin's folder;
+        null under the profiler)."""
+        schema = {"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64, "twin": pl.Utf8}
+        if not self.accepts.height:
+            return pl.DataFrame(schema=schema)
+        seen = self.accepts.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+        seen = seen.join(self.runs, on="file", how="left").rename({"run": "twin"}) if self.runs is not None \
+            else seen.with_columns(twin=pl.lit(None, dtype=pl.Utf8))
+        return seen.select("cycle", "request", "correct", "twin")
+
+
+def window_measured(sides: Sidecars, first: int | None, last: int | None, twin: bool) -> Measured:
+    """The period and accept length of `sides` over the cycles compared: a sidecar's own capture window, else
+    the sidecar indices [first, last] the trace holds (`_aligned`); `twin`: the sidecars are the run's twins
+    without the profiler (their repeats each a run of the intervals). The one place both `analyze`'s economics
+    and `sweep` take a run's accept length and cycle from."""
+    window = cc.window_cycles(sides, first, last)
+    runs = econ.run_of(sides.files) if twin else None
+    m = econ.period_measure(sides.cycles, "file", keep=window, runs=runs)
+    _, batch, _ = econ.accept_stats(window)
+    accept = econ.accept_measure(window, runs)
+    return Measured(window, runs, m, accept.value if accept else None, accept, batch, sides.accepts)
+
+
+def _estimate(source: str, profiled: bool, x: Measured, baseline_ns: int | None, steps: int | None,
+              base_m: econ.Measure | None) -> dict:
+    m = x.period
+    return econ.estimate(source, profiled, m.n if m else 0, int(round(m.value)) if m else None, x.accept_len,
+                         x.batch, baseline_ns, steps, m, x.accept, base_m)
+
+
 def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars | None,
                   check: cc.CrossCheck | None, baseline_ns: int | None, baseline_source: str | None,
                   notes: list[str], steps: int | None = None, breakdown: CycleBreakdown | None = None,
@@ -122,19 +169,11 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
         econ.Measure(baseline_ns, None, 0, basis="given") if baseline_ns else None)
     if sidecars is not None:
         first, last = _aligned(check)
-        window = cc.window_cycles(sidecars, first, last)
         if baseline is not None:
-            base = cc.window_cycles(baseline, first, last)
-            runs = econ.run_of(baseline.files)
-            m = econ.period_measure(baseline.cycles, "file", keep=base, runs=runs)
-            accept, batch, _ = econ.accept_stats(base)
-            rows.append(econ.estimate(f"sidecar without {under}", False, m.n if m else 0,
-                                      int(round(m.value)) if m else None, accept, batch, baseline_ns, steps,
-                                      m, econ.accept_measure(base, runs), base_m))
-        m = econ.period_measure(sidecars.cycles, "file", keep=window)
-        accept, batch, _ = econ.accept_stats(window)
-        rows.append(econ.estimate(f"sidecar under {under}", True, m.n if m else 0, int(round(m.value)) if m else None,
-                                  accept, batch, baseline_ns, steps, m, econ.accept_measure(window), base_m))
+            rows.append(_estimate(f"sidecar without {under}", False, window_measured(baseline, first, last, True),
+                                  baseline_ns, steps, base_m))
+        rows.append(_estimate(f"sidecar under {under}", True, window_measured(sidecars, first, last, False),
+                              baseline_ns, steps, base_m))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         m = econ.period_measure(a.cycles)
         rows.append(econ.estimate(f"trace cycle ranges under {under}", True, m.n if m else 0,
@@ -357,6 +396,8 @@ class SweepRun:
     # the phases' GPU-busy time per cycle
     cycles: pl.DataFrame
     accepts: pl.DataFrame  # cycle, request, correct: the accept counts of the cycles the capture holds
+    # the accept length `analyze` pairs with the cycle it heads with: its twin's without nsys where it has one
+    # (over `twin_accepts`), else the run's under nsys (over `accepts`); or given
     accept_len: float | None
     batch: float | None
     periods: pl.DataFrame | None = None  # index, period: cycle periods without nsys (idle ones left out)
@@ -366,6 +407,9 @@ class SweepRun:
     setup: dict | None = None  # engine, model, tp, draft shape from the traced command line (`setup_of`)
     unaligned: bool = False  # its sidecar did not line up with its trace, so it gave nothing
     plain_step: BaselineStep | None = None  # a K = 0 run's plain-decode step, as `analyze --baseline` takes it
+    # cycle, request, correct, twin (its folder): the accept counts of the twin's cycles `periods` are over
+    # (None without a twin)
+    twin_accepts: pl.DataFrame | None = None
 
     @property
     def period_ns(self) -> int | None:
@@ -409,15 +453,18 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
                                                                      if unaligned else data),
                         unaligned=unaligned, plain_step=None if unaligned else plain)
     first, last = _aligned(check)
-    window = cc.window_cycles(sidecars, first, last)
-    seen = sidecars.accepts.join(window.select("file", cycle="index"), on=["file", "cycle"], how="semi")
-    accept, batch, _ = econ.accept_stats(window)
-    periods = events = None
+    under = window_measured(sidecars, first, last, False)
+    accept_len, batch, source = under.accept_len, under.batch, "sidecar under nsys"
+    periods = events = twin_accepts = None
     if baseline is not None:
-        keep = cc.window_cycles(baseline, window["index"].min(), window["index"].max()).select("file", "index")
+        # the twin's cycles and accept counts: the measurement `analyze` heads its economics with
+        twin = window_measured(baseline, first, last, True)
+        keep = twin.cycles.select("file", "index")
         periods = econ.cycle_periods(baseline.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
-            .filter(~pl.col("idle")).join(econ.run_of(baseline.files), on="file", how="left") \
+            .filter(~pl.col("idle")).join(twin.runs, on="file", how="left") \
             .select("index", "period", twin="run")  # twin: the repeated run (RUN/no-nsys, RUN/no-nsys-2, ...)
+        twin_accepts = twin.rounds
+        accept_len, batch, source = twin.accept_len, twin.batch, "sidecar without nsys"
         ev = baseline.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
         if not ev.height and data.baseline_ground_truth is not None:
             # the reference engine's own CUDA events of its run without nsys (its measured cycles)
@@ -429,9 +476,9 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
                 extend_ns=pl.col("ns").filter(pl.col("phase") == "draft_extend").sum()).filter(
                 pl.col("verify_ns") > 0).select("draft_ns", "verify_ns", "extend_ns")
     return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
-                    accepts=seen.select("cycle", "request", "correct"), accept_len=accept, batch=batch,
-                    periods=periods, events=events, accept_source="sidecar" if accept is not None else None,
-                    setup=setup_of(data), plain_step=plain)
+                    accepts=under.rounds.select("cycle", "request", "correct"), accept_len=accept_len, batch=batch,
+                    periods=periods, events=events, accept_source=source if accept_len is not None else None,
+                    setup=setup_of(data), plain_step=plain, twin_accepts=twin_accepts)
 
 
 def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,
@@ -446,6 +493,12 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
     plain, setups = [], []
     run = 0
     unaligned = []
+    runs = list(runs)
+    # the cycle the sweep pairs each accept length with: the period without nsys when every speculative run has
+    # its twin's (as `sweep` fits it), else the attributed cycle under nsys; the accept length and the acceptance
+    # per position are then over the same cycles: the twins' or the captures'
+    unprofiled = all(sr.periods is not None and sr.periods.height for i, (_, sr) in enumerate(runs)
+                     if ((steps[i] if steps else sr.steps) or 0) > 0)
     for i, (path, sr) in enumerate(runs):
         if sr.unaligned:
             unaligned.append(path)
@@ -460,10 +513,12 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
             continue
         if accept and accept[i] is not None:
             sr = SweepRun(**{**sr.__dict__, "accept_len": accept[i], "accept_source": "given"})
-        seen = sr.accepts
-        if seen.height and int(seen["correct"].max()) > k:
-            raise SpecprofError(f"{path}: a request accepted {int(seen['correct'].max())} draft tokens in one cycle, "
-                                f"more than the {k} draft steps given for this run", path)
+        for seen in (sr.accepts, sr.twin_accepts):
+            if seen is not None and seen.height and int(seen["correct"].max()) > k:
+                raise SpecprofError(f"{path}: a request accepted {int(seen['correct'].max())} draft tokens in one "
+                                    f"cycle, more than the {k} draft steps given for this run", path)
+        seen = sr.twin_accepts if unprofiled and sr.twin_accepts is not None else \
+            sr.accepts.with_columns(twin=pl.lit(None, dtype=pl.Utf8))
         wide = sr.cycles
         if wide.is_empty():
             raise SpecprofError(f"{path}: no `cycle` ranges in the trace: nothing to fit", path)
@@ -480,8 +535,12 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
             if accept_len > k + 1:
                 raise SpecprofError(f"{path}: accept length {accept_len} given for K={k}: a cycle accepts at most "
                                     f"K + 1 = {k + 1} tokens per request", path)
+        elif seen.height:  # the accept counts of the cycles paired with this run's cycle (`window_measured`'s)
+            accept_len = econ.rounds_accept(seen).value
+            accept_source = "sidecar without nsys" if unprofiled and sr.twin_accepts is not None else \
+                "sidecar under nsys"
         count_rows.append(seen.select(pl.lit(run, dtype=pl.Int64).alias("run"),
-                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "cycle", "correct"))
+                                      pl.lit(k, dtype=pl.Int64).alias("steps"), "cycle", "correct", "twin"))
         if sr.periods is not None:
             twin = pl.col("twin") if "twin" in sr.periods.columns else pl.lit(None, dtype=pl.Utf8)
             period_rows.append(sr.periods.select(pl.lit(run, dtype=pl.Int64).alias("run"), period_ns="period",

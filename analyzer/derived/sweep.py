@@ -225,7 +225,9 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
       draft and verify are added here, on the basis they are fitted on
     cycles: run, draft_ns, verify_ns, total_ns (per-cycle attributed GPU time under nsys; total = the cycle),
       draft_busy_ns, verify_busy_ns (GPU-busy time of the phase per cycle)
-    counts: run, steps, correct (one row per request-round with accept counts; may be empty)
+    counts: run, steps, cycle, correct, twin (one row per request-round with accept counts, of the cycles the
+      run's accept length is over: its twin's without nsys when the basis is the period without nsys, the
+      repeated twin's folder in `twin`; else the capture's, `twin` null; may be empty)
     periods: run, period_ns (cycle periods without nsys) or None
     events: run, draft_ns, verify_ns (per cycle of the run without nsys, from the tracer's CUDA events) or None
     extrapolate: recommend among every predicted K, not only the measured ones
@@ -345,14 +347,16 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
             L, c = _anchored(k, predicted, measured, rates if predict else None), fitted
         if L is None or c is None:
             continue
+        c = int(round(c))  # integer ns, as `analyze` pairs them: the same tokens/s from the same two numbers
         per_req = L / (c / 1e9) if c > 0 else None
+        b = per_run[k]["batch"] if k in per_run and per_run[k]["batch"] is not None else batch  # the run's own
         lo = hi = None
         if per_req is not None and C_m is not None:
             rl = L_m.rel if L_m is not None else (0.0 if measured[k] is not None else None)
             lo, hi = econ.band(per_req, rl, C_m.rel)
         rows.append((k, _verify_tokens(runs, k), L, predicted, measured.get(k), int(round(c)),
                      None if fitted is None else int(round(fitted)),
-                     per_req * batch if per_req and batch else None, per_req, lo, hi, k in measured,
+                     per_req * b if per_req and b else None, per_req, lo, hi, k in measured,
                      not kmin_measured <= k <= kmax_measured, bool(rates) and predict and k > last_seen))
     pred = pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
     pred = _against_baseline(pred, baseline, own)
@@ -522,9 +526,8 @@ def _measured(runs: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | 
             c = econ.mean_measure(cyc.filter(pl.col("run") == run)["total_ns"].to_numpy())
         L = None
         if "cycle" in counts.columns:
-            per = counts.filter(pl.col("run") == run).group_by("cycle").agg(
-                requests=pl.len(), correct=pl.col("correct").sum())
-            L = econ.accept_measure(per) if per.height else None
+            mine = counts.filter(pl.col("run") == run)
+            L = econ.rounds_accept(mine) if mine.height else None
         out[r["steps"]] = (L, c)
     return out
 
@@ -540,7 +543,8 @@ def _against_baseline(pred: pl.DataFrame, baseline, own: dict) -> pl.DataFrame:
     for r in pred.iter_rows(named=True):
         s = lo = hi = None
         if r["accept_len"] is not None and r["cycle_ns"]:
-            s = r["accept_len"] * baseline.value / r["cycle_ns"]  # the row's own accept length and cycle
+            # the row's own accept length and cycle, against the step in integer ns (as `analyze` takes it)
+            s = r["accept_len"] * int(round(baseline.value)) / r["cycle_ns"]
             if r["measured"]:  # as measured: the run's own, as `analyze` says them, with their intervals
                 L, c = own[r["steps"]]
                 rl = L.rel if L is not None else (0.0 if r["measured_accept_len"] is not None else None)

@@ -286,8 +286,9 @@ def crosscheck(c: CrossCheck) -> str:
                      "tolerance us", "verdict"], rows, "lrrrrrrrrl"))
     if c.accept is not None:
         a = c.accept
-        parts.append(f"Accept length: sidecar {a.sidecar_pooled:.3f} vs server log "
-                     f"{a.log_accept_len:.3f} "
+        parts.append(f"Accept-length cross-check over the whole run (the sidecar against SGLang's server log; the "
+                     f"economics' accept length is over the cycles compared, below): sidecar {a.sidecar_pooled:.3f} "
+                     f"vs server log {a.log_accept_len:.3f} "
                      f"(gap {a.gap:+.3f}): {a.verdict}\n" + bullets(a.explanations))
     if c.notes:
         parts.append("Cross-check notes\n" + bullets(c.notes))
@@ -486,8 +487,9 @@ def sweep(s: Sweep) -> str:
         acc = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}",
                 f"assumed {s.pooled_rate:.3f}" if r["assumed"] else f_num(r["rate"])]
                for r in s.acceptance.iter_rows(named=True)]
-        parts.append(f"Acceptance per draft position (pooled over the runs that drafted it; pooled "
-                     f"{s.pooled_rate:.3f})\n" + table(["position", "reached", "accepted", "rate"], acc))
+        over = "their twins' without nsys" if s.basis == "cycle_unprofiled" else "their captures' under nsys"
+        parts.append(f"Acceptance per draft position (pooled over the runs that drafted it, over the cycles their "
+                     f"accept lengths are over: {over}; pooled {s.pooled_rate:.3f})\n" + table(["position", "reached", "accepted", "rate"], acc))
     if s.predictions.height:
         pred = [[("* " if r["steps"] == s.recommended_steps else "  ") + str(r["steps"]), str(r["tokens"]),
                  f_num(r["accept_len"]), f_num(r["predicted_accept_len"]), f_ms_or_dash(r["cycle_ns"]),

@@ -88,7 +88,7 @@ function checksPanels(R) {
         shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { color: "#1d2433", width: 1, dash: "dot" } }] }));
     }
     if (x.accept && typeof x.accept === "object") {
-      box.appendChild(el("h3", "muted", "Accept length: sidecar against the server log"));
+      box.appendChild(el("h3", "muted", "Accept-length cross-check over the whole run: the sidecar against the server log (the economics' accept length is over the cycles compared)"));
       var a = x.accept, p = el("p");
       // the server log's accept length as the terminal and the JSON give it (log_weighted when known)
       var J = (D.analysis && D.analysis.crosscheck && D.analysis.crosscheck.accept) || {};

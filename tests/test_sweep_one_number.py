@@ -1,0 +1,70 @@
+"""One number per run: `specprof sweep`'s accept length, cycle, tokens/s and speedup at a measured K are the ones
+`analyze --baseline` heads that run's economics with, over every multi-run set of captures (the dense and MoE
+SGLang targets, the reference engine). The sweep's cycle is the period without nsys, so its accept length is
+the twin's (the same cycles), not the run under nsys's window: on the MoE K = 4 capture those differ (2.481
+against 2.500), and the sweep read 1.01x where `analyze` reads 1.00x."""
+
+from __future__ import annotations
+
+import pytest
+
+from analyzer.app.analyze import Options, RunInputs
+from analyzer.app.commands import load_sweep
+from analyzer.app.run import Run
+from conftest import FIXTURES
+
+SETS = {
+    "sglang-dense": ([f"sglang-dense-k{k}" for k in (1, 2, 3, 4, 6)], "sglang-dense-plain"),
+    "sglang-moe": (["sglang-moe-k2", "sglang-moe-k4"], "sglang-moe-plain"),
+    "reference": (["reference-k2", "reference-k4", "reference-k6"], "reference-k0"),
+}
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_the_sweep_shows_analyzes_headline_for_each_run(name):
+    runs, plain = SETS[name]
+    paths, base = [str(FIXTURES / r) for r in runs], str(FIXTURES / plain)
+    s = load_sweep(paths, baseline=base)
+    assert s.basis == "cycle_unprofiled"  # every run has its twin without nsys
+    rows = {r["steps"]: r for r in s.predictions.filter(s.predictions["measured"]).iter_rows(named=True)}
+    table = {r["path"]: r for r in s.runs.iter_rows(named=True)}
+    for path in paths:
+        run = Run.load(path, Options(), RunInputs(baseline_run=base))
+        head = run.economics.headline
+        assert head["source"] == "sidecar without nsys" and not head["profiled"]
+        me = table[path]
+        row = rows[me["steps"]]
+        # the same accept length, over the same cycles, in the runs table and the throughput row
+        assert me["accept_len"] == row["accept_len"] == row["measured_accept_len"] == head["accept_len"]
+        assert me["accept_source"] == "sidecar without nsys"
+        assert row["cycle_ns"] == head["cycle_ns"] == me["period_unprofiled_ns"]
+        assert row["tokens_per_s"] == head["tokens_per_s"]
+        assert row["speedup"] == head["speedup"]
+        assert row["speedup_lo"] == pytest.approx(head["speedup_lo"], rel=1e-9)
+        assert row["speedup_hi"] == pytest.approx(head["speedup_hi"], rel=1e-9)
+        # what the store keeps for the run is that number too
+        assert run.sweep_input.accept_len == head["accept_len"]
+
+
+def test_the_moe_k4_capture_and_its_twin_accept_differently():
+    # The run under nsys's window accepts 2.500 per request-round, its twin without nsys 2.481: the sweep pairs
+    # the twin's with the twin's cycle (5.718 ms), and pools the acceptance per position over the same cycles.
+    path, base = str(FIXTURES / "sglang-moe-k4"), str(FIXTURES / "sglang-moe-plain")
+    est = Run.load(path, Options(), RunInputs(baseline_run=base)).economics.estimates
+    by = {r["source"]: r for r in est.iter_rows(named=True)}
+    assert by["sidecar under nsys"]["accept_len"] == pytest.approx(2.500, abs=5e-4)
+    assert by["sidecar without nsys"]["accept_len"] == pytest.approx(2.481, abs=5e-4)
+    s = load_sweep([str(FIXTURES / "sglang-moe-k2"), path], baseline=base)
+    k4 = s.predictions.filter(s.predictions["steps"] == 4).row(0, named=True)
+    assert k4["accept_len"] == pytest.approx(2.481, abs=5e-4) and k4["cycle_ns"] == pytest.approx(5.718e6, abs=1e3)
+    assert round(k4["speedup"], 2) == 1.00 and round(by["sidecar without nsys"]["speedup"], 2) == 1.00
+    # the acceptance per position is pooled over the twins' request-rounds, the cycles the accept lengths are
+    # over: position 1 is reached by every one of them, and each run's accept length is 1 + their mean correct
+    inputs = [Run.load(p, Options()).sweep_input for p in (str(FIXTURES / "sglang-moe-k2"), path)]
+    acc = s.acceptance.row(0, named=True)
+    assert acc["reached"] == sum(x.twin_accepts.height for x in inputs) == 640
+    assert acc["accepted"] == 456  # (457 over the captures' cycles under nsys)
+    for x in inputs:
+        assert x.accept_len == pytest.approx(1 + x.twin_accepts["correct"].mean(), rel=1e-12)
+    from analyzer.render import terminal
+    assert "over the cycles their accept lengths are over: their twins' without nsys" in terminal.sweep(s)
