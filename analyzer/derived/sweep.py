@@ -154,7 +154,8 @@ def expected_accept_len(rates: list[float], steps: int) -> float:
 class Sweep:
     """The cost model (see the module docstring). Tables:
     - runs: path, steps, tokens (verify tokens), forwards (draft forward passes per cycle, or null), cycles,
-      accept_len (measured: the sidecar's counts, or given), accept_source, batch, draft_ns, verify_ns (means per cycle on the fits' basis), rest_ns, cycle_ns
+      accept_len (measured: the sidecar's counts over the cycles its cycle is over, the twin's without nsys on the
+      period basis, as `analyze` heads with; or given), accept_source, batch, draft_ns, verify_ns (means per cycle on the fits' basis), rest_ns, cycle_ns
       (attributed under the profiler), period_unprofiled_ns (mean period without nsys, or null)
     - fits: FIT_SCHEMA rows named verify (x = tokens), draft (x = forwards, its forward passes, where every run's
       engine says how many it runs per K; else steps), rest, cycle, cycle_unprofiled (x = steps); lack_of_fit_run

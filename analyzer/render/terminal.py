@@ -286,10 +286,10 @@ def crosscheck(c: CrossCheck) -> str:
                      "tolerance us", "verdict"], rows, "lrrrrrrrrl"))
     if c.accept is not None:
         a = c.accept
-        parts.append(f"Accept-length cross-check over the whole run (the sidecar against SGLang's server log; the "
-                     f"economics' accept length is over the cycles compared, below): sidecar {a.sidecar_pooled:.3f} "
-                     f"vs server log {a.log_accept_len:.3f} "
-                     f"(gap {a.gap:+.3f}): {a.verdict}\n" + bullets(a.explanations))
+        parts.append(f"Accept length cross-check over the whole run: sidecar {a.sidecar_pooled:.3f} vs server log "
+                     f"{a.log_accept_len:.3f} (gap {a.gap:+.3f}): {a.verdict}\n"
+                     "  (the sidecar's accept counts against SGLang's log; the economics' "
+                     "accept length, below, is over the cycles they compare)\n" + bullets(a.explanations))
     if c.notes:
         parts.append("Cross-check notes\n" + bullets(c.notes))
     return "\n\n".join(parts)
