@@ -68,3 +68,42 @@ def test_the_moe_k4_capture_and_its_twin_accept_differently():
         assert x.accept_len == pytest.approx(1 + x.twin_accepts["correct"].mean(), rel=1e-12)
     from analyzer.render import terminal
     assert "over the cycles their accept lengths are over: their twins' without nsys" in terminal.sweep(s)
+
+
+def test_a_stored_run_sweeps_with_the_same_accept_lengths(tmp_path):
+    # The store keeps both sets of accept counts (the capture's and the twins'): `sweep @ID` pairs the twin's
+    # with the twin's period as the sweep of the folders does, on the MoE runs where the two differ.
+    from click.testing import CliRunner
+
+    from analyzer.app import store
+    from analyzer.cli import main
+    db = str(tmp_path / "results.db")
+    runs = [str(FIXTURES / "sglang-moe-k2"), str(FIXTURES / "sglang-moe-k4")]
+    base = str(FIXTURES / "sglang-moe-plain")
+    out = CliRunner().invoke(main, ["analyze", *runs, "--db", db, "--json"])
+    assert out.exit_code == 0, out.output
+    from_store = load_sweep(["@1", "@2"], db=store.connect(db, create=False), baseline=base)
+    from_files = load_sweep(runs, baseline=base)
+    assert from_store.runs.drop("path").equals(from_files.runs.drop("path"))
+    assert from_store.acceptance.equals(from_files.acceptance)
+    assert from_store.predictions.equals(from_files.predictions)
+    assert from_store.runs["accept_len"].to_list() == pytest.approx([2.084, 2.481], abs=5e-4)
+
+
+def test_without_every_twin_the_sweep_pairs_the_captures_accept_lengths_with_their_cycles():
+    # One run without its twin (its periods left out): the sweep's cycle is the attributed cycle under nsys for
+    # all, so each accept length is the capture's (as `analyze`'s "sidecar under nsys" row gives it), not a
+    # twin's over other cycles; the acceptance per position is pooled over the captures' request-rounds.
+    from dataclasses import replace
+    paths = [str(FIXTURES / "sglang-moe-k2"), str(FIXTURES / "sglang-moe-k4")]
+    inputs = [Run.load(p, Options()).sweep_input for p in paths]
+    inputs[0] = replace(inputs[0], periods=None)
+    from analyzer.derived.run_files import fit_sweep
+    s = fit_sweep(list(zip(paths, inputs)))
+    assert s.basis == "cycle"
+    for path, r in zip(paths, s.runs.iter_rows(named=True)):
+        est = Run.load(path, Options()).economics.estimates
+        under = next(x for x in est.iter_rows(named=True) if x["source"] == "sidecar under nsys")
+        assert r["accept_len"] == under["accept_len"] and r["accept_source"] == "sidecar under nsys"
+    assert s.runs["accept_len"].to_list() == pytest.approx([2.087, 2.500], abs=5e-4)
+    assert s.acceptance.row(0, named=True)["accepted"] == 457
