@@ -551,27 +551,20 @@ def test_kernels_that_are_not_collectives_stay_out(name, category, source):
     assert got not in kinds_of(COMMUNICATION) and (category is None or got == category), source
 
 
-@pytest.mark.parametrize("name,short,source", MOE, ids=[c[0][:60] for c in MOE])
-def test_moe_kernels_on_their_real_names(name, short, source):
-    assert category_of(name) == ["moe"], source
-    if short is not None:
-        assert category_of(short) == ["moe"], source
+# (category, full name, short name or None, source)
+NAMED = [("moe", *c) for c in MOE] + [("attention", *c) for c in ATTENTION]
 
 
-@pytest.mark.parametrize("name,category,source", NOT_MOE, ids=[c[0][:60] for c in NOT_MOE])
-def test_kernels_that_say_nothing_of_moe_stay_out(name, category, source):
+@pytest.mark.parametrize("category,name,short,source", NAMED, ids=[f"{c[0]}:{c[1][:60]}" for c in NAMED])
+def test_moe_and_attention_kernels_on_their_real_names(category, name, short, source):
     assert category_of(name) == [category], source
-
-
-@pytest.mark.parametrize("name,short,source", ATTENTION, ids=[c[0][:60] for c in ATTENTION])
-def test_attention_kernels_on_their_real_names(name, short, source):
-    assert category_of(name) == ["attention"], source
     if short is not None:
-        assert category_of(short) == ["attention"], source
+        assert category_of(short) == [category], source
 
 
-@pytest.mark.parametrize("name,category,source", NOT_ATTENTION, ids=[c[0][:60] for c in NOT_ATTENTION])
-def test_kernels_that_are_no_attention_stay_out(name, category, source):
+@pytest.mark.parametrize("name,category,source", NOT_MOE + NOT_ATTENTION,
+                         ids=[c[0][:60] for c in NOT_MOE + NOT_ATTENTION])
+def test_kernels_that_say_nothing_of_moe_or_attention_stay_out(name, category, source):
     assert category_of(name) == [category], source
 
 
