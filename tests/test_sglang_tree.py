@@ -87,15 +87,17 @@ def test_the_capture_is_the_dense_target_with_a_tree_draft():
     assert "disable_overlap_schedule=False" in (CHAIN / "server.log").read_text()
 
 
-def test_analyze_names_the_tree_in_the_terminal_the_json_and_the_report(tmp_path):
+def test_analyze_names_the_tree_in_the_terminal_the_json_the_tables_and_the_report(tmp_path):
     terminal = CliRunner().invoke(main, ["analyze", str(TREE), "--no-cache", "-q"])
     assert terminal.exit_code == 0, terminal.output
     assert f"  draft: {DESCRIPTION}" in terminal.stdout.splitlines()
     out = tmp_path / "tree.html"
-    result = CliRunner().invoke(main, ["analyze", str(TREE), "--json", "--html", str(out), "--no-cache", "-q"])
+    result = CliRunner().invoke(main, ["analyze", str(TREE), "--json", "--html", str(out), "--csv",
+                                       str(tmp_path / "tables"), "--no-cache", "-q"])
     assert result.exit_code == 0, result.output
     d = json.loads(result.stdout)
     assert d["draft_shape"] == SHAPE
+    assert pl.read_csv(tmp_path / "tables" / "draft_shape.csv").row(0, named=True) == SHAPE
     assert d["economics"]["draft_tree"] == {"topk": 4, "num_draft_tokens": 8, "verify_tokens": 8, "steps": 3,
                                             "max_accept_len": 4}
     note = next(n for n in d["economics"]["notes"] if n.startswith("tree draft"))
@@ -132,7 +134,7 @@ def test_every_sglang_capture_reads_with_its_own_shape(folder):
     shape, argv_only = shape_of(data), shape_of(RunData(sidecars=data.sidecars, manifest=data.manifest))
     assert argv_only.source == SHAPE_FROM_COMMAND
     if run.name.endswith("plain"):
-        assert shape.kind is None and argv_only.kind is None and shape.describe() is None
+        assert shape.kind is None and argv_only.kind is None and shape.description is None
         return
     assert shape.source == SHAPE_FROM_LOG
     assert (shape.steps, shape.topk, shape.verify_tokens) == (argv_only.steps, argv_only.topk, argv_only.verify_tokens)
@@ -141,12 +143,12 @@ def test_every_sglang_capture_reads_with_its_own_shape(folder):
     else:
         k = int(run.name.split("-k")[1].split("-")[0])
         assert (shape.kind, shape.steps, shape.topk, shape.verify_tokens) == ("chain", k, 1, k + 1)
-        assert shape.as_tree() is None and shape.describe().startswith(f"chain, {k} step")
+        assert shape.as_tree() is None and shape.description.startswith(f"chain, {k} step")
 
 
 def test_a_chain_analysis_names_its_chain(analysed):
     shape = analysed(CHAIN).draft_shape
-    assert shape.describe() == ("chain, 3 steps (verify checks 4 tokens per request; a cycle accepts at most 4); "
+    assert shape.description == ("chain, 3 steps (verify checks 4 tokens per request; a cycle accepts at most 4); "
                                 "from the server log's server_args")
     assert analysed(CHAIN).economics.draft_tree is None
 

@@ -371,7 +371,8 @@ class DraftShape:
             return None
         return "tree" if self.tree else "chain"
 
-    def describe(self) -> str | None:
+    @property
+    def description(self) -> str | None:
         """The shape in one line, with where it was read: None for a run that does not draft."""
         if not self.speculative:
             return None

@@ -333,7 +333,7 @@ def draft_shape(shape) -> dict | None:
         return None
     return {"kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,
             "verify_tokens": shape.verify_tokens, "max_accept_len": shape.max_accept_len, "source": shape.source,
-            "description": shape.describe()}
+            "description": shape.description}
 
 
 def economics(e: Economics) -> dict:
