@@ -11,7 +11,6 @@ tree costs per cycle here is its cost, measured. Every number asserted below was
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import polars as pl
@@ -29,6 +28,7 @@ from analyzer.readers.sglang_log import server_args
 from analyzer.readers.sidecar import find, read_sidecars
 from browser import Page, chromium
 from conftest import FIXTURES, ROOT
+from test_sglang_dense import load_script, read_json
 
 TREE = FIXTURES / "sglang-dense-tree"
 CHAIN = FIXTURES / "sglang-dense-k3"
@@ -37,13 +37,6 @@ DESCRIPTION = ("tree, topk 4, 3 steps, 8 draft tokens (verify checks 8 tokens pe
                "4: one path and the bonus token); from the server log's server_args")
 SHAPE = {"kind": "tree", "steps": 3, "topk": 4, "num_draft_tokens": 8, "verify_tokens": 8, "max_accept_len": 4,
          "source": SHAPE_FROM_LOG, "description": DESCRIPTION}
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "sglang" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +49,6 @@ def analysed():
         return cache[folder]
 
     return get
-
-
-def read_json(path) -> dict:
-    return json.loads(path.read_text())
 
 
 def phases(run: Run) -> dict:
