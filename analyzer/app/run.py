@@ -81,7 +81,7 @@ class Run(Analysis):
         o, i = self.options, self.inputs
         return store.options_of(o.grouping, o.domains, o.rule_list, self.files.sidecars, self.files.baseline,
                                 i.server_log, i.baseline_run, i.baseline_ms, i.log_interval if i.server_log else None,
-                                window=o.window.description if o.window else None)
+                                window=o.window.describe() if o.window else None)
 
     @cached_property
     def record(self) -> store.Record:

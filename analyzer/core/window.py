@@ -169,7 +169,7 @@ def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Tra
                        bounds).with_columns(at=pl.coalesce("launched", "start"))
     ops = ops.filter(inside).select(trace.ops.columns)
     if ops.is_empty():
-        raise SpecprofError(f"{trace.meta.path}: the window ({window.description}) holds no GPU op; the trace's ops "
+        raise SpecprofError(f"{trace.meta.path}: the window ({window.describe()}) holds no GPU op; the trace's ops "
                             "run from "
                             f"{(first - trace.meta.start_ns) / 1e6:.1f} to "
                             f"{(last - trace.meta.start_ns) / 1e6:.1f} ms after the capture's start", trace.meta.path)
@@ -185,9 +185,9 @@ def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Tra
         offset=pl.col("index").min())
     kept_cycles = ranges.filter(is_cycle).height
     meta = replace(trace.meta, notes=[*trace.meta.notes, (
-        f"window {window.description}: {ops.height:,} of {total:,} GPU ops (by launch time), "
+        f"window {window.describe()}: {ops.height:,} of {total:,} GPU ops (by launch time), "
         f"{kept_cycles:,} of {every.height:,} cycles")],
-        extra={**trace.meta.extra, "window": window.description,
+        extra={**trace.meta.extra, "window": window.describe(),
                "cycle_index_offset": {int(p): int(o) for p, o in offset.iter_rows() if o}})
     collectives = None
     if trace.collectives is not None:
