@@ -230,13 +230,15 @@ class _OpenRanges:
         self.tid_bits = (self.tids.len() + 1).bit_length()
         self.times = None
         self.t_bits = (self.hi - self.lo + 3).bit_length()
-        if self.tid_bits + self.t_bits > self.BITS:
+        if self.tid_bits + self.t_bits > self.BITS or self.lo - 2 < I64_MIN or self.hi + 1 >= 1 << 63:
             self.times = real.unique().sort()
             self.t_bits = (2 * self.times.len() + 2).bit_length()
-        keys = self._keys(tid, pl.when(t == I64_MIN).then(0).otherwise(self._code(t, exact=True)), rows=True)
-        if not keys.is_sorted():  # (tl is in (tid, t) order, null threads first: never seen)
-            raise ValueError("the timeline is not in (thread, time) order")
-        self.keys, self.row = keys, tl.get_column("row")
+        keys, row = self._keys(tid, pl.when(t == I64_MIN).then(0).otherwise(self._code(t, exact=True)), rows=True), \
+            tl.get_column("row")
+        if not keys.is_sorted():  # (tl is in (tid, t) order, null threads first; else the keys are put in order)
+            order = keys.arg_sort()
+            keys, row = keys.gather(order), row.gather(order)
+        self.keys, self.row = keys, row
         # A timeline row's time, state and the next boundary on its thread: `row` is the position in tl (sorted
         # by thread, time), so these are gathers.
         same = pl.col("tid") == pl.col("tid").shift(-1)
