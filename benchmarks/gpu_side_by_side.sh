@@ -13,16 +13,7 @@
 # SIZES (default "64"); results in $OUT/perf_nsys_h200_side_by_side*.json.
 set -eu -o pipefail
 . benchmarks/gpu_env.sh
-if [ ! -d /tmp/sp-site/polars ]; then
-  mkdir -p /tmp/sp-site
-  if [ -f .whl-analysis/site.tar.xz ]; then  # the wheels unpacked, xz-compressed: fits the carry limit
-    tar -C /tmp/sp-site -xJf .whl-analysis/site.tar.xz
-  else
-    python3 -m pip install -q --no-index --no-deps --target /tmp/sp-site .whl-analysis/*.whl
-  fi
-fi
-export PYTHONPATH=/tmp/sp-site:$PWD
-python3 -c "import polars, adbc_driver_sqlite; print('polars', polars.__version__)"
+. benchmarks/gpu_site.sh
 SIZES=$(echo "${SIZES:-64}" | tr ' ' ',')
 CORES=${CORES:-0,1}
 ls /tmp/specprof-bench/mix*.sqlite 2>/dev/null || true

@@ -82,6 +82,10 @@ SGLK_SUM = "sgl-project/sglang @ 0ba3cdd4: sgl-kernel/csrc/moe/moe_sum_reduce.cu
 SGLK_GATE = "sgl-project/sglang @ 6e2b2c9d: sgl-kernel/csrc/moe/moe_fused_gate.cu"
 VLLM_MOE = "vllm-project/vllm @ 1377b4e0: csrc/moe/moe_align_sum_kernels.cu (namespace vllm::moe)"
 VLLM_TOPK = "vllm-project/vllm @ ad471555: csrc/moe/topk_softmax_kernels.cu (namespace vllm::moe)"
+MOE_CAPTURE = "fixtures/sglang-moe-k4/run.sqlite (SGLang 0.5.16, sglang-kernel 0.4.5, --moe-runner-backend triton)"
+MOE_CAPTURE_SMALL = ("fixtures/sglang-moe-k2/run.sqlite (24 tokens: SGLang 0.5.16's moe_sum_reduce_torch_compile, "
+                     "srt/layers/moe/moe_runner/triton_utils/fused_moe.py, as torch Inductor names it)")
+SGL_ACT = "sglang 0.5.16 (the PyPI wheel): sglang/jit_kernel/csrc/elementwise/activation.cuh"
 
 
 # (full name, short name or None, category, source)
@@ -376,12 +380,28 @@ MOE = [
     ("void sglang::moeFinalizeKernel<float>(int, int, int, int, const __nv_bfloat16 *, const int *, const T1 *, "
      "const __nv_bfloat16 *, __nv_bfloat16 *)", "moeFinalizeKernel", SGL_MOE + "jit/csrc/moe/moe_finalize_fuse_shared.cu"),
     ("_pad_expert_counts_kernel", "_pad_expert_counts_kernel", SGL_MOE + "ops/moe/triton_pad_expert_counts.py"),
+    # SGLang's MoE kernels exactly as this project's MoE captures recorded them
+    ("void moe_align_block_size_kernel<int>(const T1 *, int *, int *, int *, int, int, unsigned long, int *, bool, "
+     "bool, int, int)", "moe_align_block_size_kernel", MOE_CAPTURE),
+    ("void count_and_sort_expert_tokens_kernel<int>(const T1 *, int *, int *, unsigned long, bool)",
+     "count_and_sort_expert_tokens_kernel", MOE_CAPTURE),
+    ("void moe_sum_reduce_kernel<c10::BFloat16, (int)8>(const T1 *, T1 *, long, long, long, long, long, "
+     "at::OpMathType<T1>::type)", "moe_sum_reduce_kernel", MOE_CAPTURE),
+    ("triton_per_fused_copy__mul_sum_0", "triton_per_fused_copy__mul_sum_0", MOE_CAPTURE_SMALL),
+    # the activation between the expert GEMMs, with the tokens of no local expert filtered out (expert parallelism)
+    ("void <unnamed>::act_and_mul_kernel<__nv_bfloat16, (<unnamed>::ActivationKind)0, (bool)1, (bool)1>"
+     "(<unnamed>::ActivationParams)", None, SGL_ACT),
 ]
 
 # Kernels that an MoE layer launches but whose names say nothing of MoE (every layer may launch them): they
 # stay with the compute rules. (name, category, source)
 NOT_MOE = [
     ("act_and_mul_kernel", "elementwise", SGL_MOE + "ops/moe/fused_moe_triton_kernels.py (also the dense MLP's)"),
+    # the unfiltered activation, as the MoE capture recorded it: the dense draft head launches the same kernel
+    ("void <unnamed>::act_and_mul_kernel<__nv_bfloat16, (<unnamed>::ActivationKind)0, (bool)1, (bool)0>"
+     "(<unnamed>::ActivationParams)", "elementwise", MOE_CAPTURE),
+    # Inductor kernels of other ops, from this project's tree-draft capture, stay what their ops say
+    ("triton_poi_fused_mul_unsqueeze_view_0", "elementwise", "fixtures/sglang-dense-tree/run.sqlite"),
     ("_streaming_topk_kernel", "elementwise", SGL_MOE + "ops/moe/gate_topk.py (a generic top-k)"),
     # EAGLE's own draft top-k (this project's SGLang capture) is no MoE routing
     ("_draft_topk1_partial_argmax_kernel", "elementwise", "fixtures/sglang-k4/run.sqlite"),
@@ -465,6 +485,7 @@ def test_on_every_real_capture_only_nccl_kernels_are_communication():
     kinds = set(kinds_of(COMMUNICATION))
     paths = [FIXTURES / d / "run.sqlite" for d in ("reference-k4", "reference-k4-tp2", "reference-k4-graph",
                                                    "sglang-k4", "sglang-k2", "sglang-k4-nooverlap", "sglang-plain")]
+    paths += sorted(FIXTURES.glob("sglang-dense-*/run.sqlite"))  # the 8 B dense target, chains and the tree
     traces = [load_trace(str(p)) for p in paths]
     if SHARED:
         traces += [load_trace(str(p)) for p in sorted((SHARED / "nsys_sqlite").glob("*.sqlite"))]

@@ -90,6 +90,8 @@ def test_a_break_even_above_k_plus_one_says_speculation_cannot_pay_at_any_accept
     assert head["break_even_reachable"] is False
     assert head["verdict"].startswith("speculation cannot pay at any acceptance: the cycle (3.018 ms) is 6.04 "
                                       "plain-decode steps (0.500 ms), more than the 5 tokens per request")
+    # what it yields now, as a multiple of plain decoding's throughput: the speedup (0.25x), not the accept length
+    assert f"(now {head['speedup']:.2f}x the plain-decode throughput)" in head["verdict"] and head["speedup"] < 0.3
 
 
 def test_a_plain_export_without_a_sidecar_says_its_cycle_was_profiled_and_how_much_waited_on_the_host(export_alone):

@@ -27,13 +27,20 @@ from conftest import FIXTURES
 RUNS = sorted(p.name for p in FIXTURES.iterdir()
               if p.is_dir() and ((p / "run.sqlite").exists() or (p / "trace.json.gz").exists()))
 SGLANG_WITH_EVENTS = ["sglang-k2", "sglang-k4", "sglang-k4-nooverlap", "sglang-plain",
-                      *(f"sglang-dense-{k}" for k in ("plain", "k1", "k2", "k3", "k4", "k6"))]
+                      *(f"sglang-dense-{k}" for k in ("plain", "k1", "k2", "k3", "k4", "k6", "tree")),
+                      *(f"sglang-moe-{k}" for k in ("plain", "k2", "k4"))]
 # Measured: sglang-k2's draft is attributed 23 us (3.24 %) more per instance than its events: the host time between
 # the draft range's start and the tracer's event record (cudaEventRecord, traced by nsys) while the stream had
 # drained, which the range holds and the events do not (docs/attribution.md, the worked example). That capture
 # predates the tracer's present order (the start event before the NVTX push, the end event after the pop); the
 # sglang-dense-* captures, made with it, agree within 0.2 % per phase.
-TOLERANCE = {("sglang-k2", "draft"): 0.035}
+# Measured: sglang-moe-k2's draft is attributed 63 us (4.15 %) less per instance than its events. Its tracer records
+# the start event right before the NVTX push (the record call ends 3 us before it) but the end event about 45 us
+# after the pop (tracer/gpu_events.py's stream and capture checks ran between the pop and the record call), and in
+# this launch-bound phase the stream is idle then, so the events hold about 42 us the range does not
+# (test_the_events_of_these_captures_end_late_after_the_pop below measures both offsets). The tracer now prepares
+# the end event before the pop and records it right after.
+TOLERANCE = {("sglang-k2", "draft"): 0.035, ("sglang-moe-k2", "draft"): 0.045}
 
 
 @pytest.fixture(scope="module", params=RUNS)
@@ -138,6 +145,44 @@ def test_every_rank_of_a_tp2_capture_breaks_down_its_own_period():
     text = terminal.render(a)
     assert f"Where a decode cycle goes (rank {a.cycle_breakdown.rank} (the straggler" in text
     assert "  rank 0 (device 0 stream 7): cycle" in text and "  rank 1 (device 1 stream 7): cycle" in text
+
+
+def _event_gaps(name: str, phase: str) -> tuple[float, float]:
+    """Median host time (ns) from the start event's record call's end to the range's NVTX push, and from the pop to
+    the end event's record call's start, over the phase's instances: the CUDA runtime calls nsys traced."""
+    import bisect
+    import sqlite3
+    import statistics
+
+    con = sqlite3.connect(f"file:{FIXTURES / name / 'run.sqlite'}?mode=ro", uri=True)
+    try:
+        records = sorted(con.execute(
+            "SELECT r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+            "WHERE s.value LIKE 'cudaEventRecord%'").fetchall())
+        ranges = con.execute(
+            "SELECT n.start, n.end FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+            "WHERE n.eventType = 59 AND coalesce(n.text, s.value) = ?", (phase,)).fetchall()
+    finally:
+        con.close()
+    at = [r[0] for r in records]
+    before = [push - records[bisect.bisect_left(at, push) - 1][1] for push, _ in ranges]
+    after = [records[bisect.bisect_right(at, pop)][0] - pop for _, pop in ranges]
+    return statistics.median(before), statistics.median(after)
+
+
+def test_the_events_of_these_captures_end_late_after_the_pop():
+    # sglang-moe-k2's draft (TOLERANCE above): the start event's record call ends 3.6 us before the push, the end
+    # event's starts 52.6 us after the pop (its checks ran between the pop and the call). The draft is launch-bound
+    # (the stream idle most of it), so the end event lands that much later, plus the call's own launch latency:
+    # events 66 us longer than the range's attributed time. Its GPU-bound verify, with the same gaps, agrees
+    # within 0.1 %: the stream is still busy when the late event is enqueued.
+    start_gap, end_gap = _event_gaps("sglang-moe-k2", "draft")
+    assert start_gap < 10_000 and end_gap > 30_000
+    a = Run.load(str(FIXTURES / "sglang-moe-k2"))
+    gt = {r["phase"]: r for r in a.crosscheck.ground_truth.iter_rows(named=True)}
+    late = gt["draft"]["events_ns"] - gt["draft"]["attributed_ns"]
+    assert end_gap - start_gap <= late <= end_gap + 20_000
+    assert abs(gt["verify"]["diff_pct"]) < 0.5
 
 
 @pytest.mark.parametrize("name", SGLANG_WITH_EVENTS)

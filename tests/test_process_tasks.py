@@ -1,10 +1,13 @@
-"""One export of several processes analysed one process per task (app/process_tasks.py, --jobs/--dask): each task
-reads only its process's rows, and each rank's figures equal those the one-process analysis gives that rank, on
-the real TP = 2 capture (fixtures/reference-k4-tp2)."""
+"""One export of several processes analysed one process per task (app/process_tasks.py, --jobs/--dask): one walk
+of the export hands each process its rows (readers/nsys_split.py), each task reads only its process's rows, and
+each rank's figures equal those the one-process analysis gives that rank, on the real TP = 2 capture
+(fixtures/reference-k4-tp2)."""
 
 from __future__ import annotations
 
 import json
+import os
+import pickle
 
 import polars as pl
 import pytest
@@ -17,7 +20,7 @@ from analyzer.app.analyze import Options
 from analyzer.app.run import Run
 from analyzer.cli import main
 from analyzer.core.window import Window
-from analyzer.readers import nsys_sqlite
+from analyzer.readers import nsys_split, nsys_sqlite
 from analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from analyzer.render import json as json_render
 from conftest import FIXTURES
@@ -93,3 +96,173 @@ def test_the_cli_splits_with_jobs(whole):
     one = json_render.to_dict(whole)
     for t in doc["ranks"]:
         assert {p["name"]: p for p in t["analysis"]["phases"]} == _rank_phases(one, t["rank"])
+
+
+# The split: one walk of the export hands each process its rows (readers/nsys_split.py).
+
+def _split(folder, monkeypatch, rows=None):
+    if rows is not None:
+        monkeypatch.setattr(nsys_split, "SPLIT_ROWS", rows)
+    return nsys_split.split(EXPORT, process_tasks.processes(EXPORT), str(folder))
+
+
+@pytest.mark.parametrize("pages", [True, False], ids=["pages", "sqlite"])
+def test_the_split_gives_each_process_what_its_own_walk_reads(pages, tmp_path, monkeypatch):
+    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", pages)
+    split = _split(tmp_path, monkeypatch, rows=3000)  # many slices: their order is kept
+    assert split.rows() and len(os.listdir(tmp_path)) > 2 * 6
+    for pid in process_tasks.processes(EXPORT):
+        got = read_nsys_sqlite(EXPORT, process=pid, split=split)
+        own = read_nsys_sqlite(EXPORT, process=pid)
+        for table in ("ops", "api", "ranges", "marks"):
+            assert_frame_equal(getattr(got, table), getattr(own, table))
+        assert set(got.meta.extra["tables_read_by"].values()) == {"split"}
+
+
+def test_each_file_of_a_process_holds_its_rows_only(tmp_path, monkeypatch):
+    split = _split(tmp_path, monkeypatch, rows=3000)
+    pids = process_tasks.processes(EXPORT)
+    seen = set()
+    for per in split.files.values():
+        for pid, names in per.items():
+            for name in names:
+                df = pl.read_ipc(tmp_path / name)
+                col = "pid" if "pid" in df.columns else "tid"
+                assert (df.get_column(col) & nsys_sqlite._PID_MASK == pid).all(), name
+                seen.add(pid)
+    assert seen == set(pids)
+
+
+def test_a_task_reads_its_own_files_and_no_page_of_the_export(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECPROF_SPLIT_DIR", str(tmp_path))
+    opened, task = [], process_tasks._task
+    read_ipc = pl.read_ipc
+
+    def recording(source, *a, **k):
+        opened.append((current[0], os.path.basename(source)))
+        return read_ipc(source, *a, **k)
+
+    def no_walk(*a, **k):
+        raise AssertionError("a task walked the export's pages")
+
+    current = [None]
+
+    def watched(t, *args):
+        current[0] = t[2]
+        with monkeypatch.context() as m:
+            m.setattr(nsys_split.pl, "read_ipc", recording)
+            m.setattr(nsys_sqlite._sqlite_pages, "read", no_walk)
+            m.setattr(nsys_sqlite._Export, "_slices", no_walk)
+            return task(t, *args)
+
+    monkeypatch.setattr(process_tasks, "_task", watched)
+    several = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs())
+    assert len(several.outputs) == 2
+    pids = process_tasks.processes(EXPORT)
+    assert {pid for pid, _ in opened} == set(pids)
+    for pid, name in opened:
+        assert name.split("-")[1] == str(pid)  # r<read>-<process>-<slice>.arrow
+    assert os.listdir(tmp_path) == []  # the folder is gone once the tasks are done
+
+
+def test_the_folder_is_removed_when_a_task_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECPROF_SPLIT_DIR", str(tmp_path))
+    made = []
+
+    def failing(t, *args):
+        made.append(os.listdir(t[3].folder))
+        raise RuntimeError("a task failed")
+
+    monkeypatch.setattr(process_tasks, "_task", failing)
+    with pytest.raises(RuntimeError, match="a task failed"):
+        process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs())
+    assert made and made[0]  # the split had written its files
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECPROF_SPLIT_DIR", str(tmp_path))
+
+    def full(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_ipc", full)
+    out = CliRunner().invoke(main, ["analyze", str(TP2), "--no-cache", "-q", "--jobs", "2"])
+    assert out.exit_code != 0 and "Traceback" not in out.output
+    assert "No space left on device" in out.output and "SPECPROF_SPLIT_DIR" in out.output
+    assert os.listdir(tmp_path) == []
+
+
+def test_pages_the_reader_gives_up_on_mid_walk_are_split_again_through_sqlite(tmp_path, monkeypatch):
+    """A table whose pages turn out not to be readable directly (here: the third slice read says so) is read
+    again through SQLite, and what the first reads wrote is forgotten: the same rows, once."""
+    real, calls = nsys_sqlite._sqlite_pages.read, [0]
+
+    def gives_up(*a, **k):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise nsys_sqlite._sqlite_pages.Unsupported("an overflowing record")
+        return real(*a, **k)
+
+    monkeypatch.setattr(nsys_sqlite._sqlite_pages, "read", gives_up)
+    monkeypatch.setattr(nsys_sqlite, "READ_THREADS", 1)  # slices in order: the third is the kernel table's
+    split = _split(tmp_path, monkeypatch, rows=3000)
+    monkeypatch.setattr(nsys_sqlite._sqlite_pages, "read", real)
+    assert calls[0] >= 3 and split.read_by["CUPTI_ACTIVITY_KIND_KERNEL"] == "sqlite"
+    assert split.read_by["CUPTI_ACTIVITY_KIND_RUNTIME"] == "pages"
+    named = {n for per in split.files.values() for names in per.values() for n in names}
+    assert named == set(os.listdir(tmp_path))  # no file of the abandoned walk is left or named
+    for pid in process_tasks.processes(EXPORT):
+        got, own = read_nsys_sqlite(EXPORT, process=pid, split=split), read_nsys_sqlite(EXPORT, process=pid)
+        assert_frame_equal(got.ops, own.ops)
+        assert got.meta.extra["tables_read_by"]["CUPTI_ACTIVITY_KIND_KERNEL"] == "split"
+
+
+def test_a_task_where_the_folder_is_not_walks_the_export_itself(tmp_path, monkeypatch):
+    """(A Dask worker on a host that does not see the folder.)"""
+    split = _split(tmp_path, monkeypatch)
+    elsewhere = nsys_split.Split(str(tmp_path / "not-here"), split.files)
+    pid = process_tasks.processes(EXPORT)[0]
+    got, own = read_nsys_sqlite(EXPORT, process=pid, split=elsewhere), read_nsys_sqlite(EXPORT, process=pid)
+    assert_frame_equal(got.ops, own.ops)
+    assert_frame_equal(got.api, own.api)
+    assert set(got.meta.extra["tables_read_by"].values()) == {"pages"}
+
+
+def test_dask_workers_give_what_the_tasks_here_give(tmp_path, monkeypatch):
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setenv("SPECPROF_SPLIT_DIR", str(tmp_path))
+    (tmp_path / "x").mkdir()
+    split = _split(tmp_path / "x", monkeypatch)
+    assert pickle.loads(pickle.dumps(split)) == split  # what a task is given travels to a worker
+    here = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs(as_json=True))
+    with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as c, \
+            distributed.Client(c) as client:
+        there = process_tasks.analyze_all(str(TP2), Options(cache=False), many.Outputs(as_json=True), dask=client)
+    assert [(d.rank, d.doc, d.row) for d in there.outputs] == [(d.rank, d.doc, d.row) for d in here.outputs]
+    assert os.listdir(tmp_path) == ["x"]  # both splits' folders are gone
+
+
+def test_the_walk_holds_a_slice_at_a_time(tmp_path, monkeypatch):
+    """Bounded memory: the walk hands the files slices of about SPLIT_ROWS rows (the rows of a leaf page more at
+    most), never a table, and every row read reaches one file."""
+    seen, call = [], nsys_split._Sink.__call__
+
+    def recording(self, number, df):
+        seen.append(df.height)
+        return call(self, number, df)
+
+    monkeypatch.setattr(nsys_split._Sink, "__call__", recording)
+    split = _split(tmp_path, monkeypatch, rows=4000)
+    assert len(seen) > 10 and max(seen) <= 4000 + 400  # (reference-k4-tp2: at most ~150 rows a leaf)
+    # every row of the two processes, each in one file: as many as their own walks read (the walk reads rows of
+    # processes that ran no GPU work too, and drops them)
+    ex, own = nsys_sqlite._Export(EXPORT), 0
+    try:
+        for select, schema in nsys_sqlite.large_reads(ex, nsys_sqlite._read_strings(ex)):
+            for pid in process_tasks.processes(EXPORT):
+                ex.process = pid
+                own += sum(df.height for df in ex.parallel(select, schema))
+    finally:
+        ex.close()
+    assert split.rows() == own <= sum(seen)

@@ -72,10 +72,16 @@ class FaultyEvents:
         self.k, self.n, self.closed = k, 0, []
 
     def record(self):
+        return self.fire(self.prepare())
+
+    def prepare(self):
         self.n += 1
         if self.n == self.k:
             raise Fault("event record failed")
         return object()
+
+    def fire(self, prepared):
+        return prepared
 
     def cycle_closed(self, index, pairs):
         self.closed.append(index)

@@ -210,9 +210,19 @@ class FakeGpu:
         self.reached = 0  # events recorded up to this sequence number have completed
         self.seq = 0
         self.gpu_ns = 0
+        self.calls: list | None = None  # a list shared with the NVTX fake: the host calls in order
 
     def is_current_stream_capturing(self):
+        self._call("is_current_stream_capturing")
         return self.capturing
+
+    def current_stream(self):
+        self._call("current_stream")
+        return "stream"
+
+    def _call(self, name):
+        if self.calls is not None:
+            self.calls.append((name, None))
 
     def Event(self, enable_timing=False):  # noqa: N802 (torch's name)
         assert enable_timing
@@ -226,7 +236,9 @@ class FakeEvent:
         self.seq = None
         self.at_ns = None
 
-    def record(self):
+    def record(self, stream=None):
+        assert stream == "stream"  # the stream prepare() found: no current_stream() after the pop
+        self.gpu._call("record")
         self.gpu.seq += 1
         self.gpu.gpu_ns += 250_000  # each event 0.25 ms of GPU work after the one before
         self.seq, self.at_ns = self.gpu.seq, self.gpu.gpu_ns
@@ -270,6 +282,25 @@ def test_events_are_read_once_completed_and_never_waited_for(traced, fake_torch,
     assert footer["gpu_time_cycles"] == 2 and footer["gpu_time_dropped"] == 1  # cycle 2 never completed
     # Cycles 0 and 1 were read at cycle 2's close, after cycle 2 had recorded 8 events of its own: 24 made.
     assert fake_torch.created == 24
+
+
+def test_only_the_record_call_is_between_a_range_boundary_and_its_event(traced, fake_torch, tmp_path):  # noqa: F811
+    # Each event's checks (graph capture, the current stream) come before the boundary it marks: at the start
+    # before the push, at the end before the pop; so the push follows the record call, and the pop is followed
+    # by the record call, with nothing of the tracer's between them at either end (tracer/gpu_events.py).
+    session, nvtx = traced(gpu_time=True)
+    fake_torch.calls = nvtx.events
+    fake_engine.ReferenceScheduler(fake_engine.ReferenceWorker()).run(fake_engine.Batch(2), cycles=1)
+    session.close()
+    calls = [kind for kind, _ in nvtx.events if kind != "mark"]
+    records = [i for i, kind in enumerate(calls) if kind == "record"]
+    ends = [i for i in records if calls[i - 1] == "pop"]
+    starts = [i for i in records if i not in ends]
+    assert len(starts) == len(ends) == 4  # 4 timed ranges: cycle, draft, verify, draft_extend
+    for i in starts:
+        assert calls[i + 1] == "push" and calls[i - 2:i] == ["is_current_stream_capturing", "current_stream"]
+    for i in ends:
+        assert calls[i - 3:i - 1] == ["is_current_stream_capturing", "current_stream"]
 
 
 def test_read_events_are_recorded_again(traced, fake_torch, tmp_path):  # noqa: F811

@@ -1,8 +1,13 @@
 """Ground truth on any server: CUDA events recorded in-stream at phase boundaries, read without ever waiting.
 
 With `SPECPROF_GPU_EVENTS=1` (`specprof capture --gpu-events`), the recorder asks `record()` for an event right
-before a cycle's (or an in-cycle phase's) NVTX push and right after its pop, so the events' interval holds the
-whole range, the tracer's own host time in it included. `record()` records a timing
+before a cycle's (or an in-cycle phase's) NVTX push, and for its end event right after its pop, so the events'
+interval holds the whole range, the tracer's own host time in it included. The two boundaries cost the same
+host time: everything `record()` does before its record call (the graph-capture check, the event, the current
+stream: `prepare()`) is done before the push at the start and before the pop at the end, so only the record call
+itself (`fire()`) follows the pop, as only it precedes the push. (Done after the pop, those checks put the end
+event's record call about 45 us after the pop under nsys where the start event's ends 3 us before the push: a
+launch-bound phase's events then held 40-60 us its range did not.) `record()` records a timing
 event on the calling thread's current CUDA stream: a host call that enqueues a marker, no synchronisation. The
 GPU time of the phase instance is the time between its two events on that stream: every GPU operation enqueued
 there between the two calls, and every gap in which that stream waited (for the host, for another stream).
@@ -19,7 +24,7 @@ graph (the event would become part of the graph). At most `max_pending` cycles w
 given up and counted (`footer.gpu_time_dropped`), and so is every cycle still waiting at close.
 
 torch is never imported here: it is taken from `sys.modules` (the engine imported it). Without torch or a GPU,
-`record()` returns None and nothing is recorded.
+`record()` (and `prepare()`) return None and nothing is recorded.
 """
 
 from __future__ import annotations
@@ -55,6 +60,11 @@ class GpuEvents:
     def record(self) -> Any:
         """A timing event recorded on the current stream now, or None (no torch, no GPU, graph capture, an
         error: events then stop for good, with the reason in `failed`)."""
+        return self.fire(self.prepare())
+
+    def prepare(self) -> Any:
+        """What recording an event needs, found now, so that `fire()` is the record call alone: (event, the
+        current stream), or None (no torch, no GPU, graph capture, an error, as `record`)."""
         if self.failed is not None:
             return None
         try:
@@ -62,7 +72,18 @@ class GpuEvents:
             if cuda is None or cuda.is_current_stream_capturing():
                 return None
             event = self._pool.pop() if self._pool else cuda.Event(enable_timing=True)
-            event.record()
+            return event, cuda.current_stream()
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def fire(self, prepared: Any) -> Any:
+        """The event of `prepare()`, recorded on its stream now, or None."""
+        if prepared is None:
+            return None
+        event, stream = prepared
+        try:
+            event.record(stream)
             return event
         except Exception as exc:
             self.failed = f"{type(exc).__name__}: {exc}"

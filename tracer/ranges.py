@@ -197,9 +197,10 @@ class Recorder:
                 self.faults += 1
 
     def _close(self, frame: list, state: _ThreadState) -> int | None:
-        """Stamps the end, closes record_function, pops the NVTX range, records the end event and forgets the
-        frame; the end (None when the clock failed). A failure of any step is counted (`faults`) and the
-        others still run: a frame is always closed, so one fault never keeps a cycle open."""
+        """Stamps the end, closes record_function, prepares the end event, pops the NVTX range, records the end
+        event (the record call alone after the pop: gpu_events.py) and forgets the frame; the end (None when the
+        clock failed). A failure of any step is counted (`faults`) and the others still run: a frame is always
+        closed, so one fault never keeps a cycle open."""
         end = None
         try:
             try:
@@ -214,10 +215,16 @@ class Recorder:
                 except Exception:
                     self.faults += 1
         finally:
-            self._pop(frame)
+            prepared = None
             if frame[_EV_START] is not None:
+                try:  # the end event's checks before the pop, its record call right after it (gpu_events.py)
+                    prepared = self.events.prepare()
+                except Exception:
+                    self.faults += 1
+            self._pop(frame)
+            if prepared is not None:
                 try:
-                    frame[_EV_END] = self.events.record()
+                    frame[_EV_END] = self.events.fire(prepared)
                 except Exception:
                     self.faults += 1
             frame[_END] = end

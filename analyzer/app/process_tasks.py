@@ -1,8 +1,10 @@
 """One nsys export of several processes (a tensor-parallel capture: one process per GPU), analysed one process per
 task: with `--jobs N` or `--dask ADDRESS` and a single export whose GPU work comes from two processes or more.
 
-Each task reads only its process's rows (readers/nsys_sqlite.py `read_nsys_sqlite(path, process=...)`: its GPU
-ops, CUDA calls and NVTX events, picked out by the page reader as it walks the tables), attributes them as any
+First one walk of the export's large tables hands each process its rows (readers/nsys_split.py: each process's
+GPU ops, CUDA calls and NVTX events to files of its own in a temporary folder, removed when the tasks are done or
+one failed; `$SPECPROF_SPLIT_DIR` says where, else the system's temporary folder). Then each task reads only its
+process's files (readers/nsys_sqlite.py `read_nsys_sqlite(path, process=..., split=...)`), attributes them as any
 trace is attributed, and returns a small output (app/traces.py `TraceOutput`: the JSON document, the terminal
 text, the summary row, the attributed time per phase), never its op tables. The merge puts them in rank order
 and adds the skew across them, as for the ranks of one run given as several traces (docs/multirank.md). Each
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 from functools import cached_property
 
 import polars as pl
@@ -35,6 +39,7 @@ from analyzer.core.window import select
 from analyzer.derived.ranks import os_pid, sidecar_ranks
 from analyzer.errors import SpecprofError
 from analyzer.model.columns import distinct
+from analyzer.readers import nsys_split
 from analyzer.readers import nsys_sqlite as ns
 from analyzer.readers import sidecar as sc
 from analyzer.readers.inputs import RunFiles, locate, resolve
@@ -83,13 +88,14 @@ class ProcessRun(Run):
     calls and NVTX events only, and no other file of the run (the sidecars and the run without nsys are the
     whole run's)."""
 
-    def __init__(self, path: str, options: Options, files: RunFiles, pid: int):
+    def __init__(self, path: str, options: Options, files: RunFiles, pid: int, split: nsys_split.Split | None = None):
         super().__init__(path, options, RunInputs(), files)
         self.pid = pid
+        self.split = split
 
     @cached_property
     def attribution(self) -> Attribution:
-        trace = ns.read_nsys_sqlite(self.files.trace, process=self.pid)
+        trace = ns.read_nsys_sqlite(self.files.trace, process=self.pid, split=self.split)
         if self.options.window:
             with progress.step("selecting the window"):
                 trace = select(trace, self.options.window, self.options.grouping)
@@ -100,10 +106,22 @@ class ProcessRun(Run):
 def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 1, dask=None) -> many.Several:
     """The outputs of the processes of the export at `path` that ran GPU work, in rank order."""
     export = resolve(path)
-    tasks = [(path, export, pid) for pid in processes(export)]
-    with progress.step(f"analysing {len(tasks)} processes", len(tasks), "processes") as step:
-        done = parallel.map_paths(_task, tasks, options, outputs, jobs=jobs, dask=dask, done=step.advance)
-    ranks = _ranks([(pid, device, osp) for (_, _, pid), (_, device, osp) in zip(tasks, done)], locate(path))
+    pids = processes(export)
+    folder = _split_folder(export)
+    try:
+        ex = ns._Export(export)
+        try:
+            rows = sum(hi - lo for lo, hi in (ex.row_span(t) for t in ns._PROCESS_COLUMNS if t in ex.tables))
+        finally:
+            ex.close()
+        with progress.step(f"handing {len(pids)} processes their rows", rows, "rows") as step:
+            split = nsys_split.split(export, pids, folder, step)
+        tasks = [(path, export, pid, split) for pid in pids]
+        with progress.step(f"analysing {len(tasks)} processes", len(tasks), "processes") as step:
+            done = parallel.map_paths(_task, tasks, options, outputs, jobs=jobs, dask=dask, done=step.advance)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    ranks = _ranks([(pid, device, osp) for (_, _, pid, _), (_, device, osp) in zip(tasks, done)], locate(path))
     outs = []
     for (out, _, _), rank in zip(done, ranks):
         out.rank = rank
@@ -112,10 +130,22 @@ def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 
     return many.Several(outs, True, WHY)
 
 
-def _task(task: tuple[str, str, int], options: Options, outputs: many.Outputs):
+def _split_folder(export: str) -> str:
+    """A new empty folder for the export's rows split by process: under $SPECPROF_SPLIT_DIR, else the system's
+    temporary folder."""
+    where = os.environ.get("SPECPROF_SPLIT_DIR") or None
+    try:
+        return tempfile.mkdtemp(prefix="specprof-split-", dir=where)
+    except OSError as exc:
+        raise SpecprofError(f"{export}: no folder for each process's rows could be made in {where or tempfile.gettempdir()} "
+                            f"({exc.strerror}); set $SPECPROF_SPLIT_DIR to a folder with room, or analyse the export "
+                            "in one task (without --jobs)", export) from None
+
+
+def _task(task: tuple[str, str, int, nsys_split.Split], options: Options, outputs: many.Outputs):
     """One process's output, its first device and its OS process id: the unit of work, run where the export is."""
-    path, export, pid = task
-    run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid)
+    path, export, pid, split = task
+    run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid, split)
     out = many.produce(run, outputs, alone=False)
     return out, int(run.ops["device"].min()), os_pid(run.trace.meta, pid)
 

@@ -238,7 +238,7 @@ def verdict_sentence(row: dict) -> str:
     be = c / b
     if row.get("break_even_reachable") is False:
         k = row["draft_steps"]
-        s = f" (now {L:.2f}x the plain-decode throughput)" if L is not None else ""
+        s = f" (now {L * b / c:.2f}x the plain-decode throughput)" if L is not None else ""
         return (f"speculation cannot pay at any acceptance: the cycle ({c / 1e6:.3f} ms) is {be:.2f} plain-decode "
                 f"steps ({b / 1e6:.3f} ms), more than the {k + 1} tokens per request a cycle of K={k} draft steps can "
                 f"yield at most (every draft and the bonus accepted){s}; to pay, the cycle must shrink below "

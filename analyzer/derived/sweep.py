@@ -644,7 +644,7 @@ def _reasoning(fits, basis, phase_basis, pred, best, rates, pooled, kmax, fixed_
             f"verify = {v['fixed_ns'] / ms:.3f} ms + {v['per_unit_ns'] / ms:.4f} ms per token ({_interval(v, ms, 4)}; "
             f"{PHASE_BASES[phase_basis]}): at {at_tokens} tokens {fixed_share:.1%} of verify does not depend on the "
             "number of tokens, so " + ("verifying more tokens is nearly free" if fixed_share > 0.9
-                                       else "every verified token costs"))
+                                       else f"every verified token costs {v['per_unit_ns'] / ms:.4f} ms"))
     else:
         lines.append(
             f"verify's cost per token is not resolvable from these runs: {v['per_unit_ns'] / ms:+.4f} ms per token, "

@@ -201,6 +201,8 @@ class _Export:
         self.read_by: dict[str, str] = {}  # table -> "pages" or "sqlite": how its rows were read
         self._checked: set[str] = set()  # tables SQLite's quick_check found whole
         self.process: int | None = None  # read only this process's rows (its globalPid) from the large tables
+        # with `process`: that process's rows of the large tables, read already (readers/nsys_split.py Split)
+        self.split = None
         if not self.tables & {"StringIds", "META_DATA_EXPORT", "CUPTI_ACTIVITY_KIND_KERNEL",
                               "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"}:
             raise SpecprofError(
@@ -291,26 +293,43 @@ class _Export:
         return self._spans[table]
 
     def parallel(self, select: Select, schema: dict, keep=None, step=None,
-                 slice_rows: int = SLICE_ROWS) -> list[pl.DataFrame]:
+                 slice_rows: int = SLICE_ROWS, sink=None) -> list[pl.DataFrame]:
         """The rows of `select`, in rowid order, as frames cast to `schema` (by position), each passed
         through `keep` (a frame -> frame filter) first when given, so that a large table filtered
         slice by slice is never held whole. Slices are read in threads.
 
         Straight from the B-tree pages where the C module is built and the table allows it (`_pages`);
         else through SQLite, in rowid slices (a range search on the B-tree, no scan) on a connection
-        each, since SQLite decodes rows on one core per connection."""
+        each, since SQLite decodes rows on one core per connection. With `self.split` (and `self.process`),
+        from the process's rows that one walk of the export has read already, where it read this select.
+
+        `sink` (readers/nsys_split.py): each slice, numbered in rowid order, goes to `sink(number, frame)` in
+        its reading thread instead of being returned (then none is), and `sink.reset()` forgets what it was
+        given when the pages must be read again through SQLite."""
         if select.table not in self.tables:
             return []
+        if self.split is not None and self.process is not None:
+            frames = self.split.frames(select, schema, self.process)
+            if frames is not None:
+                self.read_by[select.table] = "split"
+                if step is not None:
+                    step.advance(sum(df.height for df in frames))
+                frames = self._run([lambda df=df: df for df in frames], keep) if frames else []
+                for df in frames:
+                    self._validate(select, schema, df)
+                return frames
         select = self._of_process(select)
         frames = None
         if _sqlite_pages is not None and DIRECT_PAGES:
-            frames = self._pages(select, schema, keep, step, slice_rows)
+            frames = self._pages(select, schema, keep, step, slice_rows, sink)
             if frames is not None:
                 self.read_by[select.table] = "pages"
         if frames is None:
+            if sink is not None:
+                sink.reset()
             self.check(select.table)
             self.read_by[select.table] = "sqlite"
-            frames = self._slices(select, schema, keep, step, slice_rows)
+            frames = self._slices(select, schema, keep, step, slice_rows, sink)
         for df in frames:
             self._validate(select, schema, df)
         return frames
@@ -353,19 +372,23 @@ class _Export:
     def _parts(self, rows: int, slice_rows: int) -> int:
         return max(min(READ_THREADS, rows // 200_000 + 1), -(-rows // slice_rows))
 
-    def _run(self, reads: list, keep) -> list[pl.DataFrame]:
-        def run(read):
+    def _run(self, reads: list, keep, sink=None) -> list[pl.DataFrame]:
+        def run(number: int, read) -> pl.DataFrame:
             df = read()
-            return keep(df) if keep is not None and df.height else df
+            df = keep(df) if keep is not None and df.height else df
+            if sink is not None:
+                sink(number, df)
+                return df.clear()
+            return df
 
         if len(reads) == 1:
-            results = [run(reads[0])]
+            results = [run(0, reads[0])]
         else:
             with ThreadPoolExecutor(min(len(reads), READ_THREADS)) as pool:
-                results = list(pool.map(run, reads))
+                results = list(pool.map(run, range(len(reads)), reads))
         return [df for df in results if df.height]
 
-    def _slices(self, select: Select, schema: dict, keep, step, slice_rows: int) -> list[pl.DataFrame]:
+    def _slices(self, select: Select, schema: dict, keep, step, slice_rows: int, sink=None) -> list[pl.DataFrame]:
         lo, hi = self.row_span(select.table)
         if hi <= lo:
             return []
@@ -374,9 +397,11 @@ class _Export:
         sql = select.sql(schema)
         glue = " AND " if " WHERE " in sql else " WHERE "
         queries = [f"{sql}{glue}rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
-        return self._run([lambda q=q: self.frame(q, schema, step=step, table=select.table) for q in queries], keep)
+        return self._run([lambda q=q: self.frame(q, schema, step=step, table=select.table) for q in queries], keep,
+                         sink)
 
-    def _pages(self, select: Select, schema: dict, keep, step, slice_rows: int) -> list[pl.DataFrame] | None:
+    def _pages(self, select: Select, schema: dict, keep, step, slice_rows: int,
+               sink=None) -> list[pl.DataFrame] | None:
         """The direct page read of `select`, or None when this table must be read through SQLite (a
         record that overflows its page, a value of an unexpected type, a write-ahead log, a layout
         the page reader does not know): then nothing of it has been kept. A table whose pages are
@@ -414,7 +439,7 @@ class _Export:
             return self._cast(df, schema, select.table)
 
         try:
-            return self._run([lambda a=a, b=b: read(a, b) for a, b in zip(cuts, cuts[1:])], keep)
+            return self._run([lambda a=a, b=b: read(a, b) for a, b in zip(cuts, cuts[1:])], keep, sink)
         except _sqlite_pages.Unsupported:
             if step is not None:
                 step.advance(-sum(done))  # the SQLite read counts these rows again
@@ -537,11 +562,13 @@ _PROCESS_COLUMNS = {**{t: "globalPid" for t in _GPU_TABLES}, "CUPTI_ACTIVITY_KIN
                      "NVTX_EVENTS": "globalTid"}
 
 
-def read_nsys_sqlite(path: str, process: int | None = None) -> Trace:
+def read_nsys_sqlite(path: str, process: int | None = None, split=None) -> Trace:
     """Read an nsys SQLite export into a Trace; with `process` (a globalPid), only that process's GPU ops, CUDA
-    calls and NVTX events (app/process_tasks.py)."""
+    calls and NVTX events (app/process_tasks.py), and with `split` (readers/nsys_split.py), its rows of the large
+    tables from there, where one walk of the export put them, instead of a walk of its own."""
     ex = _Export(path)
     ex.process = process
+    ex.split = split
     try:
         meta = _read_meta(ex)
         strings = _read_strings(ex)
@@ -680,6 +707,54 @@ def _have(cols: set[str], name: str) -> str | None:
 
 
 _OP_REQUIRED = ("start", "end", "deviceId", "streamId", "globalPid")  # what every GPU op row of nsys has
+_OP_COLUMNS = {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64, "pid": pl.Int64,
+               "correlation": pl.Int64}
+
+
+def _kernel_read(cols: set[str]) -> tuple[Select, dict]:
+    """The read of the kernel table (its select and the schema it is read as); names stay string ids."""
+    name_col = "demangledName" if "demangledName" in cols else "shortName"
+    short_col = "shortName" if "shortName" in cols else name_col
+    return (Select("CUPTI_ACTIVITY_KIND_KERNEL", ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
+                                                   _have(cols, "correlationId"), name_col, short_col,
+                                                   _have(cols, "graphNodeId")), required=_OP_REQUIRED),
+            {**_OP_COLUMNS, "name_id": pl.Int64, "short_id": pl.Int64, "graph_node": pl.Int64})
+
+
+def _memcpy_read(cols: set[str]) -> tuple[Select, dict]:
+    return (Select("CUPTI_ACTIVITY_KIND_MEMCPY", ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
+                                                   _have(cols, "correlationId"), _have(cols, "copyKind"),
+                                                   _have(cols, "graphNodeId")), required=_OP_REQUIRED),
+            {**_OP_COLUMNS, "copy_kind": pl.Int64, "graph_node": pl.Int64})
+
+
+def _memset_read(cols: set[str]) -> tuple[Select, dict]:
+    return (Select("CUPTI_ACTIVITY_KIND_MEMSET", ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
+                                                   _have(cols, "correlationId"), _have(cols, "graphNodeId")),
+                   required=_OP_REQUIRED),
+            {**_OP_COLUMNS, "graph_node": pl.Int64})
+
+
+def _graph_read(cols: set[str]) -> tuple[Select, dict]:
+    """--cuda-graph-trace=graph: one row per graph launch, no kernel rows."""
+    return (Select("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", ("start", "end", _have(cols, "deviceId"), "streamId",
+                                                        _have(cols, "globalPid"), _have(cols, "correlationId"),
+                                                        _have(cols, "graphId")), required=_OP_REQUIRED),
+            {**_OP_COLUMNS, "graph_id": pl.Int64})
+
+
+def large_reads(ex: _Export, strings: pl.DataFrame) -> list[tuple[Select, dict]]:
+    """Every read of a large table that `read_nsys_sqlite` makes of the export (the tables it has), each as the
+    select and the schema it is read as: what readers/nsys_split.py splits by process in one walk."""
+    reads = []
+    for table, make in (("CUPTI_ACTIVITY_KIND_KERNEL", _kernel_read), ("CUPTI_ACTIVITY_KIND_MEMCPY", _memcpy_read),
+                        ("CUPTI_ACTIVITY_KIND_MEMSET", _memset_read), ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", _graph_read),
+                        ("CUPTI_ACTIVITY_KIND_RUNTIME", lambda cols: _api_read(strings, cols)),
+                        ("NVTX_EVENTS", _nvtx_read)):
+        cols = ex.columns(table)
+        if cols:
+            reads.append(make(cols))
+    return reads
 
 
 def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
@@ -687,37 +762,19 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     k = "CUPTI_ACTIVITY_KIND_KERNEL"
     cols = ex.columns(k)
     if cols:
-        name_col = "demangledName" if "demangledName" in cols else "shortName"
-        short_col = "shortName" if "shortName" in cols else name_col
         table = _name_table(strings)
 
         def named(df: pl.DataFrame) -> pl.DataFrame:  # per slice, in the reading thread
             df = _name_of(df, strings, "name_id", "name", table)
             return _name_of(df, strings, "short_id", "short_name", table)
 
-        frames = ex.parallel(
-            Select(k, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), name_col, short_col, _have(cols, "graphNodeId")),
-                   required=_OP_REQUIRED),
-            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
-             "pid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64,
-             "short_id": pl.Int64, "graph_node": pl.Int64},
-            keep=named, step=step,
-        )
+        frames = ex.parallel(*_kernel_read(cols), keep=named, step=step)
         parts.extend(f.with_columns(kind=pl.lit("kernel", dtype=pl.Categorical)) for f in frames)  # a part per slice
         del frames
     m = "CUPTI_ACTIVITY_KIND_MEMCPY"
     cols = ex.columns(m)
     if cols:
-        df = ex.whole(
-            Select(m, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), _have(cols, "copyKind"), _have(cols, "graphNodeId")),
-                   required=_OP_REQUIRED),
-            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
-             "pid": pl.Int64, "correlation": pl.Int64, "copy_kind": pl.Int64,
-             "graph_node": pl.Int64},
-            step=step,
-        )
+        df = ex.whole(*_memcpy_read(cols), step=step)
         kinds = pl.DataFrame({"copy_kind": list(MEMCPY_KINDS), "k": list(MEMCPY_KINDS.values())})
         df = df.join(kinds, on="copy_kind", how="left").with_columns(
             name=(pl.lit("[CUDA memcpy ") + pl.col("k").fill_null("Unknown") + pl.lit("]")).cast(pl.Categorical)
@@ -726,26 +783,14 @@ def _read_ops(ex: _Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
     s = "CUPTI_ACTIVITY_KIND_MEMSET"
     cols = ex.columns(s)
     if cols:
-        df = ex.whole(
-            Select(s, ("start", "end", "deviceId", "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), _have(cols, "graphNodeId")), required=_OP_REQUIRED),
-            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
-             "pid": pl.Int64, "correlation": pl.Int64, "graph_node": pl.Int64},
-            step=step,
-        )
+        df = ex.whole(*_memset_read(cols), step=step)
         memset = pl.lit("[CUDA memset]").cast(pl.Categorical)
         parts.append(df.with_columns(name=memset, short_name=memset, kind=pl.lit("memset", dtype=pl.Categorical)))
     g = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
     cols = ex.columns(g)
     if cols:
         # --cuda-graph-trace=graph: one row per graph launch, no kernel rows.
-        df = ex.whole(
-            Select(g, ("start", "end", _have(cols, "deviceId"), "streamId", _have(cols, "globalPid"),
-                       _have(cols, "correlationId"), _have(cols, "graphId")), required=_OP_REQUIRED),
-            {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64,
-             "pid": pl.Int64, "correlation": pl.Int64, "graph_id": pl.Int64},
-            step=step,
-        )
+        df = ex.whole(*_graph_read(cols), step=step)
         df = df.with_columns(
             name=(pl.lit("[CUDA graph ") + pl.col("graph_id").cast(pl.Utf8).fill_null("?") + pl.lit("]"))
             .cast(pl.Categorical),
@@ -828,10 +873,7 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     lo, hi = int(corr.min()), int(corr.max())
     op_pids = distinct(ops.get_column("pid"))
     stride = hi + 1
-    schema = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64}
-    select = Select(r, ("start", "end", "globalTid", "correlationId", "nameId"),
-                    (("not null", "correlationId"), *_not_launches(strings, cols)),
-                    required=("start", "end", "globalTid"))
+    select, schema = _api_read(strings, cols)
     pid_of = pl.col("tid") & pl.lit(_PID_MASK, dtype=pl.Int64)
     by_process = lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32
     if by_process:
@@ -898,6 +940,14 @@ def _read_api(ex: _Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) 
     return df
 
 
+def _api_read(strings: pl.DataFrame, cols: set[str]) -> tuple[Select, dict]:
+    """The read of the CUDA API table: the calls that can have launched something (`_not_launches`)."""
+    return (Select("CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "end", "globalTid", "correlationId", "nameId"),
+                   (("not null", "correlationId"), *_not_launches(strings, cols)),
+                   required=("start", "end", "globalTid")),
+            {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64})
+
+
 # CUDA calls that never launch GPU work (no kernel, memcpy, memset or graph record carries their
 # correlation id): queries, events, stream and device synchronisation, capture state, module and library
 # loading. A real capture has more of them than launches (reference-k4: cuKernelGetName,
@@ -960,18 +1010,21 @@ def _launched_here(df: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     return df[rows]
 
 
+def _nvtx_read(cols: set[str]) -> tuple[Select, dict]:
+    return (Select("NVTX_EVENTS", ("start", "end", "eventType", "globalTid", _have(cols, "endGlobalTid"),
+                                   _have(cols, "text"), _have(cols, "textId"), _have(cols, "domainId")),
+                   (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),),
+                   required=("start", "globalTid")),
+            {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64, "end_tid": pl.Int64,
+             "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64})
+
+
 def _read_nvtx(ex: _Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
     n = "NVTX_EVENTS"
     cols = ex.columns(n)
     if not cols:
         return empty(RANGES_SCHEMA), empty(MARKS_SCHEMA)
-    schema = {"start": pl.Int64, "end": pl.Int64, "event_type": pl.Int64, "tid": pl.Int64,
-              "end_tid": pl.Int64, "text": pl.Utf8, "text_id": pl.Int64, "domain_id": pl.Int64}
-    select = Select(n, ("start", "end", "eventType", "globalTid", _have(cols, "endGlobalTid"), _have(cols, "text"),
-                        _have(cols, "textId"), _have(cols, "domainId")),
-                    (("in", "eventType", (*NVTX_RANGES, NVTX_MARK, NVTX_DOMAIN_CREATE)),),
-                    required=("start", "globalTid"))
-    df = ex.whole(select, schema, step=step)
+    df = ex.whole(*_nvtx_read(cols), step=step)
     text, cut = bounded_names(df.get_column("text"))
     if cut:
         df = df.with_columns(text)
