@@ -414,7 +414,7 @@ NOT_MOE = [
 NOT_COMMUNICATION = [
     # a norm in the namespace trtllm_allreduce, whose parameter is an AllReduceParams
     ("void flashinfer::trtllm_allreduce::reduce_fusion::rms_norm_kernel<__nv_bfloat16, (bool)0, (bool)1, (bool)1, "
-     "(bool)0>(flashinfer::trtllm_allreduce::AllReduceParams<T1>)", None, FI + "trtllm_allreduce.cuh"),
+     "(bool)0>(flashinfer::trtllm_allreduce::AllReduceParams<T1>)", "norm", FI + "trtllm_allreduce.cuh"),
     ("void flashinfer::trtllm_mnnvl_allreduce::rmsNormLamport<__nv_bfloat16, "
      "(flashinfer::trtllm_mnnvl_allreduce::QuantType)0, (bool)0, (int)1, float4>"
      "(flashinfer::trtllm_mnnvl_allreduce::AllReduceKernelParams<T1>)", None, FI + "trtllm_mnnvl_allreduce.cuh"),
@@ -431,6 +431,104 @@ NOT_COMMUNICATION = [
     # MoE kernels whose names mention a collective only in an argument type
     ("void tensorrt_llm::kernels::moe_alltoall::moeA2ASanitizeExpertIdsKernel(int *, const int *, int, int, int)",
      "moe", FI_A2A),
+]
+
+
+# Attention (compute): SGLang's Triton attention backend, whose kernels are named after the pass; FlashAttention's
+# and FlashInfer's kernels; and FlashInfer's kernels of other ops, which the word `flash` must not make attention.
+SGL_ATT = "sglang 0.5.16 (the PyPI wheel, staged for the captures): sglang/kernels/ops/attention/"
+SGL_ATT_NEW = "sglang 0.5.23 (the PyPI wheel): sglang/kernels/ops/attention/"
+SGL_CAPTURE = "fixtures/sglang-*/run.sqlite (SGLang 0.5.16, --attention-backend triton, flashinfer 0.6.14)"
+FI_WHEEL = "flashinfer 0.6.14 (the PyPI wheel SGLang 0.5.16 was staged with): flashinfer/data/include/flashinfer/"
+FA2 = "GindaChen/nsys-ai @ ab196ea2: tests/fixtures/mfu_2gpu_{before,after}.sqlite (shared/traces/nsys_sqlite)"
+CUDNN = "fixtures/reference-k4/run.sqlite (torch SDPA on cuDNN, this project's reference engine)"
+
+# (full name, short name or None, source). A Triton kernel is named by its Python function, full and short.
+ATTENTION = [
+    # decode: split-KV stage 1 (MHA, and grouped for GQA/MQA), and the merge of the splits
+    ("_fwd_grouped_kernel_stage1", "_fwd_grouped_kernel_stage1", SGL_CAPTURE + "; " + SGL_ATT + "decode_attention.py"),
+    ("_fwd_kernel_stage2", "_fwd_kernel_stage2", SGL_CAPTURE + "; " + SGL_ATT + "decode_attention.py"),
+    ("_fwd_kernel_stage1", "_fwd_kernel_stage1", SGL_ATT + "decode_attention.py"),
+    # extend (prefill, EAGLE verify and draft re-extend), and prefill_attention.py's kernel of the same name
+    ("_fwd_kernel", "_fwd_kernel", SGL_CAPTURE + "; " + SGL_ATT + "{extend,prefill}_attention.py"),
+    ("_fwd_kernel_unified", "_fwd_kernel_unified", SGL_ATT + "extend_attention.py"),
+    ("_fwd_kernel_dense_prefill", "_fwd_kernel_dense_prefill", SGL_ATT_NEW + "extend_attention.py"),
+    ("_lean_attention_decode_kernel", "_lean_attention_decode_kernel", SGL_ATT_NEW + "decode_attention.py"),
+    # EAGLE verify's split-KV path (topk 1)
+    ("_verify_prefix_stage1", "_verify_prefix_stage1", SGL_ATT + "verify_splitkv.py"),
+    ("_verify_combine_stage2", "_verify_combine_stage2", SGL_ATT + "verify_splitkv.py"),
+    ("merge_state_kernel", "merge_state_kernel", SGL_ATT + "merge_state.py"),
+    # FlashAttention 2, and torch SDPA's cuDNN flash kernel, exactly as recorded
+    ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4, (bool)0, (bool)0, "
+     "cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)128, (int)64, (int)4, cutlass::bfloat16_t>>, (bool)0, "
+     "(bool)0, (bool)0, (bool)0, (bool)0, (bool)1, (bool)0, (bool)0>(flash::Flash_fwd_params)", None, FA2),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0",
+     None, CUDNN),
+    # FlashInfer's attention kernels (abbreviated template lists), by their names alone too
+    ("void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, ...>, "
+     "flashinfer::BatchPrefillPagedParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>>(T2)",
+     "BatchPrefillWithPagedKVCacheKernel", FI_WHEEL + "attention/prefill.cuh"),
+    ("void flashinfer::SinglePrefillWithKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, ...>, "
+     "flashinfer::SinglePrefillParams<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16>>(T2)",
+     "SinglePrefillWithKVCacheKernel", FI_WHEEL + "attention/prefill.cuh"),
+    ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, (unsigned int)2, "
+     "(unsigned int)4, (unsigned int)8, (unsigned int)16, (unsigned int)1, (unsigned int)4, "
+     "flashinfer::DefaultAttention<(bool)0, (bool)0, (bool)0, (bool)0>, flashinfer::BatchDecodeParams<__nv_bfloat16, "
+     "__nv_bfloat16, __nv_bfloat16, int>>(T9)", "BatchDecodeWithPagedKVCacheKernel",
+     FI_WHEEL + "attention/decode.cuh"),
+    ("void flashinfer::SingleDecodeWithKVCacheKernel<(flashinfer::PosEncodingMode)0, (unsigned int)2, "
+     "(unsigned int)4, (unsigned int)8, (unsigned int)16, (unsigned int)1, (unsigned int)8, "
+     "flashinfer::DefaultAttention<(bool)0, (bool)0, (bool)0, (bool)0>, flashinfer::SingleDecodeParams<__nv_bfloat16, "
+     "__nv_bfloat16, __nv_bfloat16>>(T9)", "SingleDecodeWithKVCacheKernel", FI_WHEEL + "attention/decode.cuh"),
+    ("void flashinfer::PrefillWithKVCacheKernel<...>(T2)", "PrefillWithKVCacheKernel",
+     FI_WHEEL + "attention/hopper/prefill_sm90.cuh"),
+    ("void flashinfer::MergeStatesKernel<(unsigned int)8, __nv_bfloat16, __nv_bfloat16>(T2 *, float *, T3 *, "
+     "float *, unsigned int, unsigned int, unsigned int)", "MergeStatesKernel", FI_WHEEL + "attention/cascade.cuh"),
+    ("void flashinfer::PersistentVariableLengthMergeStatesKernel<(unsigned int)8, (unsigned int)16, (unsigned int)8, "
+     "(unsigned int)4, __nv_bfloat16, __nv_bfloat16, int>(T5 *, float *, T7 *, T6 *, float *, unsigned int, "
+     "unsigned int *, unsigned int, unsigned int)", "PersistentVariableLengthMergeStatesKernel",
+     FI_WHEEL + "attention/cascade.cuh"),
+    ("void flashinfer::mla::BatchMLAPagedAttentionKernel<...>(flashinfer::MLAParams<__nv_bfloat16, __nv_bfloat16, "
+     "__nv_bfloat16, int>)", "BatchMLAPagedAttentionKernel", FI_WHEEL + "attention/mla.cuh"),
+    ("void flashinfer::BatchPODWithKVCacheTensorKernel<...>(T3, T4, int *)", "BatchPODWithKVCacheTensorKernel",
+     FI_WHEEL + "attention/batch_pod.cuh"),
+]
+
+# Kernels that the attention rules once took, or could take, by a word of their names: (name, category, source)
+NOT_ATTENTION = [
+    # FlashInfer's RMSNorm, exactly as the SGLang captures recorded them, and their short names
+    ("void flashinfer::norm::FusedAddRMSNormKernel<(unsigned int)8, __nv_bfloat16>(T2 *, T2 *, T2 *, unsigned int, "
+     "unsigned int, unsigned int, float, float)", "norm", SGL_CAPTURE),
+    ("FusedAddRMSNormKernel", "norm", SGL_CAPTURE),
+    ("void flashinfer::norm::RMSNormKernel<(unsigned int)8, __nv_bfloat16>(T2 *, T2 *, T2 *, unsigned int, "
+     "unsigned int, unsigned int, float, float)", "norm", SGL_CAPTURE),
+    ("RMSNormKernel", "norm", SGL_CAPTURE),
+    ("void flashinfer::norm::QKRMSNormKernel<(unsigned int)8, __nv_bfloat16>(T2 *, T2 *, T2 *, unsigned int, "
+     "unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, float, float)", "norm",
+     FI_WHEEL + "norm.cuh"),
+    ("void flashinfer::norm::FusedAddRMSNormQuantKernel<(unsigned int)8, __nv_bfloat16, __nv_fp8_e4m3>(...)", "norm",
+     FI_WHEEL + "norm.cuh"),
+    # FlashInfer's activation, rope and sampling (its *Renorm* kernels renormalise probabilities: no norm)
+    ("void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu>(T1 *, const T1 *, int)", "elementwise",
+     FI_WHEEL + "activation.cuh"),
+    ("void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<(bool)0, (unsigned int)128, (unsigned int)8, "
+     "(unsigned int)16, __nv_bfloat16, long>(T5 *, T5 *, T5 *, T5 *, float *, T6 *, unsigned int, unsigned int, "
+     "unsigned int, unsigned int, unsigned long, unsigned long, unsigned long, unsigned long, unsigned long, "
+     "unsigned long, unsigned long, unsigned long)", "elementwise", FI_WHEEL + "pos_enc.cuh"),
+    ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<(unsigned int)1024, (cub::BlockScanAlgorithm)2, "
+     "(cub::BlockReduceAlgorithm)2, (unsigned int)4, (bool)1, float, int>(T6 *, T7 *, float *, T7 *, bool *, T7 *, "
+     "T7, float, unsigned int, unsigned long *, unsigned long, unsigned long *, unsigned long)", "elementwise",
+     FI_WHEEL + "sampling.cuh"),
+    ("void flashinfer::sampling::TopPRenormProbKernel<(unsigned int)1024, (cub::BlockReduceAlgorithm)2, "
+     "(unsigned int)4, float>(T4 *, T4 *, float *, float, unsigned int)", "elementwise", FI_WHEEL + "sampling.cuh"),
+    ("void flashinfer::sampling::air_top_p::AirTopPRenormRadixKernel<float, int, (int)11, (int)512>(...)",
+     "elementwise", FI_WHEEL + "air_top_p.cuh"),
+    # SGLang's KV-cache index builder (for FlashInfer's paged layout; the Triton backend uses it too), like its
+    # siblings assign_req_to_token_pool and generate_draft_decode_kv_indices: no attention
+    ("create_flashinfer_kv_indices_triton", "other", SGL_CAPTURE + "; sglang 0.5.16 kernels/ops/kvcache/kv_indices.py"),
+    # SGLang's EP MoE kernels share the Triton attention kernels' prefix
+    ("_fwd_kernel_ep_scatter_1", "elementwise", "sglang 0.5.16 (the PyPI wheel): sglang/kernels/ops/moe/ep_moe_kernels.py"),
+    ("_fwd_kernel_ep_gather", "elementwise", "sglang 0.5.16 (the PyPI wheel): sglang/kernels/ops/moe/ep_moe_kernels.py"),
 ]
 
 
@@ -453,15 +551,20 @@ def test_kernels_that_are_not_collectives_stay_out(name, category, source):
     assert got not in kinds_of(COMMUNICATION) and (category is None or got == category), source
 
 
-@pytest.mark.parametrize("name,short,source", MOE, ids=[c[0][:60] for c in MOE])
-def test_moe_kernels_on_their_real_names(name, short, source):
-    assert category_of(name) == ["moe"], source
+# (category, full name, short name or None, source)
+NAMED = [("moe", *c) for c in MOE] + [("attention", *c) for c in ATTENTION]
+
+
+@pytest.mark.parametrize("category,name,short,source", NAMED, ids=[f"{c[0]}:{c[1][:60]}" for c in NAMED])
+def test_moe_and_attention_kernels_on_their_real_names(category, name, short, source):
+    assert category_of(name) == [category], source
     if short is not None:
-        assert category_of(short) == ["moe"], source
+        assert category_of(short) == [category], source
 
 
-@pytest.mark.parametrize("name,category,source", NOT_MOE, ids=[c[0][:60] for c in NOT_MOE])
-def test_kernels_that_say_nothing_of_moe_stay_out(name, category, source):
+@pytest.mark.parametrize("name,category,source", NOT_MOE + NOT_ATTENTION,
+                         ids=[c[0][:60] for c in NOT_MOE + NOT_ATTENTION])
+def test_kernels_that_say_nothing_of_moe_or_attention_stay_out(name, category, source):
     assert category_of(name) == [category], source
 
 
@@ -476,28 +579,79 @@ def test_the_kinds_are_children_of_communication():
     assert {c for _, _, c, _ in CASES} == KINDS | {COMMUNICATION}  # every kind is tested on real names
 
 
-def test_on_every_real_capture_only_nccl_kernels_are_communication():
+@pytest.fixture(scope="module")
+def capture_names() -> dict[str, list[str]]:
+    """The distinct kernel names of each real capture: this project's (fixtures/), and the shared third-party nsys
+    exports and Kineto traces where they are present; keyed by the capture's path."""
+    from analyzer.readers.kineto import read_kineto
+
+    paths = sorted(FIXTURES.glob("*/run.sqlite")) + sorted(FIXTURES.glob("*/*.json.gz"))
+    if SHARED:
+        paths += sorted((SHARED / "nsys_sqlite").glob("*.sqlite")) + sorted((SHARED / "torch_kineto").glob("*.json.gz"))
+    out = {}
+    for p in paths:
+        trace = read_kineto(str(p)) if p.name.endswith(".json.gz") else load_trace(str(p))
+        out[str(p)] = trace.ops.filter(pl.col("kind") == "kernel")["name"].cast(pl.Utf8).unique().sort().to_list()
+    return out
+
+
+def test_on_every_real_capture_only_nccl_kernels_are_communication(capture_names):
     # The shared third-party traces and this project's captures (the reference engine's and SGLang's): thousands
     # of compute kernels (cuBLAS, CUTLASS, cuDNN, ATen, Triton...), none of which may be taken for a collective;
     # their collectives are NCCL's.
-    from analyzer.readers.kineto import read_kineto
-
     kinds = set(kinds_of(COMMUNICATION))
-    paths = [FIXTURES / d / "run.sqlite" for d in ("reference-k4", "reference-k4-tp2", "reference-k4-graph",
-                                                   "sglang-k4", "sglang-k2", "sglang-k4-nooverlap", "sglang-plain")]
-    paths += sorted(FIXTURES.glob("sglang-dense-*/run.sqlite"))  # the 8 B dense target, chains and the tree
-    traces = [load_trace(str(p)) for p in paths]
-    if SHARED:
-        traces += [load_trace(str(p)) for p in sorted((SHARED / "nsys_sqlite").glob("*.sqlite"))]
-        traces += [read_kineto(str(p)) for p in sorted((SHARED / "torch_kineto").glob("*.json.gz"))]
-    names = pl.concat([t.ops.filter(pl.col("kind") == "kernel").select(pl.col("name").cast(pl.Utf8))
-                       for t in traces]).unique()["name"].to_list()
+    names = sorted({n for p, ns in capture_names.items() if "sglang-moe-" not in p for n in ns})
     assert len(names) > 100
     got = dict(zip(names, category_of(*names)))
     comm = {n for n, c in got.items() if c in kinds}
     assert comm == {n for n in names if n.startswith("nccl")} and comm
-    # and every one of them is a dense model's: none is MoE
+    # and every one of them but the MoE captures' is a dense model's: none is MoE
     assert not [n for n, c in got.items() if c == "moe"]
+
+
+# The category of every distinct kernel name of the real captures (measured with these rules): this project's
+# captures by function name for the categories a name can fall in by accident, and by count for all, the shared
+# traces by count. A rule change that moves a kernel of any capture shows here.
+FIXTURE_ATTENTION = {"_fwd_kernel", "_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2",  # SGLang's Triton backend
+                     "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x128_1x4x1_cga1x1x1_"
+                     "kernel0_0",  # torch SDPA on cuDNN (the reference engine)
+                     "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_"
+                     "kernel0_0"}
+FIXTURE_NORM = {"flashinfer::norm::FusedAddRMSNormKernel", "flashinfer::norm::RMSNormKernel",
+                "<unnamed>::fused_qknorm_warp", "at::native::<unnamed>::vectorized_layer_norm_kernel",
+                "at::native::(anonymous namespace)::vectorized_layer_norm_kernel"}
+# SGLang's bookkeeping: KV-cache locations and indices, positions, the attention backend's split count, EAGLE's tree
+FIXTURE_OTHER = {"assign_draft_cache_locs_contiguous", "assign_extend_cache_locs", "assign_req_to_token_pool",
+                 "build_tree_efficient", "compute_position_kernel", "create_flashinfer_kv_indices_triton",
+                 "generate_draft_decode_kv_indices", "get_num_kv_splits_triton", "<unnamed>::clamp_position_kernel",
+                 "<unnamed>::store_kvcache", "VerifyTreeGreedy"}
+FIXTURE_COUNTS = {"gemm": 95, "elementwise": 97, "other": 12, "norm": 5, "attention": 5, "moe": 6, "allreduce": 1}
+SHARED_COUNTS = {"elementwise": 221, "gemm": 169, "other": 62, "norm": 5, "attention": 1, "p2p": 3, "allreduce": 2,
+                 COMMUNICATION: 1}
+
+
+def test_the_category_of_every_kernel_of_the_real_captures(capture_names):
+    def categorized(ours: bool) -> dict[str, str]:
+        names = sorted({n for p, ns in capture_names.items() if p.startswith(str(FIXTURES)) == ours for n in ns})
+        return dict(zip(names, category_of(*names)))
+
+    def functions(got: dict[str, str], category: str) -> set[str]:
+        names = pl.DataFrame({"n": [n for n, c in got.items() if c == category]}, schema={"n": pl.Utf8})
+        return set(names.select(function_name(pl.col("n")))["n"])
+
+    from collections import Counter
+
+    ours = categorized(True)
+    assert dict(Counter(ours.values())) == FIXTURE_COUNTS
+    assert functions(ours, "attention") == FIXTURE_ATTENTION
+    assert functions(ours, "norm") == FIXTURE_NORM
+    assert functions(ours, "other") == FIXTURE_OTHER
+    # FlashInfer's kernels in the SGLang captures are its RMSNorms: no attention (the word `flash` is not FlashInfer)
+    assert {c for n, c in ours.items() if "flashinfer" in n.lower()} == {"norm", "other"}
+    if SHARED:
+        shared = categorized(False)
+        assert dict(Counter(shared.values())) == SHARED_COUNTS
+        assert functions(shared, "attention") == {"flash::flash_fwd_kernel"}  # FlashAttention 2 (nsys-ai's captures)
 
 
 def test_function_names():
