@@ -326,7 +326,8 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
               help="A plain-decode run (run directory, sidecar or trace): the best K is stated against it, with its "
                    "interval [default: a K = 0 run among RUNS].")
 @click.option("--allow-mixed", is_flag=True,
-              help="Fit runs of different engines, models, batch sizes or tensor-parallel sizes anyway.")
+              help="Fit runs of different engines, models, batch sizes, tensor-parallel sizes or draft tree widths "
+                   "(--speculative-eagle-topk) anyway.")
 def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate,
                   baseline_run, allow_mixed):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
@@ -358,7 +359,8 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
 @click.option("--allow-mixed", is_flag=True,
-              help="Compare runs of different engines, models or tensor-parallel sizes anyway.")
+              help="Compare runs of different engines, models, tensor-parallel sizes or draft shapes (chain and "
+                   "tree, --speculative-eagle-topk) anyway.")
 def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path, allow_mixed):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle; per phase instance where
     either run has no cycles, docs/economics.md).

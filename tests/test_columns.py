@@ -95,3 +95,14 @@ def test_merge_order_is_a_stable_sort_of_sorted_runs(trace):
     starts, ends = pl.Series([5, 9, 5, 7]), pl.Series([6, 9, 6, 8])
     assert columns.merge_order(starts, ends, [2, 2]).to_list() == [0, 2, 3, 1]
     assert columns.merge_order(pl.Series([9, 5, 1]), pl.Series([9, 6, 2]), [2, 1]) is None
+
+
+def test_by_rank_is_the_dictionary_lookup(trace):
+    # Each value numbered by its rank among the sorted distinct values (null after them) by binary search, as a
+    # dictionary lookup numbers it.
+    for col in (trace.ops["pid"], trace.ops["device"], trace.api["tid"], trace.ops["graph_node"]):
+        values = columns.distinct(col).drop_nulls()
+        got = pl.select(columns.by_rank(pl.lit(col), values)).to_series()
+        want = col.replace_strict(values, pl.int_range(values.len(), eager=True), default=values.len(),
+                                  return_dtype=pl.Int64)
+        assert got.to_list() == want.to_list()

@@ -354,7 +354,7 @@ def test_the_output_docs_sglang_quotes_for_the_moe_target_is_what_specprof_print
 
     monkeypatch.chdir(ROOT)
     start = GUIDE.index("## The MoE target")
-    section = GUIDE[start:GUIDE.index("## Cycles outside the capture window", start)]
+    section = GUIDE[start:GUIDE.index("\n## ", start)]  # to the next section
     commands = {
         "### Reading K = 2": ["analyze", "fixtures/sglang-moe-k2", "--baseline", "fixtures/sglang-moe-plain",
                               "--no-cache", "-q"],

@@ -129,3 +129,46 @@ def test_range_scan_equals_the_group_bys(path, monkeypatch):
     monkeypatch.setattr(accounting, "USE_SCAN", False)
     assert with_scan.equals(projection.range_projection(a.ranges, a.ops))
     assert busy.equals(summary.range_busy(a.ops).sort("range_id"))
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_pair_tables_in_place_equal_over_a_copy(path, monkeypatch):
+    # A (process, device) pair's phases and categories, its rows selected in place by each query, equal those over a
+    # copy of its rows (what a small pair gets), on every capture of several pairs.
+    from analyzer.core import categories
+    from analyzer.model.labels import COMMUNICATION
+    a = attribute(load_trace(str(path)), domains=("*",))
+    if a.pairs.height < 2:
+        pytest.skip("one (process, device) pair: its tables are the capture's")
+    kinds = categories.kinds_of(COMMUNICATION, categories.parents(categories.default_rules()))
+
+    def tables(share):
+        monkeypatch.setattr(summary, "IN_PLACE_SHARE", share)
+        return summary.pair_tables(a.ops, a.ranges, a.charges, a.streams, a.grouping, a.phases, a.categories, kinds)
+
+    in_place, copied = tables(0.0), tables(1.0)
+    for name in ("pairs", "pair_phases", "pair_categories", "comm_ops"):
+        assert in_place[name].equals(copied[name]), name
+        assert in_place[name].equals(getattr(a, name)), name
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_launch_table_is_one_group_by_over_the_launches(path):
+    # The launch table (its sums from the ops, each percentile's values gathered one at a time) equals one group-by
+    # over every launch's derived values.
+    from analyzer.model.stats import QUANTILE
+    ops = attribute(load_trace(str(path)), domains=("*",)).ops
+    at = pl.col("launch_start")
+    rows = ops.filter(pl.col("launch_first")).select(
+        "phase", api_ns=pl.col("launch_end") - at, latency=pl.col("start") - at,
+        queued=pl.col("prev_end").fill_null(at) > at,
+        idle_latency=(pl.col("start") - pl.max_horizontal(at, pl.col("prev_end").fill_null(at))).clip(lower_bound=0))
+    q = lambda c, p: pl.col(c).quantile(p, QUANTILE).round().cast(pl.Int64)  # noqa: E731
+    want = rows.group_by("phase").agg(
+        launches=pl.len().cast(pl.Int64), api_ns=pl.col("api_ns").sum(), queued=pl.col("queued").sum().cast(pl.Int64),
+        latency_p50=q("latency", 0.5), latency_p90=q("latency", 0.9), latency_max=pl.col("latency").max(),
+        idle_latency_p50=q("idle_latency", 0.5), idle_latency_p90=q("idle_latency", 0.9)).with_columns(
+        pl.col("phase").cast(pl.Utf8))
+    got = summary.launch_table(ops)
+    assert got.height == want.height
+    assert got.sort("phase").equals(want.sort("phase"))

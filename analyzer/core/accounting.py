@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.core.projection import lookup
+from analyzer.core.projection import I64_MIN, lookup
 from analyzer.model.columns import ArrowStream, _scan, by_rank, collect, dense_key  # (_scan: the optional C module, or None)
 from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
 
@@ -85,8 +85,9 @@ def _starts_ascending(df: pl.DataFrame) -> bool:
     return bool(df.select((pl.col("start") >= pl.col("start").shift(1)).fill_null(True).all()).item())
 
 
-def _in_op_order(ops: pl.DataFrame) -> bool:
-    """Whether rows are in (start, end, op_id) order (the readers' op_id order): one pass."""
+def _in_op_order(ops: pl.DataFrame, slice_rows: int = 1 << 20) -> bool:
+    """Whether rows are in (start, end, op_id) order (the readers' op_id order): one pass, a slice at a time (each
+    slice with the row before it; the shifted columns of all the rows at once are 0.27 GB at 11 M ops)."""
     if ops.height < 2:
         return True
     up = pl.col("start").shift(1)
@@ -94,28 +95,55 @@ def _in_op_order(ops: pl.DataFrame) -> bool:
     end_up = pl.col("end").shift(1)
     ok = (pl.col("start") > up) | (same & ((pl.col("end") > end_up) | (
         (pl.col("end") == end_up) & (pl.col("op_id") > pl.col("op_id").shift(1)))))
-    return bool(ops.select((ok | up.is_null()).all()).item())
+    cols = ops.select("start", "end", "op_id")
+    return all(cols.slice(max(i - 1, 0), slice_rows + (i > 0)).select((ok | up.is_null()).all()).item()
+               for i in range(0, ops.height, slice_rows))
+
+
+# The cpu_wait gaps are split at range boundaries a slice of them at a time: the binary searches, the pieces and
+# their gathers then hold one slice's columns, not the whole's (at 11 M ops, 1.7 M gaps: 0.45 GB less transient).
+WAIT_SLICE = 1 << 18
 
 
 def cpu_waits(ops: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
-              grouping: tuple[str, ...] = ("cycle",)) -> pl.DataFrame:
-    """The cpu_wait pieces (SEGMENT_SCHEMA): each gap's part before its launch call began, split at
-    the range boundaries on the launching thread. `ops` must carry prev_end (`with_prev_end`)."""
-    waits = ops.lazy().filter(_GAP & pl.col("launch_start").is_not_null()).select(
-        "device", "stream", "op_id", "launch_tid", "prev_end", op_phase="phase", op_cycle="cycle",
-        split=_SPLIT,
+              grouping: tuple[str, ...] = ("cycle",), slice_rows: int = WAIT_SLICE) -> pl.DataFrame:
+    """The cpu_wait pieces (SEGMENT_SCHEMA), in (op_id, start) order: each gap's part before its launch call
+    began, split at the range boundaries on the launching thread. `ops` must carry prev_end (`with_prev_end`)."""
+    gaps = ops.lazy().filter(_GAP & pl.col("launch_start").is_not_null()).select(
+        "device", "stream", "op_id", "launch_tid", "prev_end", op_cycle="cycle", split=_SPLIT,
     ).filter(pl.col("split") > pl.col("prev_end")).rename({"prev_end": "a", "split": "b"}).pipe(collect)
-    return _fill_wait_cycles(ops, _split_by_open_range(waits, ranges, tl, grouping).cast(SEGMENT_SCHEMA))
+    if gaps.is_empty():
+        return pl.DataFrame(schema=SEGMENT_SCHEMA)
+    open_ranges = _OpenRanges(ranges, tl, grouping)
+    pieces = pl.concat([open_ranges.split(gaps.slice(i, slice_rows)) for i in range(0, gaps.height, slice_rows)])
+    del gaps, open_ranges
+    return _fill_wait_cycles(ops, pieces)
 
 
-def stream_cycle(ops: pl.DataFrame) -> pl.Expr:
+def stream_cycle(ops: pl.DataFrame, slice_rows: int = 1 << 20) -> pl.Series:
     """Each op's cycle on its stream: its own, or where it has none (launched between cycles, by the engine's
     code outside every range), the cycle of the latest op before it on its (device, stream) that has one: the
     time between two cycles belongs to the cycle it follows, as a cycle's period does (start to next start).
-    Null before a stream's first cycle. `ops` in op (start) order."""
+    Null before a stream's first cycle. `ops` in op (start) order.
+
+    Computed a slice of the ops at a time, each stream's last cycle carried from one slice to the next (the same
+    values as one forward fill over all the ops, which holds a key, a row index and a result for every op: 0.3 GB
+    at 11 M ops, and keeps the queries that use it off the streaming engine)."""
     key = combined_key(ops, ["device", "stream"])
-    filled = pl.col("cycle").forward_fill().over(key if key is not None else pl.struct("device", "stream"))
-    return pl.coalesce("cycle", filled)
+    key = key if key is not None else pl.struct("device", "stream")
+    carry, out = None, []
+    for i in range(0, max(ops.height, 1), slice_rows):
+        part = ops.slice(i, slice_rows).select("cycle", k=key)
+        part = part.with_columns(cycle=pl.coalesce("cycle", pl.col("cycle").forward_fill().over("k")))
+        last = part.filter(pl.col("cycle").is_not_null()).group_by("k", maintain_order=True).agg(
+            carried=pl.col("cycle").last())
+        if carry is not None:
+            part = part.join(carry, on="k", how="left", maintain_order="left").with_columns(
+                cycle=pl.coalesce("cycle", "carried"))
+            last = pl.concat([carry, last]).unique("k", keep="last", maintain_order=True)
+        carry = last
+        out.append(part.get_column("cycle"))
+    return pl.concat(out).rechunk() if len(out) > 1 else out[0]
 
 
 def _fill_wait_cycles(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
@@ -128,8 +156,7 @@ def _fill_wait_cycles(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     need = waits.filter(loose).select("op_id").unique()
     if need.is_empty():
         return waits
-    cyc = collect(ops.lazy().select("op_id", "cycle", "device", "stream").with_columns(
-        filled=stream_cycle(ops)).join(need.lazy(), on="op_id", how="semi").select("op_id", "filled"))
+    cyc = ops.select("op_id").with_columns(stream_cycle(ops).alias("filled")).join(need, on="op_id", how="semi")
     return waits.join(cyc, on="op_id", how="left", maintain_order="left").with_columns(
         cycle=pl.when(loose).then(pl.coalesce("cycle", "filled")).otherwise(pl.col("cycle"))).drop(
         "filled").cast(SEGMENT_SCHEMA)
@@ -141,7 +168,7 @@ def charges(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     if ops.is_empty():
         return pl.DataFrame(schema=CHARGE_SCHEMA)
     # (every piece has the cycle it belongs to on its stream: `stream_cycle`)
-    per_op = ops.lazy().with_columns(cycle=stream_cycle(ops)).select(
+    per_op = ops.lazy().with_columns(stream_cycle(ops)).select(
         *keys, "category",
         busy=(pl.col("end") - _BUSY_START).clip(lower_bound=0),
         launch=pl.when(_GAP & pl.col("launch_start").is_not_null()).then(pl.col("start") - _SPLIT).otherwise(0),
@@ -170,7 +197,7 @@ def tile(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     pieces `waits` (`cpu_waits`)."""
     if ops.is_empty():
         return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    o = ops.lazy().with_columns(cycle=stream_cycle(ops))
+    o = ops.lazy().with_columns(stream_cycle(ops))
     cols = ["device", "stream", "phase", "cycle", "op_id"]
     busy = o.select(*cols, "category", start=_BUSY_START, end=pl.col("end")).filter(pl.col("end") > pl.col("start"))
     gaps = o.filter(_GAP)
@@ -183,57 +210,109 @@ def tile(ops: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     return out.sort("device", "stream", "start").collect()
 
 
-def _split_by_open_range(waits: pl.DataFrame, ranges: pl.DataFrame, tl: pl.DataFrame,
-                         grouping: tuple[str, ...]) -> pl.DataFrame:
-    """Split each cpu_wait interval [a, b) on thread launch_tid at the range boundaries inside it."""
-    if waits.is_empty():
-        return pl.DataFrame(schema=SEGMENT_SCHEMA)
-    look = tl.select("tid", "t", "row").sort("t")
-    w = waits.sort("a").join_asof(look.rename({"row": "first"}), left_on="a", right_on="t",
-                                  by_left="launch_tid", by_right="tid", strategy="backward",
-                                  check_sortedness=False).drop("t")
-    w = w.sort("b").join_asof(look.rename({"row": "last"}), left_on="b", right_on="t",
-                              by_left="launch_tid", by_right="tid", strategy="backward",
-                              allow_exact_matches=False, check_sortedness=False).drop("t", "launch_tid")
-    # A thread with no ranges at all has no timeline rows: one piece, nothing open. Most waits lie
-    # within one timeline row; only the others are exploded into one piece per row they cross.
-    w = w.with_columns(pl.col("first").fill_null(-1), pl.col("last").fill_null(-1))
-    one = w.filter(pl.col("first") == pl.col("last")).drop("last").rename({"first": "row"})
-    many = w.filter(pl.col("first") != pl.col("last")).with_columns(
-        row=pl.int_ranges("first", pl.col("last") + 1)).explode("row").drop("first", "last")
-    pieces = pl.concat([one, many.with_columns(pl.col("row").fill_null(-1))])
-    del w, one, many
-    # A timeline row's time, state and the next boundary on its thread: `row` is the position in
-    # tl (sorted by thread, time), so these are gathers.
-    same = pl.col("tid") == pl.col("tid").shift(-1)
-    rows = tl.select("t", "state", t_next=pl.when(same).then(pl.col("t").shift(-1)))
-    at = pieces.get_column("row")
-    at = at.zip_with(at >= 0, pl.Series([None], dtype=at.dtype))
-    pieces = pieces.with_columns(rows.select(pl.all().gather(at)))
-    pieces = pieces.with_columns(
-        start=pl.max_horizontal("a", pl.col("t").fill_null(pl.col("a"))),
-        end=pl.min_horizontal("b", pl.col("t_next").fill_null(pl.col("b"))),
-    ).filter(pl.col("end") > pl.col("start"))
-    state = pieces.get_column("state")
-    info = ranges.select("range_id", s_name=pl.col("phase").cast(pl.Categorical), s_cycle="cycle",
-                         s_group=pl.col("phase").is_in(grouping))
-    pieces = pieces.with_columns(s_name=lookup(info, state, "s_name"), s_cycle=lookup(info, state, "s_cycle"),
-                                 s_group=lookup(info, state, "s_group").fill_null(False))
-    # What the launching thread was doing while the GPU waited: inside a phase, that phase; inside a cycle
-    # but no phase (the worker's own code around its phases), the cycle itself; in no range at all (the
-    # engine's code between cycles: scheduling, result processing not traced as a phase), no phase.
-    pieces = pieces.with_columns(
-        phase=pl.when(pl.col("s_group")).then(pl.lit(IN_CYCLE, dtype=pl.Categorical))
-        .when(pl.col("s_name").is_null()).then(pl.lit(UNATTRIBUTED, dtype=pl.Categorical))
-        .otherwise(pl.col("s_name")),
-        # The cycle open at that instant: the grouping range itself, the cycle around the open
-        # range (none when that range is outside every cycle), or, with nothing open, the next op's.
-        cycle=pl.when(pl.col("s_group")).then(pl.col("state"))
-        .when(pl.col("s_name").is_not_null()).then(pl.col("s_cycle"))
-        .otherwise(pl.col("op_cycle")),
-        category=pl.lit(CPU_WAIT, dtype=pl.Categorical),
-    )
-    return pieces.select(list(SEGMENT_SCHEMA))
+class _OpenRanges:
+    """What the split of cpu_wait gaps at range boundaries looks up, made once for all the slices: the launching
+    threads' timelines (`projection.timeline`: (tid, t, state, row) in (tid, t) order, one row per instant, a
+    sentinel row at the smallest time first per thread) and the ranges' phase and cycle.
+
+    A timeline row is found by one binary search over a key that orders the rows as they lie: the thread's rank
+    among the timeline's threads above a code of the time. The code is the time itself (offset) where both fit
+    in `BITS` bits, else the time's rank among the timeline's times. (An as-of join per slice would hash the
+    whole timeline by thread each time, and sort the slice twice.)"""
+
+    BITS = 62
+
+    def __init__(self, ranges: pl.DataFrame, tl: pl.DataFrame, grouping: tuple[str, ...]):
+        tid, t = tl.get_column("tid"), tl.get_column("t")
+        self.tids = tid.drop_nulls().unique().sort()
+        real = t.filter(t > I64_MIN)
+        self.lo, self.hi = (real.min(), real.max()) if real.len() else (0, 0)
+        self.tid_bits = (self.tids.len() + 1).bit_length()
+        self.times = None
+        self.t_bits = (self.hi - self.lo + 3).bit_length()
+        if self.tid_bits + self.t_bits > self.BITS or self.lo - 2 < I64_MIN or self.hi + 1 >= 1 << 63:
+            self.times = real.unique().sort()
+            self.t_bits = (2 * self.times.len() + 2).bit_length()
+        keys, row = self._keys(tid, pl.when(t == I64_MIN).then(0).otherwise(self._code(t, exact=True)), rows=True), \
+            tl.get_column("row")
+        if not keys.is_sorted():  # (tl is in (tid, t) order, null threads first; else the keys are put in order)
+            order = keys.arg_sort()
+            keys, row = keys.gather(order), row.gather(order)
+        self.keys, self.row = keys, row
+        # A timeline row's time, state and the next boundary on its thread: `row` is the position in tl (sorted
+        # by thread, time), so these are gathers.
+        same = pl.col("tid") == pl.col("tid").shift(-1)
+        self.rows = tl.select("t", "state", t_next=pl.when(same).then(pl.col("t").shift(-1)))
+        self.info = ranges.select("range_id", s_name=pl.col("phase").cast(pl.Categorical), s_cycle="cycle",
+                                  s_group=pl.col("phase").is_in(grouping))
+
+    def _code(self, x: pl.Series, exact: bool = False) -> pl.Expr:
+        """The code of times `x` (a timeline's own times with `exact`): t <= x and t < x for a timeline time t
+        are code(t) <= code(x) and code(t) < code(x); 0 is kept for the sentinel."""
+        if self.times is None:  # the time itself, clipped to one past the timeline's ends
+            return pl.lit(x).clip(self.lo - 1, self.hi + 1) - (self.lo - 2)
+        below = self.times.search_sorted(x, side="left").cast(pl.Int64)  # timeline times before x
+        if exact:
+            return pl.lit(2 * below + 2)
+        upto = self.times.search_sorted(x, side="right").cast(pl.Int64)
+        return pl.lit(2 * below + 1 + (upto - below))
+
+    def _keys(self, tid: pl.Series, code: pl.Expr, rows: bool = False) -> pl.Series:
+        """Thread rank (1 up; 0: a timeline row of no thread) above the time's code; null for a thread that has
+        no timeline rows (or none)."""
+        r = self.tids.search_sorted(tid, side="left").cast(pl.Int64)
+        known = (r < self.tids.len()) & (self.tids.gather(r.clip(0, max(self.tids.len() - 1, 0))) == tid)
+        prefix = pl.when(pl.lit(known)).then(pl.lit(r) + 1).otherwise(0 if rows else None)
+        return pl.select(prefix * (1 << self.t_bits) + code).to_series()
+
+    def _find(self, tid: pl.Series, x: pl.Series, strict: bool) -> pl.Series:
+        """The tl row of the last boundary on thread `tid` at or before (`strict`: before) each time `x`, as an
+        as-of lookup backward by thread; null where the thread has no timeline rows."""
+        if self.tids.is_empty():
+            return pl.Series([None] * x.len(), dtype=pl.Int64)
+        keys = self._keys(tid, self._code(x))
+        at = self.keys.search_sorted(keys.fill_null(0), side="left" if strict else "right").cast(pl.Int64) - 1
+        return self.row.gather(at.zip_with(keys.is_not_null(), pl.Series([None], dtype=pl.Int64)))
+
+    def split(self, waits: pl.DataFrame) -> pl.DataFrame:
+        """Split each cpu_wait interval [a, b) on thread launch_tid at the range boundaries inside it: the pieces
+        (SEGMENT_SCHEMA), in (op_id, start) order."""
+        tid = waits.get_column("launch_tid")
+        w = waits.drop("launch_tid").with_columns(first=self._find(tid, waits.get_column("a"), strict=False),
+                                                  last=self._find(tid, waits.get_column("b"), strict=True))
+        # A thread with no ranges at all has no timeline rows: one piece, nothing open. Most waits lie
+        # within one timeline row; only the others are exploded into one piece per row they cross.
+        w = w.with_columns(pl.col("first").fill_null(-1), pl.col("last").fill_null(-1))
+        one = w.filter(pl.col("first") == pl.col("last")).drop("last").rename({"first": "row"})
+        many = w.filter(pl.col("first") != pl.col("last")).with_columns(
+            row=pl.int_ranges("first", pl.col("last") + 1)).explode("row").drop("first", "last")
+        pieces = pl.concat([one, many.with_columns(pl.col("row").fill_null(-1))])
+        del w, one, many
+        at = pieces.get_column("row")
+        at = at.zip_with(at >= 0, pl.Series([None], dtype=at.dtype))
+        pieces = pieces.with_columns(self.rows.select(pl.all().gather(at)))
+        pieces = pieces.with_columns(
+            start=pl.max_horizontal("a", pl.col("t").fill_null(pl.col("a"))),
+            end=pl.min_horizontal("b", pl.col("t_next").fill_null(pl.col("b"))),
+        ).filter(pl.col("end") > pl.col("start"))
+        state, info = pieces.get_column("state"), self.info
+        pieces = pieces.with_columns(s_name=lookup(info, state, "s_name"), s_cycle=lookup(info, state, "s_cycle"),
+                                     s_group=lookup(info, state, "s_group").fill_null(False))
+        # What the launching thread was doing while the GPU waited: inside a phase, that phase; inside a cycle
+        # but no phase (the worker's own code around its phases), the cycle itself; in no range at all (the
+        # engine's code between cycles: scheduling, result processing not traced as a phase), no phase.
+        pieces = pieces.with_columns(
+            phase=pl.when(pl.col("s_group")).then(pl.lit(IN_CYCLE, dtype=pl.Categorical))
+            .when(pl.col("s_name").is_null()).then(pl.lit(UNATTRIBUTED, dtype=pl.Categorical))
+            .otherwise(pl.col("s_name")),
+            # The cycle open at that instant: the grouping range itself, the cycle around the open
+            # range (none when that range is outside every cycle), or, with nothing open, the next op's.
+            cycle=pl.when(pl.col("s_group")).then(pl.col("state"))
+            .when(pl.col("s_name").is_not_null()).then(pl.col("s_cycle"))
+            .otherwise(pl.col("op_cycle")),
+            category=pl.lit(CPU_WAIT, dtype=pl.Categorical),
+        )
+        return pieces.select(list(SEGMENT_SCHEMA)).sort("op_id", "start").cast(SEGMENT_SCHEMA)
 
 
 def union_length(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) -> pl.DataFrame:
@@ -252,7 +331,7 @@ def union_length(df: pl.DataFrame, by: list[str], where: pl.Expr | None = None) 
             # values spread too wide for one key (process ids, 2^24 apart): numbered by rank instead, so that the
             # scan runs where polars' path would sort a copy of the rows (1.2 GB at 11 M ops)
             packed = dense_key(df, by, cap=max(4 * df.height, 1 << 20))
-            scanned = scan_groups(df, pl.lit(packed[0]), where=where) if packed is not None else None
+            scanned = scan_groups(df, packed[0], where=where) if packed is not None else None
         if scanned is not None:
             first, busy = scanned[0].get_column("first_row"), scanned[0].get_column("busy")
             return df.select(pl.col(by).gather(first)).with_columns(busy=busy)
@@ -289,10 +368,10 @@ def range_scan(ops: pl.DataFrame) -> pl.DataFrame | None:
         gpu_launches=g.get_column("flagged"))
 
 
-def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: pl.Expr | None = None,
+def scan_groups(df: pl.DataFrame, key: pl.Expr | pl.Series, want_prev: bool = False, where: pl.Expr | None = None,
                 flags: pl.Series | None = None) -> tuple[pl.DataFrame, pl.Series | None] | None:
     """One pass of the C scan (analyzer/_scan.c) over `df`'s rows, in their order (start order), grouped
-    by the integer `key`, over the rows `where` selects (all by default; the others are skipped, not
+    by the integer `key` (an expression, or a column of df's length), over the rows `where` selects (all by default; the others are skipped, not
     copied): per group that occurs, in key order, `first_row` (its first row), `busy` (the length of
     the union of its rows' [start, end)), `rows`, `last_end` (the largest end) and `flagged` (its rows
     whose `flags` value is true; 0 without flags); with `want_prev`, per row the largest end of the
@@ -301,7 +380,12 @@ def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: 
     if _scan is None or not USE_SCAN or df.is_empty():
         return None
     # One key column; the rows `where` leaves out get null, which the scan skips.
-    k = df.select((key if where is None else pl.when(where).then(key)).cast(pl.Int64).alias("k")).get_column("k")
+    if isinstance(key, pl.Series) and where is None:
+        k = key.cast(pl.Int64)
+    else:  # (on the streaming engine: the key's intermediate columns are held a morsel at a time, not for every row)
+        key = pl.lit(key) if isinstance(key, pl.Series) else key
+        k = collect(df.lazy().select((key if where is None else pl.when(where).then(key)).cast(pl.Int64).alias("k")))
+        k = k.get_column("k")
     lo, hi = k.min(), k.max()
     if lo is None:  # no row in any group
         return pl.DataFrame(schema={c: pl.Int64 for c in ("first_row", "busy", "rows", "last_end", "flagged")}), \
@@ -310,7 +394,8 @@ def scan_groups(df: pl.DataFrame, key: pl.Expr, want_prev: bool = False, where: 
         return None
     if lo < 0:  # (the scan skips negative keys)
         k, hi, lo = k - lo, hi - lo, 0
-    cols = [k.rechunk(), df.get_column("start").cast(pl.Int64).rechunk(), df.get_column("end").cast(pl.Int64).rechunk()]
+    k = k.rechunk()  # (the chunks freed before the scan allocates its results)
+    cols = [k, df.get_column("start").cast(pl.Int64).rechunk(), df.get_column("end").cast(pl.Int64).rechunk()]
     if any(c.has_nulls() for c in cols[1:]):
         return None
     flag_stream = None if flags is None else flags.cast(pl.Boolean).rechunk().__arrow_c_stream__()
@@ -344,8 +429,8 @@ def combined_key(df: pl.DataFrame, by: list[str]) -> pl.Expr | None:
             return None
     if len(parts) == 1 and df.schema[by[0]].is_integer():
         return parts[0].fill_null(pl.col(by[0]).min().fill_null(0) - 1)
-    stats = df.select(*[e.min().alias(f"lo{i}") for i, e in enumerate(parts)],
-                      *[e.max().alias(f"hi{i}") for i, e in enumerate(parts)]).row(0, named=True)
+    stats = collect(df.lazy().select(*[e.min().alias(f"lo{i}") for i, e in enumerate(parts)],
+                                     *[e.max().alias(f"hi{i}") for i, e in enumerate(parts)])).row(0, named=True)
     expr, bits = pl.lit(0, pl.Int64), 0
     for i, e in enumerate(parts):
         lo, hi = stats[f"lo{i}"], stats[f"hi{i}"]

@@ -244,19 +244,21 @@ def project(trace, grouping: tuple[str, ...] = ("cycle",)) -> dict[str, pl.DataF
     return {"ops": ops, "ranges": ranges, "timeline": tl}
 
 
-def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.DataFrame:
+def range_projection(ranges: pl.DataFrame, ops: pl.DataFrame, scanned: pl.DataFrame | None = None,
+                     where: pl.Expr | None = None) -> pl.DataFrame:
     """Per range instance, the GPU projection as NVIDIA defines it (nested ranges included).
 
     Columns: range_id, gpu_start, gpu_end, gpu_ops (op rows), gpu_launches (distinct
     correlation ids). A range with no ops has null gpu_start/gpu_end and zero counts. `scanned`: each
-    range's own ops' figures from `accounting.range_scan(ops)`, when the caller has them.
+    range's own ops' figures from `accounting.range_scan(ops)`, when the caller has them; `where`: of the
+    ops, only those it selects (selected in place: no copy).
     """
     # An op's range is its launch call's, so a range's distinct correlation ids are its launches: counted
     # by the ops that begin a launch (`launch_first`, from the projection) where there, a sum instead of a
     # distinct count per range.
     launches = pl.col("launch_first").sum() if "launch_first" in ops.columns else pl.col("correlation").n_unique()
     own = (
-        ops.lazy().filter(pl.col("range_id").is_not_null())
+        ops.lazy().filter(pl.col("range_id").is_not_null() & (True if where is None else where))
         .group_by("range_id")
         .agg(gpu_start=pl.col("start").min(), gpu_end=pl.col("end").max(),
              gpu_ops=pl.len().cast(pl.Int64), gpu_launches=launches.cast(pl.Int64))

@@ -33,13 +33,15 @@ def range_busy(ops: pl.DataFrame, scanned: pl.DataFrame | None = None) -> pl.Dat
 
 def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
                 charges: pl.DataFrame, grouping: tuple[str, ...],
-                per_range: pl.DataFrame | None = None, side: pl.DataFrame | None = None) -> pl.DataFrame:
+                per_range: pl.DataFrame | None = None, side: pl.DataFrame | None = None,
+                where: pl.Expr | None = None) -> pl.DataFrame:
     """One row per phase: instances, cpu, gpu span, gpu busy, attributed, side_busy (all ns totals).
 
     `ops` in op_id (start) order, with prev_end; `charges` from accounting.charges, of the cycle streams
     (`on_cycle_streams`): attributed is the phase's tiling there; `side`: the charges of the side streams, whose
     busy pieces are `side_busy` (the phase's work on other streams, which its attributed time does not hold);
-    `per_range`: `range_busy(ops)` when the caller has it already.
+    `per_range`: `range_busy(ops)` when the caller has it already; `where`: of the ops, only those it selects
+    (selected in place, not copied: `pair_tables`).
     """
     # (the columns needed first, then the rows: ranges carry names and other text)
     phases = ranges.select("range_id", "phase", "start", "end").filter(~pl.col("phase").is_in(grouping))
@@ -52,20 +54,23 @@ def phase_table(ranges: pl.DataFrame, proj: pl.DataFrame, ops: pl.DataFrame,
     # Busy: per innermost range instance, the union of its own ops' intervals. An op's phase
     # follows from its range: the range's phase, or (cycle) for a grouping range (left out here).
     # (All ops go in, the ones of no range as one group of their own: no filtered copy of the ops.)
-    per_range = (range_busy(ops) if per_range is None else per_range).filter(pl.col("range_id").is_not_null()).join(
+    if per_range is None:
+        per_range = range_busy(ops) if where is None else union_length(ops, ["range_id"], where=where)
+    per_range = per_range.filter(pl.col("range_id").is_not_null()).join(
         ranges.select("range_id", "phase", "name").filter(~pl.col("name").is_in(grouping)).drop("name"),
         on="range_id", how="inner")
     busy_inst = _text(per_range.group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     # Ops outside any phase range have no instances of their own: one union per pseudo-phase
     # (and per stream, so that concurrent streams do not hide each other), over those ops in place.
     loose = pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])
-    loose_busy = _text(union_length(ops, ["phase", "device", "stream"], where=loose)
+    loose_busy = _text(union_length(ops, ["phase", "device", "stream"], where=loose if where is None else loose & where)
                        .group_by("phase").agg(gpu_busy=pl.col("busy").sum()))
     busy = pl.concat([busy_inst.filter(~pl.col("phase").is_in([IN_CYCLE, UNATTRIBUTED])), loose_busy])
     attributed = _text(charges.group_by("phase").agg(attributed=pl.col("ns").sum()))
     side_busy = _text((side if side is not None else charges.clear()).filter(
         ~pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES)).group_by("phase").agg(side_busy=pl.col("ns").sum()))
-    op_counts = _text(collect(ops.lazy().group_by("phase").agg(ops=pl.len().cast(pl.Int64))))
+    op_counts = _text(collect((ops.lazy() if where is None else ops.lazy().filter(where)).group_by("phase").agg(
+        ops=pl.len().cast(pl.Int64))))
     names = pl.concat([inst.select("phase"), attributed.select("phase"), op_counts.select("phase")]).unique()
     out = (
         names.join(inst, on="phase", how="left")
@@ -169,24 +174,27 @@ def launch_table(ops: pl.DataFrame) -> pl.DataFrame:
         first = first_distinct(ops.select("pid", "correlation"), ["pid", "correlation"]) & \
             ops.get_column("launch_start").is_not_null()
     launched_at = pl.col("launch_start")
-    launches = ops.select("phase", "start", "prev_end", "launch_start", "launch_end").filter(first).select(
-        "phase",
-        api_ns=pl.col("launch_end") - launched_at,
-        latency=pl.col("start") - launched_at,
-        queued=pl.col("prev_end").fill_null(launched_at) > launched_at,
-        idle_latency=(pl.col("start") - pl.max_horizontal(launched_at, pl.col("prev_end").fill_null(launched_at)))
-        .clip(lower_bound=0),
-    ).lazy()
-    return _text(launches.group_by("phase").agg(
+    # The launches' rows, on the streaming engine: the sums from the ops a morsel at a time, then each percentile's
+    # values (a phase and one value per launch) one at a time, not every derived value of every launch at once.
+    rows = ops.select("phase", "start", "prev_end", "launch_start", "launch_end").with_columns(
+        first.alias("_first")).lazy().filter(pl.col("_first"))
+    latency = pl.col("start") - launched_at
+    idle_latency = (pl.col("start") - pl.max_horizontal(launched_at, pl.col("prev_end").fill_null(launched_at))).clip(
+        lower_bound=0)
+    out = collect(rows.group_by("phase").agg(
         launches=pl.len().cast(pl.Int64),
-        api_ns=pl.col("api_ns").sum(),
-        queued=pl.col("queued").sum().cast(pl.Int64),
-        latency_p50=pl.col("latency").quantile(0.5, QUANTILE).round().cast(pl.Int64),
-        latency_p90=pl.col("latency").quantile(0.9, QUANTILE).round().cast(pl.Int64),
-        latency_max=pl.col("latency").max(),
-        idle_latency_p50=pl.col("idle_latency").quantile(0.5, QUANTILE).round().cast(pl.Int64),
-        idle_latency_p90=pl.col("idle_latency").quantile(0.9, QUANTILE).round().cast(pl.Int64),
-    ).pipe(collect)).sort("api_ns", descending=True)
+        api_ns=(pl.col("launch_end") - launched_at).sum(),
+        queued=(pl.col("prev_end").fill_null(launched_at) > launched_at).sum().cast(pl.Int64),
+        latency_max=latency.max(),
+    ))
+    for name, value in (("latency", latency), ("idle_latency", idle_latency)):
+        values = collect(rows.select("phase", value.alias(name)))
+        out = out.join(values.lazy().group_by("phase").agg(
+            pl.col(name).quantile(q, QUANTILE).round().cast(pl.Int64).alias(f"{name}_p{round(q * 100)}")
+            for q in (0.5, 0.9)).collect(), on="phase", how="left", nulls_equal=True)
+        del values
+    return _text(out.select("phase", "launches", "api_ns", "queued", "latency_p50", "latency_p90", "latency_max",
+                            "idle_latency_p50", "idle_latency_p90")).sort("api_ns", descending=True)
 
 
 def stream_table(ops: pl.DataFrame, charges: pl.DataFrame) -> pl.DataFrame:
@@ -281,6 +289,11 @@ COMM_OP_SCHEMA = {"pid": pl.Int64, "device": pl.Int64, "op_id": pl.Int64, "name"
                   "phase": pl.Utf8, "start": pl.Int64, "end": pl.Int64}
 
 
+# A (process, device) pair holding more than this share of the ops is summarised over the ops in place (each query
+# selects its rows); a smaller one over a copy of its rows (a query then reads its rows only).
+IN_PLACE_SHARE = 0.5
+
+
 def pair_tables(ops: pl.DataFrame, ranges: pl.DataFrame, charges: pl.DataFrame, streams: pl.DataFrame,
                 grouping: tuple[str, ...], phases: pl.DataFrame, categories: pl.DataFrame,
                 communication: list[str]) -> dict[str, pl.DataFrame]:
@@ -306,22 +319,24 @@ def pair_tables(ops: pl.DataFrame, ranges: pl.DataFrame, charges: pl.DataFrame, 
     ranges = ranges.drop([c for c in ("gpu_start", "gpu_end", "gpu_ops", "gpu_launches") if c in ranges.columns])
     whole = pairs.height == 1 and ranges.filter(pl.col("pid") != pairs["pid"][0]).is_empty()
     ph_rows, cat_rows = [], []
-    for pid, device in pairs.select("pid", "device").iter_rows():
+    for pid, device, n_ops in pairs.select("pid", "device", "ops").iter_rows():
         mine = (pl.col("pid") == pid) & (pl.col("device") == device)
         if whole:
             ph, cats = phases, categories
         else:
-            # only the columns phase_table and range_projection read: not a copy of every column of the pair's ops
-            cols = [c for c in ("range_id", "start", "end", "phase", "device", "stream", "correlation", "launch_first")
-                    if c in ops.columns]
-            own = ops.lazy().filter(mine).select(cols).collect()
+            if n_ops > IN_PLACE_SHARE * ops.height:  # selected in place, not copied (a copy is chunked, and the C
+                own, where = ops, mine  # scan would copy its columns again into one chunk each: 0.26 GB at 11 M ops)
+            else:  # only the columns phase_table and range_projection read, not every column of the pair's ops
+                cols = [c for c in ("range_id", "start", "end", "phase", "device", "stream", "correlation",
+                                    "launch_first") if c in ops.columns]
+                own, where = ops.lazy().filter(mine).select(cols).collect(), None
             mine_streams = streams.filter(mine)
             ch = charges.join(mine_streams.filter(pl.col("role") == "cycle").select("device", "stream"),
                               on=["device", "stream"], how="semi")
             side = charges.join(mine_streams.filter(pl.col("role") == "side").select("device", "stream"),
                                 on=["device", "stream"], how="semi")
             rng = ranges.filter(pl.col("pid") == pid)
-            ph = phase_table(rng, range_projection(rng, own), own, ch, grouping, side=side)
+            ph = phase_table(rng, range_projection(rng, own, where=where), own, ch, grouping, side=side, where=where)
             cats = category_table(ch)
         key = [pl.lit(pid, dtype=pl.Int64).alias("pid"), pl.lit(device, dtype=pl.Int64).alias("device")]
         ph_rows.append(ph.select(*key, pl.all()).select(list(PAIR_PHASE_SCHEMA)).cast(PAIR_PHASE_SCHEMA))

@@ -2,7 +2,7 @@
 renderer takes (schema `specprof.analysis/3`, docs/json.md).
 
 It holds the `Attribution` and the run's parsed files (model/run_data.py `RunData`) and computes each further
-result on first use, once: the cross-check, the economics, the per-rank results with each rank's cycle
+result on first use, once: the cross-check, the draft's shape, the economics, the per-rank results with each rank's cycle
 breakdown, the headline breakdown and the sweep's inputs, and the views every renderer shows (derived/views.py: the
 phases' shares and per-instance times, the sums, the breakdown's totals and picks). Every table and field of the attribution reads as an
 attribute of its own (`a.phases`, `a.ops`, `a.trace`, `a.segments`, ...); with several ranks, the per-phase and
@@ -21,7 +21,7 @@ from analyzer.derived import breakdown as bd
 from analyzer.derived import run_files, views
 from analyzer.derived.breakdown import CycleBreakdown
 from analyzer.derived.crosscheck import CrossCheck
-from analyzer.derived.economics import Economics, SyncTimerEstimate, sync_timer_estimate
+from analyzer.derived.economics import DraftShape, Economics, SyncTimerEstimate, sync_timer_estimate
 from analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
 from analyzer.model.run_data import RunData
 
@@ -86,6 +86,12 @@ class Analysis:
         """The attribution whose per-phase and per-cycle tables are the headline rank's (all of it with one rank)."""
         b = self.cycle_breakdown
         return focus(self.attribution, self.ranks, b.rank if b is not None else None)
+
+    @cached_property
+    def draft_shape(self) -> DraftShape:
+        """The draft's shape, chain or tree (derived/run_files.py `draft_shape_of`: the server log's resolved
+        settings, else the traced command line); `DraftShape.kind` None for a run that does not draft."""
+        return run_files.draft_shape_of(self.attribution, self.data, self.crosscheck)
 
     @cached_property
     def economics(self) -> Economics | None:

@@ -356,18 +356,47 @@ def _wins(row: dict):
 
 @dataclass(frozen=True)
 class DraftShape:
-    """What the traced command line says of the draft: K (`steps`), SGLang's `--speculative-eagle-topk` (`topk`,
-    1: a chain) and `--speculative-num-draft-tokens`, `--num-continuous-decode-steps`, and the engine's version."""
+    """What the run says of its draft: K (`steps`), SGLang's `--speculative-eagle-topk` (`topk`, 1: a chain) and
+    `--speculative-num-draft-tokens`, `--num-continuous-decode-steps`, the engine's version, and where the shape was
+    read (`source`: SHAPE_FROM_LOG or SHAPE_FROM_COMMAND; None when nothing says)."""
 
     steps: int | None = None
     topk: int = 1
     num_draft_tokens: int | None = None
     continuous_steps: int = 1
     version: str | None = None
+    source: str | None = None
 
     @property
     def tree(self) -> bool:
         return self.topk > 1
+
+    @property
+    def speculative(self) -> bool:
+        """The run drafts at all: K known and at least 1 (plain decoding, or K unknown: False)."""
+        return bool(self.steps)
+
+    @property
+    def kind(self) -> str | None:
+        """`tree`, `chain`, or None for a run that does not draft (or whose K nothing says)."""
+        if not self.speculative:
+            return None
+        return "tree" if self.tree else "chain"
+
+    @property
+    def description(self) -> str | None:
+        """The shape in one line, with where it was read: None for a run that does not draft."""
+        if not self.speculative:
+            return None
+        tokens = self.verify_tokens
+        checks = f"verify checks {tokens if tokens is not None else 'an unknown number of'} tokens per request"
+        if self.tree:
+            drafted = self.num_draft_tokens if self.num_draft_tokens is not None else "unknown"
+            text = (f"tree, topk {self.topk}, {_steps(self.steps)}, {drafted} draft tokens ({checks}; a cycle accepts "
+                    f"at most {self.max_accept_len}: one path and the bonus token)")
+        else:
+            text = f"chain, {_steps(self.steps)} ({checks}; a cycle accepts at most {self.max_accept_len})"
+        return text + (f"; from {self.source}" if self.source else "")
 
     @property
     def verify_tokens(self) -> int | None:
@@ -388,6 +417,16 @@ class DraftShape:
             return None
         return {"topk": self.topk, "num_draft_tokens": self.num_draft_tokens, "verify_tokens": self.verify_tokens,
                 "steps": self.steps, "max_accept_len": self.max_accept_len}
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" + ("" if n == 1 else "s")
+
+
+# Where a run's draft shape was read (DraftShape.source): the server's own start-up line of resolved settings (also
+# the ones it chose itself), else the traced command line.
+SHAPE_FROM_LOG = "the server log's server_args"
+SHAPE_FROM_COMMAND = "the traced command line"
 
 
 # SGLang versions whose source was read for --num-continuous-decode-steps: the option is declared

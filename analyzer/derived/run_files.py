@@ -224,14 +224,13 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
     step = data.baseline_step
     notes = list(step.notes) if step else []
     feeding = data.sidecars
-    if feeding is not None and check is not None and a.cycles.height and not cc.aligned(check):
+    if _foreign_sidecar(a, data, check):
         feeding = None  # a sidecar of another run: its accept counts and cycles are not this trace's
         notes.append("the sidecar does not line up with the trace (see the cross-check): it feeds nothing here, "
                      "neither the accept length nor the cycle time")
-    shape = shape_of(data if feeding is not None else RunData(manifest=data.manifest))
-    steps = data.steps if data.steps is not None else shape.steps
+    shape = draft_shape_of(a, data, check)
     economics = economics_for(a, feeding, data.baseline if feeding is not None else None, check,
-                              step.ns if step else None, step.source if step else None, notes, steps, breakdown,
+                              step.ns if step else None, step.source if step else None, notes, shape.steps, breakdown,
                               data.folder, step.measure if step else None)
     if economics is not None:
         economics.draft_tree = shape.as_tree()
@@ -326,11 +325,29 @@ def shape_of(data: RunData) -> econ.DraftShape:
     argv, _, version = _command(data)
     if argv is None and not data.server_args:
         return econ.DraftShape()
+    logged = data.server_args or {}
+    from_log = any(logged.get(name) is not None for name in ("speculative_num_steps", "speculative_eagle_topk"))
     return econ.DraftShape(steps=_resolved(data, "speculative_num_steps", argv, _STEP_FLAGS),
                            topk=_resolved(data, "speculative_eagle_topk", argv, _TOPK_FLAGS) or 1,
                            num_draft_tokens=_resolved(data, "speculative_num_draft_tokens", argv, _TOKEN_FLAGS),
                            continuous_steps=_resolved(data, "num_continuous_decode_steps", argv,
-                                                      _CONTINUOUS_FLAGS) or 1, version=version)
+                                                      _CONTINUOUS_FLAGS) or 1, version=version,
+                           source=econ.SHAPE_FROM_LOG if from_log else econ.SHAPE_FROM_COMMAND)
+
+
+def draft_shape_of(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> econ.DraftShape:
+    """The draft's shape of the run whose trace `a` is (`shape_of`), from its files `data`; from its manifest alone
+    when its sidecar is of another run (the cross-check `check` does not line it up with the trace). K given with
+    --steps (`data.steps`) wins."""
+    shape = shape_of(RunData(manifest=data.manifest) if _foreign_sidecar(a, data, check) else data)
+    if data.steps is not None and data.steps != shape.steps:
+        shape = replace(shape, steps=data.steps, source="--steps")
+    return shape
+
+
+def _foreign_sidecar(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> bool:
+    """The run's sidecar is of another run: the cross-check `check` does not line it up with the trace's cycles."""
+    return data.sidecars is not None and check is not None and bool(a.cycles.height) and not cc.aligned(check)
 
 
 def setup_of(data: RunData) -> dict | None:

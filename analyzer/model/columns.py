@@ -42,10 +42,12 @@ def distinct(col: pl.Series) -> pl.Series:
 
 
 def by_rank(expr: pl.Expr, values: pl.Series) -> pl.Expr:
-    """`expr`'s value numbered by its rank among the sorted distinct `values` (Int64; one dictionary lookup per
-    row), a value not among them (null) numbered values.len(): few values spread wide become dense codes."""
-    return expr.replace_strict(values, pl.int_range(values.len(), eager=True), default=values.len(),
-                               return_dtype=pl.Int64)
+    """`expr`'s value numbered by its rank among the sorted distinct `values` (Int64), which hold every value it
+    takes; null numbered values.len(): few values spread wide become dense codes. One binary search per row (a
+    dictionary lookup, `replace_strict`, holds several copies of the column: 0.36 GB transient at 11 M rows,
+    against 0.04 GB)."""
+    return pl.when(expr.is_null()).then(pl.lit(values.len(), pl.Int64)).otherwise(
+        pl.lit(values).search_sorted(expr).cast(pl.Int64))
 
 
 def per_distinct(col: pl.Series, text: callable) -> pl.Series:
@@ -81,7 +83,8 @@ def dense_key(df: pl.DataFrame, by: list[str], cap: int = 1 << 31) -> tuple[pl.S
             return None
         codes.append(code * radix)
         radix *= width
-    key = df.select(pl.sum_horizontal(codes).alias("k") if codes else pl.lit(0, pl.Int64).alias("k")).get_column("k")
+    key = collect(df.lazy().select(pl.sum_horizontal(codes).alias("k") if codes else pl.lit(0, pl.Int64).alias("k")))
+    key = key.get_column("k")
     return key, 0, radix
 
 

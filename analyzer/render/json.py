@@ -128,6 +128,8 @@ def _document(a: Analysis) -> dict:
         # Additive: the sums the header and the report's tiles show (derived/views.py `totals`).
         "totals": totals(tot),
         "notes": a.notes,
+        # Additive: the draft's shape, chain or tree (derived/run_files.py `draft_shape_of`); null without drafts.
+        "draft_shape": draft_shape(a.draft_shape),
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
@@ -323,6 +325,15 @@ def sync_timers(t) -> dict:
 def _pair(lo, hi):
     """A 95 % interval [lo, hi], or null when unknown."""
     return None if lo is None or hi is None else [lo, hi]
+
+
+def draft_shape(shape) -> dict | None:
+    """`draft_shape`: derived/economics.py DraftShape of a run that drafts; null for one that does not."""
+    if shape.kind is None:
+        return None
+    return {"kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,
+            "verify_tokens": shape.verify_tokens, "max_accept_len": shape.max_accept_len, "source": shape.source,
+            "description": shape.description}
 
 
 def economics(e: Economics) -> dict:

@@ -70,6 +70,14 @@ def frames(a: Analysis) -> dict[str, pl.DataFrame]:
             pl.lit(b.rank, dtype=pl.Int64).alias("rank"), pl.lit(b.rank == breakdown.rank).alias("headline"),
             pl.lit(b.device, dtype=pl.Int64).alias("device"), pl.lit(b.stream, dtype=pl.Int64).alias("stream"),
             pl.lit(b.cycles, dtype=pl.Int64).alias("cycles"), pl.all()) for b in every])
+    shape = getattr(a, "draft_shape", None)
+    if shape is not None and shape.kind is not None:  # the draft's shape, chain or tree: one row
+        out["draft_shape"] = pl.DataFrame([{
+            "kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,
+            "verify_tokens": shape.verify_tokens, "max_accept_len": shape.max_accept_len, "source": shape.source,
+            "description": shape.description}],
+            schema={"kind": pl.Utf8, "steps": pl.Int64, "topk": pl.Int64, "num_draft_tokens": pl.Int64,
+                    "verify_tokens": pl.Int64, "max_accept_len": pl.Int64, "source": pl.Utf8, "description": pl.Utf8})
     for prefix, attr, names in MORE:
         part = getattr(a, attr, None)
         if part is None:

@@ -39,6 +39,9 @@ def header(a: Analysis) -> str:
         "  time 0: the capture's start (its first event: a GPU op, API call, range or mark); start ms, --time-window and the "
         "report's timeline count from it",
     ]
+    shape = a.draft_shape.description
+    if shape:  # the draft's shape, chain or tree, beside what the capture holds
+        lines.insert(3, f"  draft: {clean(shape)}")
     scope = _scope(a)
     if scope:
         lines.append(f"  per-phase and per-cycle tables: {scope}")

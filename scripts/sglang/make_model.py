@@ -38,7 +38,10 @@ what the numbers are):
   smaller K, a run is cut after K accepted drafts (the next position is the bonus token's, never tested), the
   walk shifts, and the outcome is what `walk` computes: model.json's `expected` gives it per K.
 - --second-choice F: for that share of the misses, the draft's second-best token is the right one (its head
-  row also holds 0.5 E[y]), so tree drafts (topk > 1) accept more than chains; chains are unchanged.
+  row also holds 0.5 E[y]); chains are unchanged. Its logit is second-best, but half the best's below it (1,448 at
+  the dense shape), so its probability underflows to 0, as every other token's does: SGLang's tree keeps the top-k
+  of the probabilities, so it never picks the second choice, and a tree accepts what the chain does (measured:
+  fixtures/sglang-dense-tree, tests/test_sglang_tree.py).
 Greedy sampling (temperature 0) and `ignore_eos` give the same tokens every run.
 """
 
@@ -248,6 +251,13 @@ def target_weights(torch, shape: dict, embed, seed: int):
             yield p + "mlp.down_proj.weight", zeros(h, inter)
 
 
+def draft_head(torch, embed, guess, second):
+    """The draft's lm_head (float32, vocab x hidden): row g(y) holds E[y], and a second choice's row also 0.5 E[y]."""
+    head = torch.zeros_like(embed).index_add_(0, guess, embed)
+    has = second >= 0
+    return head.index_add_(0, second[has], 0.5 * embed[has])
+
+
 def draft_weights(torch, shape: dict, embed, w, guess, second):
     bf = torch.bfloat16
     h, hd, nh, nkv, inter = shape["hidden"], head_dim(shape), shape["heads"], shape["kv_heads"], shape["intermediate"]
@@ -255,9 +265,7 @@ def draft_weights(torch, shape: dict, embed, w, guess, second):
     zeros = lambda *s: torch.zeros(*s, dtype=bf)  # noqa: E731
     ones = lambda n: torch.ones(n, dtype=bf)  # noqa: E731
     eye = torch.eye(h, dtype=torch.float32) / 3
-    head = torch.zeros(shape["vocab"], h, dtype=torch.float32).index_add_(0, guess, embed)
-    has = second >= 0
-    head.index_add_(0, second[has], 0.5 * embed[has])
+    head = draft_head(torch, embed, guess, second)
     rms = float(embed[0].pow(2).mean().sqrt())  # every E[t] has the same norm
     gate = torch.zeros(inter, h, dtype=torch.float64)
     gate[:h, 0] = GATE * rms / float(embed[0, 0])  # reads the constant coordinate of the normed state: GATE

@@ -76,6 +76,8 @@ function headerPanels(R) {
     row("command", f.command, true);
     row("nsys flags", f.nsys_flags, true);
     row("preset", f.preset);
+    var shape = (D.analysis || {}).draft_shape;  // the draft's shape as the JSON gives it (chain or tree)
+    if (shape) row("draft", shape.description);
     var v = f.versions || {};
     row("versions", Object.keys(v).map(function (k) { return k + " " + v[k]; }).join(", "));
     row("host", f.host);
