@@ -67,6 +67,13 @@ def test_the_dense_captures_are_of_the_8b_target(name):
     folder = FIXTURES / name
     model = read_json(folder / "model.json")
     assert (model["shape"], model["layers"], model["hidden"]) == ("dense", 32, 4096) and model["params_b"] >= 4
+    check_chain_launches(folder, name)
+
+
+def check_chain_launches(folder, name: str) -> list[list[str]]:
+    """The run under nsys and its twin were SGLang 0.5.16 launches with a 30:40 window and CUDA events, chains of
+    the K in the name (`...-kK`; `...-plain`: no speculation): their command lines, for further checks."""
+    argvs = []
     for sub in (folder, folder / "no-nsys"):
         manifest = read_json(sub / "manifest.json")
         assert manifest["versions"]["sglang"] == "0.5.16"
@@ -80,6 +87,8 @@ def test_the_dense_captures_are_of_the_8b_target(name):
             assert argv[argv.index("--speculative-num-steps") + 1] == str(k)
             assert argv[argv.index("--speculative-eagle-topk") + 1] == "1"
             assert argv[argv.index("--speculative-num-draft-tokens") + 1] == str(k + 1)
+        argvs.append(argv)
+    return argvs
 
 
 # Verify's share of the cycle, per rank on its cycle stream (one rank here), under nsys and between the twin's
