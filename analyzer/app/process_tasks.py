@@ -109,11 +109,7 @@ def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 
     pids = processes(export)
     folder = _split_folder(export)
     try:
-        ex = ns._Export(export)
-        try:
-            rows = sum(hi - lo for lo, hi in (ex.row_span(t) for t in ns._PROCESS_COLUMNS if t in ex.tables))
-        finally:
-            ex.close()
+        rows = nsys_split.rows_to_walk(export)
         with progress.step(f"handing {len(pids)} processes their rows", rows, "rows") as step:
             split = nsys_split.split(export, pids, folder, step)
         tasks = [(path, export, pid, split) for pid in pids]

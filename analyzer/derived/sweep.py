@@ -355,7 +355,7 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
         if per_req is not None and C_m is not None:
             rl = L_m.rel if L_m is not None else (0.0 if measured[k] is not None else None)
             lo, hi = econ.band(per_req, rl, C_m.rel)
-        rows.append((k, _verify_tokens(runs, k), L, predicted, measured.get(k), int(round(c)),
+        rows.append((k, _verify_tokens(runs, k), L, predicted, measured.get(k), c,
                      None if fitted is None else int(round(fitted)),
                      per_req * b if per_req and b else None, per_req, lo, hi, k in measured,
                      not kmin_measured <= k <= kmax_measured, bool(rates) and predict and k > last_seen))
@@ -425,7 +425,6 @@ UNITS = {"tokens": "token", "steps": "step", "forwards": "forward"}  # a fit's x
 UNIT_WORDS = {"tokens": "token", "steps": "step", "forwards": "draft forward pass"}
 
 
-
 def _anchored(k: int, predicted: float | None, measured: dict, rates) -> float | None:
     """The accept length at an unmeasured K: the model's, anchored on the nearest measured K (the one below
     first): measured there plus the model's change from there to K. So a row never reads fewer tokens per cycle
@@ -439,6 +438,7 @@ def _anchored(k: int, predicted: float | None, measured: dict, rates) -> float |
     below = [m for m in known if m < k]
     k0 = max(below) if below else min(known)
     return measured[k0] + (predicted - expected_accept_len(rates, k0))
+
 
 def honest(row: dict, part: str) -> tuple[float | None, float | None]:
     """A fit's honest 95% interval of `part` ("per_unit" or "fixed"): the runs' when there is one, else the

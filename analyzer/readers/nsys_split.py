@@ -106,6 +106,16 @@ class _Sink:
         return {pid: tuple(names) for pid, names in out.items()}
 
 
+def rows_to_walk(path: str) -> int:
+    """How many rows `split` walks in the export at `path` (its large tables' rowid spans): a progress step's
+    total."""
+    ex = ns._Export(path)
+    try:
+        return sum(hi - lo for lo, hi in (ex.row_span(t) for t in ns._PROCESS_COLUMNS if t in ex.tables))
+    finally:
+        ex.close()
+
+
 def split(path: str, pids, folder: str, step=None) -> Split:
     """Walk the large tables of the export at `path` once and write the rows of each process of `pids` (globalPid)
     under `folder` (an empty folder of the caller's); `step` (a progress step) advances by the rows read."""
