@@ -15,12 +15,16 @@
 # $SPECPROF_SPLIT_DIR). Needs .whl-analysis/ beside the checkout
 # (benchmarks/gpu_site.sh) and, for the page reader, a C compiler (else the results say the reader read through
 # SQLite). Results: $OUT/ranks<R>x<COPIES>_build.json, _jobs.json (ab.py), _peaks_jobs<N>.json, _host.txt.
+# EXPORTS=E (default 0): also E exports of one process each, copies of the single-process input the build scales
+# (E files of COPIES copies of SOURCE: 512 is mix64's size), made in the build and then analysed together,
+# `--jobs EXPORTS_JOBS` (default E), under process_peaks.py: _exports<E>_peaks_jobs<N>.json.
 set -eu -o pipefail
 SOURCE=${1:?give the path of a single-process nsys export, e.g. fixtures/reference-k4/run.sqlite}
 COPIES=${2:-64}
 RANKS=${3:-8}
 JOBS=${JOBS-1 8 16}
 ROUNDS=${ROUNDS:-3}
+EXPORTS=${EXPORTS:-0}
 OUT=${OUT:-$PWD/out}
 WORK=${WORK:-/tmp/specprof-ranks}
 NAME=ranks${RANKS}x${COPIES}
@@ -36,31 +40,45 @@ if [ ! -f "$INPUT" ]; then
   python3 benchmarks/scale_nsys.py "$SOURCE" "$COPIES" "$WORK/source_x$COPIES.sqlite"
   t1=$(date +%s.%N)
   python3 benchmarks/ranks_nsys.py "$WORK/source_x$COPIES.sqlite" "$RANKS" "$INPUT"
-  rm -f "$WORK/source_x$COPIES.sqlite"
 else
   t1=$t0
 fi
+exports=()
+for i in $(seq 1 "$EXPORTS"); do
+  exports+=("$WORK/export${i}_x$COPIES.sqlite")
+  [ -f "$WORK/export${i}_x$COPIES.sqlite" ] || cp "$WORK/source_x$COPIES.sqlite" "$WORK/export${i}_x$COPIES.sqlite"
+done
+rm -f "$WORK/source_x$COPIES.sqlite"
 t2=$(date +%s.%N)
-python3 - "$INPUT" "$t0" "$t1" "$t2" "$PAGES" >"$OUT/${NAME}_build.json" <<'PY'
+python3 - "$INPUT" "$t0" "$t1" "$t2" "$PAGES" "${exports[@]}" >"$OUT/${NAME}_build.json" <<'PY'
 import json, os, sys
-path, t0, t1, t2, pages = sys.argv[1], *map(float, sys.argv[2:5]), sys.argv[5]
+path, t0, t1, t2, pages, exports = sys.argv[1], *map(float, sys.argv[2:5]), sys.argv[5], sys.argv[6:]
 print(json.dumps({"input": path, "bytes": os.path.getsize(path), "scale_s": round(t1 - t0, 1),
-                  "ranks_s": round(t2 - t1, 1), "page_reader": pages == "True"}))
+                  "ranks_s": round(t2 - t1, 1), "page_reader": pages == "True",
+                  "exports": [{"path": e, "bytes": os.path.getsize(e)} for e in exports]}))
 PY
 cat "$OUT/${NAME}_build.json"
 
-[ -n "${JOBS// /}" ] || exit 0  # JOBS="": build only (a later call, on the machine still held, runs)
-export SPECPROF_SPLIT_DIR=$WORK
-args=()
-for n in $JOBS; do
-  args+=(--name "jobs$n" --cmd "cd $PWD && python3 -m analyzer analyze $INPUT --no-cache -q --jobs $n")
-done
-python3 benchmarks/ab.py --rounds "$ROUNDS" "${args[@]}" --out "$OUT/${NAME}_jobs.json" >/dev/null
-python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps(d['median'], indent=1))" \
-  "$OUT/${NAME}_jobs.json" || true
-for n in $JOBS; do
-  if [ "$n" -gt 1 ]; then
-    python3 benchmarks/process_peaks.py "$INPUT" --no-cache -q --jobs "$n" >"$OUT/${NAME}_peaks_jobs$n.json"
-    cat "$OUT/${NAME}_peaks_jobs$n.json"
-  fi
-done
+# JOBS="" (and EXPORTS_JOBS="" where EXPORTS is set): build only; a later call, on the machine still held, measures
+if [ -n "${JOBS// /}" ]; then
+  export SPECPROF_SPLIT_DIR=$WORK
+  args=()
+  for n in $JOBS; do
+    args+=(--name "jobs$n" --cmd "cd $PWD && python3 -m analyzer analyze $INPUT --no-cache -q --jobs $n")
+  done
+  python3 benchmarks/ab.py --rounds "$ROUNDS" "${args[@]}" --out "$OUT/${NAME}_jobs.json" >/dev/null
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps(d['median'], indent=1))" \
+    "$OUT/${NAME}_jobs.json" || true
+  for n in $JOBS; do
+    if [ "$n" -gt 1 ]; then
+      python3 benchmarks/process_peaks.py "$INPUT" --no-cache -q --jobs "$n" >"$OUT/${NAME}_peaks_jobs$n.json"
+      cat "$OUT/${NAME}_peaks_jobs$n.json"
+    fi
+  done
+fi
+EXPORTS_JOBS=${EXPORTS_JOBS-$EXPORTS}
+if [ "$EXPORTS" -gt 0 ] && [ -n "$EXPORTS_JOBS" ]; then
+  python3 benchmarks/process_peaks.py "${exports[@]}" --no-cache -q --jobs "$EXPORTS_JOBS" \
+    >"$OUT/${NAME}_exports${EXPORTS}_peaks_jobs$EXPORTS_JOBS.json"
+  cat "$OUT/${NAME}_exports${EXPORTS}_peaks_jobs$EXPORTS_JOBS.json"
+fi
