@@ -81,6 +81,57 @@ def test_changed_content_with_the_same_size_and_mtime_does_not_use_the_cache(exp
     assert cache.load(str(export)) is None
 
 
+def _stamp(export) -> dict:
+    import json
+    return json.loads((Path(cache.location(str(export))) / cache.STAMP).read_text())
+
+
+def _memo(export) -> tuple[str, int]:
+    """This process's hash of the export and when its hashing began (what export_digest keeps)."""
+    st = os.stat(export)
+    return cache._digests[(os.path.realpath(export), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                           st.st_ctime_ns)]
+
+
+def test_a_later_run_takes_the_hash_from_the_stamp_of_an_unchanged_export(export, monkeypatch):
+    # The copy was written just now: a run would hash it again (RACY_NS, next test); with the margin at 0 this
+    # test stands for an export written long before it was cached, as every real one is.
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    load_trace(str(export), cache=True)
+    hashed = _stamp(export)["hashed"]
+    assert hashed["sha256"] == _memo(export)[0] and hashed["size"] == os.path.getsize(export)
+    cache._digests.clear()  # what a new process starts with
+    assert cache.load(str(export)) is not None
+    assert _memo(export) == (hashed["sha256"], hashed["at_ns"])  # taken from the stamp: not hashed again
+    assert cache.matching_folder(str(export)) == cache.location(str(export))
+
+
+def test_an_export_cached_right_after_it_was_written_is_hashed_again_and_the_stamp_keeps_that(export):
+    load_trace(str(export), cache=True)
+    first = _stamp(export)["hashed"]
+    assert first["ctime_ns"] + cache.RACY_NS > first["at_ns"]  # written within 2 s of its hash
+    cache._digests.clear()
+    assert cache.load(str(export)) is not None
+    digest, at = _memo(export)
+    assert digest == first["sha256"] and at > first["at_ns"]  # hashed again
+    assert _stamp(export)["hashed"]["at_ns"] == at  # the later record is kept, with the stamp still complete
+    assert cache.load(str(export)) is not None
+
+
+def test_a_stamps_hash_is_never_taken_for_an_edited_export(export, monkeypatch):
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    load_trace(str(export), cache=True)
+    st = os.stat(export)
+    with open(export, "r+b") as fh:  # same size, mtime put back: only the ctime tells, and it always does
+        fh.seek(100)
+        fh.write(b"\x01\x02\x03")
+    os.utime(export, ns=(st.st_atime_ns, st.st_mtime_ns))
+    cache._digests.clear()
+    assert cache.load(str(export)) is None
+    assert cache.matching_folder(str(export)) is None
+    assert _memo(export)[0] != _stamp(export)["hashed"]["sha256"]
+
+
 def test_cache_of_another_export_is_never_used(export, tmp_path):
     load_trace(str(export), cache=True)
     other = tmp_path / "other" / "run.sqlite"

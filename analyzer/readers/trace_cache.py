@@ -10,6 +10,9 @@ its Trace's tables (`ops`, `api`, `ranges`, `marks`) and its stamp, `specprof-ca
   replaced or damaged file, even one whose size and mtime were kept, or a cache copied under another export's
   name, does not match); `CACHE_SCHEMA` and a hash of the code that makes and reads the tables (the reader,
   the Trace model, this module): a cache written by another version of specprof is not used;
+- what the hash was of (`hashed`): the file's device, inode, size, mtime and ctime, and when the hashing
+  began. A later run takes the hash from there while all five are unchanged and the ctime was `RACY_NS`
+  older than the hash (`export_digest`), so that a cached run does not read the whole export again;
 - the size and SHA-256 of each of the entry's files: each is read whole into memory, checked, and parsed
   from those same bytes, so an edited or damaged `ops.parquet` is never used.
 
@@ -96,38 +99,85 @@ def code_hash(files=_CODE) -> str:
 
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _LEGACY = re.compile(r"[0-9a-f]{16}-")  # entries of specprof.cache/2, before stamps: `key.json` inside
-_digests: dict[tuple, str] = {}  # (real path, dev, inode, size, mtime, ctime) -> SHA-256, this process only
+# (real path, dev, inode, size, mtime, ctime) -> (SHA-256, when its hashing began, ns), this process only
+_digests: dict[tuple, tuple[str, int]] = {}
 _digests_lock = threading.Lock()
+# A hash is reused from a stamp only for a file whose ctime is at least this much older than the hash: a change
+# made within a coarse clock's tick of the stat that preceded the hash could leave the same ctime (git's "racily
+# clean" entries). 2 s is FAT's mtime resolution, the coarsest of the common file systems.
+RACY_NS = 2_000_000_000
+_IDENTITY = ("dev", "ino", "size", "mtime_ns", "ctime_ns")
 
 
-def export_digest(path: str) -> tuple[os.stat_result, str]:
+def _identity(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _trusted(hashed, st: os.stat_result) -> str | None:
+    """The SHA-256 a stamp's `hashed` record (`hash_record`) gives for the file whose stat is `st`, when that
+    record is of this very file, unchanged since it was hashed: same device, inode, size, mtime and ctime (no
+    write or metadata change leaves a ctime as it was, and no call sets it), and a ctime older than the hash by
+    RACY_NS. None otherwise (the file is hashed again)."""
+    try:
+        fields = tuple(int(hashed[k]) for k in _IDENTITY)
+        digest, at = hashed["sha256"], int(hashed["at_ns"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    if fields != _identity(st) or fields[4] + RACY_NS > at:
+        return None
+    return digest if isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest) else None
+
+
+def export_digest(path: str, hashed: dict | None = None) -> tuple[os.stat_result, str]:
     """The export's stat and the SHA-256 of its whole content (OSError when it is not a regular file).
     Computed once per process for a file whose inode, size, mtime and ctime have not changed (a write keeps
-    none of the ctime: a file edited with its mtime put back is hashed again)."""
+    none of the ctime: a file edited with its mtime put back is hashed again), and not at all when `hashed`, a
+    stamp's record of an earlier process's hash, is of this file unchanged since (`_trusted`)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO is not waited on
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path}: not a regular file")
-        memo = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        memo = (os.path.realpath(path), *_identity(st))
         with _digests_lock:
             known = _digests.get(memo)
         if known is not None:
-            return st, known
+            return st, known[0]
+        if hashed is not None and (digest := _trusted(hashed, st)) is not None:
+            with _digests_lock:
+                _digests[memo] = (digest, int(hashed["at_ns"]))
+            return st, digest
+        at = time.time_ns()
         h = hashlib.sha256()
         with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
             while chunk := fh.read(CHUNK):
                 h.update(chunk)
         with _digests_lock:
-            _digests[memo] = h.hexdigest()
+            _digests[memo] = (h.hexdigest(), at)
         return st, h.hexdigest()
     finally:
         os.close(fd)
 
 
-def key(path: str) -> dict:
-    """What identifies the export at `path` (its whole content) and the code that parses it."""
-    st, digest = export_digest(path)
+def hash_record(path: str) -> dict | None:
+    """What a stamp keeps of this process's hash of the export at `path`, for `export_digest` in a later
+    process: the file's identity when it was hashed, when the hashing began, and the hash; None when this
+    process has not hashed the file as it is now."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    with _digests_lock:
+        known = _digests.get((os.path.realpath(path), *_identity(st)))
+    if known is None:
+        return None
+    return {**dict(zip(_IDENTITY, _identity(st))), "at_ns": known[1], "sha256": known[0]}
+
+
+def key(path: str, hashed: dict | None = None) -> dict:
+    """What identifies the export at `path` (its whole content) and the code that parses it (`hashed`: a
+    stamp's record of an earlier hash, `export_digest`)."""
+    st, digest = export_digest(path, hashed)
     return {"schema": CACHE_SCHEMA, "code": code_hash(), "path": os.path.realpath(path), "size": st.st_size,
             "mtime_ns": st.st_mtime_ns, "sha256": digest}
 
@@ -222,8 +272,7 @@ def _write_stamp(dir_fd: int, doc: dict) -> None:
 
 
 def _is_complete(doc: dict) -> bool:
-    body = {k: doc.get(k) for k in ("key", "meta", "files")}
-    return doc.get("complete") is True and doc.get("digest") == _doc_digest(body)
+    return doc.get("complete") is True and doc.get("digest") == _stamped(doc)["digest"]
 
 
 @contextmanager
@@ -263,13 +312,15 @@ def _entry(path: str):
 
 def _matching(path: str):
     """(folder, stamp) of the cache of `path` when its key matches the export as it is now."""
-    try:
-        want = key(path)
-    except OSError:
-        return
     with _entry(path) as fd:
         doc = None if fd is None else _stamp(fd)
-    if doc is not None and _is_complete(doc) and doc.get("key") == want:
+    if doc is None or not _is_complete(doc):
+        return
+    try:
+        want = key(path, doc.get("hashed"))
+    except OSError:
+        return
+    if doc.get("key") == want:
         yield location(path), doc
 
 
@@ -292,7 +343,7 @@ def load(path: str) -> Trace | None:
 
             def hash_export():
                 try:
-                    digest["key"] = key(path)
+                    digest["key"] = key(path, doc.get("hashed"))
                 except OSError:
                     pass
 
@@ -307,10 +358,30 @@ def load(path: str) -> Trace | None:
             meta = dict(doc["meta"])
             meta["threads"] = {int(k): v for k, v in meta.get("threads", {}).items()}
             meta["path"] = path
+            _rehashed(fd, doc, path)
             _touch(fd)
             return Trace(**tables, meta=TraceMeta(**meta))
     except Exception:  # a missing, partial, edited or foreign cache is no cache
         return None
+
+
+def _stamped(doc: dict) -> dict:
+    """The complete stamp of an entry whose `key`, `meta`, `files` and `hashed` are `doc`'s."""
+    body = {k: doc.get(k) for k in ("key", "meta", "files", "hashed")}
+    return {"schema": ENTRY_SCHEMA, "complete": True, **body, "digest": _doc_digest(body)}
+
+
+def _rehashed(dir_fd: int, doc: dict, path: str) -> None:
+    """Keep in the stamp `doc` the record of the hash this process made of the export (a file cached right
+    after it was written is hashed again by the next run, `RACY_NS`; once it is older, that run's record lets
+    the runs after it skip the hash)."""
+    record = hash_record(path)
+    if record is None or record == doc.get("hashed"):
+        return
+    try:
+        _write_stamp(dir_fd, _stamped({**doc, "hashed": record}))
+    except OSError:
+        pass
 
 
 def _note(path: str, where: str, why) -> None:
@@ -322,7 +393,7 @@ def store(path: str, trace: Trace) -> str | None:
     """Write the cache of `path`, then keep the whole cache under its size bound; returns the folder, or None
     (with a note on stderr) when it could not be written."""
     try:
-        doc = {"key": key(path), "meta": asdict(trace.meta)}
+        doc = {"key": key(path), "meta": asdict(trace.meta), "hashed": hash_record(path)}
     except OSError:
         return None
     doc["meta"]["threads"] = {str(k): v for k, v in trace.meta.threads.items()}
@@ -339,7 +410,7 @@ def store(path: str, trace: Trace) -> str | None:
             with _folder(tmp, base) as fd:
                 _write_stamp(fd, {"schema": ENTRY_SCHEMA, "complete": False})  # first: a left-over is specprof's
                 doc["files"] = write_tables(fd, {t: getattr(trace, t) for t in TABLES})
-                _write_stamp(fd, {"schema": ENTRY_SCHEMA, "complete": True, **doc, "digest": _doc_digest(doc)})
+                _write_stamp(fd, _stamped(doc))
                 _touch(fd)
             try:
                 info = os.stat(name, dir_fd=base, follow_symlinks=False)
