@@ -84,7 +84,7 @@ def test_the_sweep_uses_the_repeats(repeated):
     assert k4["period_unprofiled_ms"] == pytest.approx(e["cycle_ms"], abs=1e-3)
     p4 = next(r for r in d["predictions"] if r["steps"] == 4)
     assert p4["speedup_ci"] == pytest.approx(e["speedup_ci"], abs=5e-3)
-    # each twin is a run of the cycle fit: the two K = 4 launches 7% apart make its negative slope (-0.27 ms per
+    # each twin is a run of the cycle fit: the two K = 4 launches 7% apart make its negative slope (-0.16 ms per
     # step from one twin each) noise, not a contradiction
     c = d["cycle_unprofiled"]
     assert c["runs"] == 3 and c["ci95_runs"]["per_step_ms"][0] < 0 < c["ci95_runs"]["per_step_ms"][1]

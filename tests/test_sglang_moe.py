@@ -20,7 +20,6 @@ from analyzer.app.run import Run
 from analyzer.model.labels import IDLE_CATEGORIES
 from analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
 from conftest import FIXTURES, ROOT
-from test_one_number import TOLERANCE
 from test_sglang_dense import check_chain_launches
 
 PLAIN = "sglang-moe-plain"
@@ -104,8 +103,8 @@ def k_of(name: str) -> int:
 
 
 # The moe category per phase: ms per instance of the target's phase, and its share of the phase's busy GPU time
-# (measured: plain decode 1.538 ms, 70.2 %; K = 2 verify 2.767 ms, 70.9 %; K = 4 verify 3.178 ms, 72.8 %).
-MOE_PER_PHASE = {PLAIN: (1.538, 0.702), "sglang-moe-k2": (2.767, 0.709), "sglang-moe-k4": (3.178, 0.728)}
+# (measured: plain decode 1.538 ms, 70.2 %; K = 2 verify 2.819 ms, 71.3 %; K = 4 verify 3.178 ms, 72.8 %).
+MOE_PER_PHASE = {PLAIN: (1.538, 0.702), "sglang-moe-k2": (2.819, 0.713), "sglang-moe-k4": (3.178, 0.728)}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -119,9 +118,9 @@ def test_the_moe_category_per_phase(analysed, name):
     assert per_phase[target]["moe"] / 40 / 1e6 == pytest.approx(ms, abs=0.001)
     assert per_phase[target]["moe"] / sum(per_phase[target].values()) == pytest.approx(share, abs=0.001)
     assert max(per_phase[target], key=per_phase[target].get) == "moe"  # the phase's largest category
-    if name == "sglang-moe-k2":  # of verify's attributed time under nsys, idle included: 43.5 %
+    if name == "sglang-moe-k2":  # of verify's attributed time under nsys, idle included: 47.4 %
         attributed = cats.filter(pl.col("phase") == target)["ns"].sum()
-        assert per_phase[target]["moe"] / attributed == pytest.approx(0.435, abs=0.001)
+        assert per_phase[target]["moe"] / attributed == pytest.approx(0.474, abs=0.001)
     # the draft head is a dense Llama layer: no MoE in the draft, the draft re-extend, or outside every phase
     assert [p for p, c in per_phase.items() if c.get("moe") and p != target] == []
     if name != PLAIN:
@@ -133,9 +132,9 @@ def test_the_expert_gemms_read_every_expert_the_tokens_touch(analysed, name):
     """fused_moe_kernel streams the weights of each expert that some token of the batch routes to, once per layer
     and GEMM (3 x 768 x 2048 bfloat16 = 9.4 MB per expert and layer), so its time follows the experts touched,
     not the tokens. With the model's random router, n tokens of 8 experts each touch 128 (1 - (1 - 8/128)^n) on
-    average: 51.6 at 8 tokens (plain), 100.8 at 24 (K = 2), 118.3 at 40 (K = 4). Measured: 1.432, 2.627 and
-    3.070 ms per forward, 4.08, 4.35 and 4.36 TB/s of those weights (the H200's HBM peak: 4.8 TB/s)."""
-    measured = {PLAIN: (1.432, 4082), "sglang-moe-k2": (2.627, 4345), "sglang-moe-k4": (3.070, 4364)}
+    average: 51.6 at 8 tokens (plain), 100.8 at 24 (K = 2), 118.3 at 40 (K = 4). Measured: 1.432, 2.682 and
+    3.070 ms per forward, 4.08, 4.26 and 4.36 TB/s of those weights (the H200's HBM peak: 4.8 TB/s)."""
+    measured = {PLAIN: (1.432, 4082), "sglang-moe-k2": (2.682, 4256), "sglang-moe-k4": (3.070, 4364)}
     target, tokens = TARGET[name]
     k = kernels(analysed(name))
     ns = k.filter((pl.col("kernel") == "fused_moe_kernel") & (pl.col("phase") == target))["ns"].sum() / 40
@@ -147,37 +146,64 @@ def test_the_expert_gemms_read_every_expert_the_tokens_touch(analysed, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_attributed_time_per_phase_instance_matches_the_cuda_events(analysed, name):
-    """Measured: plain decode +0.05 %; K = 2 verify -0.10 %, draft_extend +0.02 %, draft -4.15 % (66 us); K = 4
-    verify +0.00 %, draft -0.21 %, draft_extend +0.16 %. K = 2's draft is the one phase past 3 %: its end event was
-    recorded about 45 us after the pop while the stream was idle (tests/test_one_number.py, TOLERANCE, measures
-    why); it is inside the check's 0.1 ms floor."""
+    """Measured: plain decode +0.05 %; K = 2 verify -0.09 %, draft_extend +0.19 %, draft -1.54 % (18.5 us); K = 4
+    verify +0.00 %, draft -0.21 %, draft_extend +0.16 %. Every phase within 0.25 % but K = 2's draft, a launch-bound
+    phase (77 % of it GPU idle under nsys), whose events hold 18.5 us more than the range; its events sit one record
+    call from the range's push and pop (tests/test_one_number.py measures those gaps)."""
     truth = analysed(name).crosscheck.ground_truth
     phases = {"decode"} if name == PLAIN else {"draft", "verify", "draft_extend"}
     assert set(truth["phase"]) == phases
     for r in truth.iter_rows(named=True):
         assert r["instances"] == 40 and r["verdict"] == "within", r
         assert abs(r["diff_ns"]) <= max(GT_TOLERANCE * r["events_ns"], GT_FLOOR_NS), r
-        tolerance = TOLERANCE.get((name, r["phase"]))
-        if tolerance:
-            assert 0.03 < abs(r["diff_pct"]) / 100 < tolerance and r["diff_ns"] < 0, r  # the events the longer
+        if (name, r["phase"]) == ("sglang-moe-k2", "draft"):
+            assert -1.6 < r["diff_pct"] < -1.5, r  # the events the longer
         else:
-            assert abs(r["diff_pct"]) < (0.25 if name != "sglang-moe-k2" else 0.11), r
+            assert abs(r["diff_pct"]) < 0.25, r
 
 
 @pytest.mark.parametrize("k", STEPS)
 def test_the_sidecar_accept_length_is_the_server_logs_and_the_designed_one(analysed, k):
-    # measured (sidecar / log / designed): K = 2 2.074 / 2.079 / 2.080, K = 4 2.479 / 2.482 / 2.484
+    # measured (sidecar / log / designed): K = 2 2.073 / 2.079 / 2.080 (gap +0.0055: explained), K = 4
+    # 2.479 / 2.482 / 2.484 (agree)
     name = f"sglang-moe-k{k}"
     accept = analysed(name).crosscheck.accept
-    assert accept.verdict == "agree" and abs(accept.gap) < 0.01 and accept.log_lines >= 12, accept
+    assert accept.verdict == {2: "explained", 4: "agree"}[k] and abs(accept.gap) < 0.01, accept
+    assert accept.log_lines >= 12
     designed = read_json(FIXTURES / name / "model.json")["expected"][str(k)]["accept_length"]
     assert abs(accept.sidecar_pooled - designed) < 0.01
 
 
+def test_the_moe_k2_log_leaves_out_the_runs_last_cycles():
+    # Why K = 2's check reads `explained`, not `agree`: the sidecar counts every cycle of the run (158 with counts),
+    # the log's 15 lines only the 150 iterations they close (--decode-log-interval 10). Each line is the sidecar's
+    # 10 cycles that it closes, within the log's rounding to 2 decimals; the 8 cycles after the last line, where
+    # the requests finish (batches of 8, 8, 8, 8, 8, 6, 3, 1), accept 1.92 per request-round and pull the whole
+    # run's 2.0796 down to 2.0732: a gap of +0.0055 to the log's 2.079, just past the rounding (0.005) that
+    # `agree` allows, and inside the one-iteration overlap bound that `explained` adds (docs/crosscheck.md).
+    from analyzer.readers import sglang_log
+    from analyzer.readers.sidecar import find, read_sidecars
+
+    folder = str(FIXTURES / "sglang-moe-k2")
+    cycles = (read_sidecars(find(folder)).cycles.filter(pl.col("requests") > 0).sort("index")
+              .with_columns(tokens=pl.col("correct") + pl.col("requests")))
+    log = sglang_log.read_server_log(f"{folder}/server.log")
+    assert (cycles.height, log.height) == (158, 15)
+    for i, line in enumerate(log["accept_len"]):
+        block = cycles[10 * i:10 * i + 10]
+        assert abs(block["tokens"].sum() / block["requests"].sum() - line) <= 0.005 + 1e-9, i
+    covered, after = cycles[:150], cycles[150:]
+    assert covered["tokens"].sum() / covered["requests"].sum() == pytest.approx(2.0796, abs=1e-4)
+    assert after["requests"].to_list() == [8, 8, 8, 8, 8, 6, 3, 1]
+    assert after["tokens"].sum() / after["requests"].sum() == pytest.approx(1.92, abs=1e-9)
+    accept = Run.load(folder, Options(cache=False)).crosscheck.accept
+    assert accept.sidecar_pooled == pytest.approx(2.0732, abs=1e-4) and 0.005 < accept.gap < 0.006
+
+
 # Verify's share of the cycle on the rank's cycle stream under nsys, and between the twin's CUDA events without
-# it (plain decoding: decode's). Measured: K = 2 59.1 % (85.2 % without nsys), K = 4 70.4 % (78.5 %), plain decode
+# it (plain decoding: decode's). Measured: K = 2 69.7 % (85.2 % without nsys), K = 4 70.4 % (78.5 %), plain decode
 # 99.2 % (99.0 %).
-TARGET_SHARE = {PLAIN: (0.992, 0.990), "sglang-moe-k2": (0.591, 0.852), "sglang-moe-k4": (0.704, 0.785)}
+TARGET_SHARE = {PLAIN: (0.992, 0.990), "sglang-moe-k2": (0.697, 0.852), "sglang-moe-k4": (0.704, 0.785)}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -191,9 +217,9 @@ def test_verify_share_with_and_without_nsys(analysed, name):
 
 
 # The speedup against plain MoE decoding (its twin: 2.314 ms per step), each from the run's twin: measured
-# K = 2 1.02x (0.97-1.08), break-even accept length 2.042 against 2.084 measured; K = 4 1.00x (0.96-1.05),
-# break-even 2.471 against 2.481. Both a wash. Under nsys K = 4 reads 0.66x.
-SPEEDUP = {2: (1.021, 0.966, 1.076, 2.042), 4: (1.004, 0.961, 1.047, 2.471)}
+# K = 2 1.01x (0.96-1.05), break-even accept length 2.071 against 2.087 measured; K = 4 1.00x (0.96-1.05),
+# break-even 2.471 against 2.481. Both a wash. Under nsys K = 2 reads 0.57x, K = 4 0.66x.
+SPEEDUP = {2: (1.008, 0.964, 1.053, 2.071), 4: (1.004, 0.961, 1.047, 2.471)}
 
 
 @pytest.mark.parametrize("k", STEPS)
@@ -205,54 +231,58 @@ def test_speculation_is_a_wash_against_plain_moe_decoding(analysed, k):
     assert (head["speedup"], head["speedup_lo"], head["speedup_hi"]) == pytest.approx((speedup, lo, hi), abs=0.001)
     assert head["break_even_accept_len"] == pytest.approx(break_even, abs=0.001)
     assert head["outcome"] == "wash" and head["speedup_lo"] < 1 < head["speedup_hi"]
-    assert head["accept_len"] == pytest.approx({2: 2.084, 4: 2.481}[k], abs=0.001)
+    assert head["accept_len"] == pytest.approx({2: 2.0875, 4: 2.481}[k], abs=0.001)
     under = e.estimates.filter(pl.col("source") == "sidecar under nsys").row(0, named=True)
-    # the profiled cycle alone would say speculation loses: 0.45x (K = 2), 0.66x (K = 4)
-    assert under["speedup"] == pytest.approx({2: 0.45, 4: 0.66}[k], abs=0.005) and under["speedup_hi"] < 1
+    # the profiled cycle alone would say speculation loses: 0.57x (K = 2), 0.66x (K = 4)
+    assert under["speedup"] == pytest.approx({2: 0.57, 4: 0.66}[k], abs=0.005) and under["speedup_hi"] < 1
 
 
 def test_the_sweep_over_k2_and_k4_against_plain_moe_decoding():
     """`specprof sweep fixtures/sglang-moe-k2 fixtures/sglang-moe-k4 --baseline fixtures/sglang-moe-plain`.
-    Measured: verify = 3.327 ms + 0.232 ms per token (95 % CI 0.217..0.248 from the cycles; the dense target's
-    is 0.076 ms): at 3 tokens 83 % fixed. The best K is 2, 1.02x (0.97-1.08), not told apart from K = 4 (1.00x)
+    Measured: verify = 3.467 ms + 0.2045 ms per token (95 % CI 0.1907..0.2183 from the cycles; the dense target's
+    is 0.076 ms): at 3 tokens 85 % fixed. The best K is 2, 1.01x (0.96-1.05), not told apart from K = 4 (1.00x)
     and a wash against plain decoding: each K's speedup the one `analyze` heads with (SPEEDUP, the twin's accept
-    length over the twin's cycle). The fits of the cycle under nsys contradict the model (-1.0 ms per step):
-    K = 2's run was stretched more by nsys than K = 4's (test_nsys_inflation_is_large_and_sits_in_verify_and_draft)."""
+    length over the twin's cycle). The fit of the rest of the cycle under nsys (its GPU time outside draft and
+    verify) contradicts the model (-0.196 ms per step), so nothing is predicted beyond the measured K; the cycle
+    under nsys itself grows 0.105 ms per step, not resolvable (8.536 ms at K = 2, 8.746 at K = 4: under nsys the
+    host sets both runs' pace, test_nsys_inflation_is_large_and_sits_in_verify_and_draft)."""
     s = load_sweep([str(FIXTURES / f"sglang-moe-k{k}") for k in STEPS], baseline=str(FIXTURES / PLAIN))
     verify = s.fit("verify")
-    assert verify["fixed_ns"] / 1e6 == pytest.approx(3.327, abs=0.001)
-    assert verify["per_unit_ns"] / 1e6 == pytest.approx(0.2324, abs=0.0001) and verify["resolvable"]
-    assert (verify["per_unit_lo_ns"] / 1e6, verify["per_unit_hi_ns"] / 1e6) == pytest.approx((0.2173, 0.2476),
+    assert verify["fixed_ns"] / 1e6 == pytest.approx(3.467, abs=0.001)
+    assert verify["per_unit_ns"] / 1e6 == pytest.approx(0.2045, abs=0.0001) and verify["resolvable"]
+    assert (verify["per_unit_lo_ns"] / 1e6, verify["per_unit_hi_ns"] / 1e6) == pytest.approx((0.1907, 0.2183),
                                                                                               abs=0.0001)
-    assert verify["per_unit_lo_ns"] > 0.2e6  # three times the dense target's per-token cost
-    assert s.fixed_share == pytest.approx(0.827, abs=0.001)
+    assert verify["per_unit_lo_ns"] > 2 * 0.076e6  # more than twice the dense target's per-token cost
+    assert s.fixed_share == pytest.approx(0.850, abs=0.001)
     cycle = s.fit("cycle_unprofiled")
-    assert (cycle["fixed_ns"] / 1e6, cycle["per_unit_ns"] / 1e6) == pytest.approx((3.732, 0.4965), abs=0.0005)
+    assert (cycle["fixed_ns"] / 1e6, cycle["per_unit_ns"] / 1e6) == pytest.approx((3.864, 0.4635), abs=0.0005)
+    under = s.fit("cycle")
+    assert under["per_unit_lo_ns"] < 0 < under["per_unit_hi_ns"] and not under["resolvable"]
     assert s.recommended_steps == 2 and s.tied_steps == [4] and s.beats_plain is None
     best = s.best
     for k in STEPS:
         row = s.predictions.filter(pl.col("steps") == k).row(0, named=True)
         assert (row["speedup"], row["speedup_lo"], row["speedup_hi"]) == pytest.approx(SPEEDUP[k][:3], abs=0.001)
     assert best["steps"] == 2
-    assert set(s.contradictions) == {"rest", "cycle"}
-    assert s.reasoning[0].endswith("at 3 tokens 82.7% of verify does not depend on the number of tokens, so every "
-                                   "verified token costs 0.2324 ms")
+    assert set(s.contradictions) == {"rest"}
+    assert s.reasoning[0].endswith("at 3 tokens 85.0% of verify does not depend on the number of tokens, so every "
+                                   "verified token costs 0.2045 ms")
 
 
 # The run under nsys over its twin, over the capture window: the host's period (what throughput sees) and the
 # GPU's cycle (CUDA events), with their 95 % intervals; the target's phase and the draft on the GPU; the host's cycle
-# call. Measured: plain 1.036 (0.999..1.073) and 1.050 (1.016..1.084), decode 1.049, host 1.59x; K = 2 2.277
-# (2.218..2.336) and 1.807 (1.776..1.837), verify 1.580, draft 5.456, host 3.13x; K = 4 1.529 (1.478..1.581) and
+# call. Measured: plain 1.036 (0.999..1.073) and 1.050 (1.016..1.084), decode 1.049, host 1.59x; K = 2 1.781
+# (1.744..1.819) and 1.612 (1.595..1.628), verify 1.460, draft 4.060, host 2.74x; K = 4 1.529 (1.478..1.581) and
 # 1.444 (1.413..1.474), verify 1.375, draft 1.974, host 2.97x.
-INFLATION = {PLAIN: (1.036, 1.050), "sglang-moe-k2": (2.277, 1.807), "sglang-moe-k4": (1.529, 1.444)}
-INFLATION_CI = {PLAIN: ((0.999, 1.073), (1.016, 1.084)), "sglang-moe-k2": ((2.218, 2.336), (1.776, 1.837)),
+INFLATION = {PLAIN: (1.036, 1.050), "sglang-moe-k2": (1.781, 1.612), "sglang-moe-k4": (1.529, 1.444)}
+INFLATION_CI = {PLAIN: ((0.999, 1.073), (1.016, 1.084)), "sglang-moe-k2": ((1.744, 1.819), (1.595, 1.628)),
                 "sglang-moe-k4": ((1.478, 1.581), (1.413, 1.474))}
-INFLATION_PHASES = {PLAIN: {"decode": 1.049, "host": 1.59}, "sglang-moe-k2": {"verify": 1.580, "draft": 5.456,
-                                                                              "host": 3.13},
+INFLATION_PHASES = {PLAIN: {"decode": 1.049, "host": 1.59}, "sglang-moe-k2": {"verify": 1.460, "draft": 4.060,
+                                                                              "host": 2.74},
                     "sglang-moe-k4": {"verify": 1.375, "draft": 1.974, "host": 2.97}}
-# The GPU cycle's growth under nsys (ms) and the part of it each phase carries: K = 2 3.80 ms, verify 2.34 ms
-# (61.5 %), draft 1.30 ms (34.3 %), draft_extend 0.01 ms; K = 4 2.53 ms, verify 66.5 %, draft 30.9 %.
-GROWTH = {"sglang-moe-k2": (3.797, 0.615, 0.343), "sglang-moe-k4": (2.532, 0.665, 0.309)}
+# The GPU cycle's growth under nsys (ms) and the part of it each phase carries: K = 2 2.92 ms, verify 1.88 ms
+# (64.2 %), draft 0.91 ms (31.1 %), draft_extend 0.01 ms; K = 4 2.53 ms, verify 66.5 %, draft 30.9 %.
+GROWTH = {"sglang-moe-k2": (2.920, 0.642, 0.311), "sglang-moe-k4": (2.532, 0.665, 0.309)}
 
 
 def inflation(run: Run) -> dict:
@@ -261,11 +291,12 @@ def inflation(run: Run) -> dict:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_nsys_inflation_is_large_and_sits_in_verify_and_draft(analysed, name):
-    """The speculative cycles under nsys are much longer than their twins' (K = 2's period 2.28x), plain decoding's
-    hardly (1.04x). Measured, K = 2: the GPU cycle grows 3.80 ms, verify 2.34 ms of it (62 %) and the draft 1.30 ms
-    (34 %), the draft re-extend 0.01 ms; K = 4: 2.53 ms, verify 66 %, draft 31 %. Not in slower kernels: under nsys
-    each phase's GPU busy time stays below its whole time without nsys (K = 2 verify 3.90 against 4.02 ms). The
-    GPU waits for the host instead: nsys triples the host's cycle (K = 2 7.68 ms against 2.46 ms), past the GPU's."""
+    """The speculative cycles under nsys are much longer than their twins' (K = 2's period 1.78x), plain decoding's
+    hardly (1.04x). Measured, K = 2: the GPU cycle grows 2.92 ms, verify 1.88 ms of it (64 %) and the draft 0.91 ms
+    (31 %), the draft re-extend 0.01 ms; K = 4: 2.53 ms, verify 66 %, draft 31 %. Not in slower kernels: under nsys
+    each phase's GPU busy time stays below its whole time without nsys (K = 2 verify 3.96 against 4.08 ms). The
+    GPU waits for the host instead: nsys nearly triples the host's cycle (K = 2 6.09 ms against 2.22 ms), past the
+    GPU's."""
     run = analysed(name)
     inf = inflation(run)
     period, gpu = INFLATION[name]
@@ -295,9 +326,12 @@ def test_nsys_inflation_is_large_and_sits_in_verify_and_draft(analysed, name):
     # the host: its cycle call under nsys longer than the GPU's cycle without, where the twin's is far shorter
     host, host_twin = inf[("cpu", "cycle")]["with_ns"], inf[("cpu", "cycle")]["without_ns"]
     assert host > inf[("gpu", "cycle")]["without_ns"] > 1.9 * host_twin
-    # K = 2's host under nsys is slower than K = 4's (verify's call 3.33 against 2.68 ms), though K = 4 drafts more
-    assert (host / 1e6, inf[("cpu", "verify")]["with_ns"] / 1e6) == pytest.approx(
-        {"sglang-moe-k2": (7.684, 3.326), "sglang-moe-k4": (6.264, 2.682)}[name], abs=0.001)
+    # Under nsys the host sets both runs' pace at nearly the same cost per cycle (its cycle call 6.09 ms at K = 2,
+    # 6.26 at K = 4; verify's call 2.70 and 2.68): their periods are 8.53 and 8.74 ms, so K = 2, whose twin's cycle
+    # is the shorter (4.79 against 5.72 ms), reads the larger ratio
+    assert (host / 1e6, inf[("cpu", "verify")]["with_ns"] / 1e6, inf[("cpu", "period")]["with_ns"] / 1e6) == \
+        pytest.approx({"sglang-moe-k2": (6.086, 2.699, 8.534), "sglang-moe-k4": (6.264, 2.682, 8.744)}[name],
+                      abs=0.001)
 
 
 def idle_per_instance(run: Run, phase: str) -> dict:
@@ -316,17 +350,17 @@ def idle_per_instance(run: Run, phase: str) -> dict:
 
 
 def test_under_nsys_the_gpu_waits_for_the_hosts_launches_before_each_graph():
-    """Where verify's and the draft's GPU idle under nsys sits, per instance (K = 2). Measured: verify waits 1.27 ms
-    between the ~26 ops it launches one by one (the inputs of its CUDA graph), 0.91 ms more before the graph's
-    first kernel, and 0.12 ms inside the graph; the draft 0.86 ms between its eager ops and 0.21 ms before its
+    """Where verify's and the draft's GPU idle under nsys sits, per instance (K = 2). Measured: verify waits 1.03 ms
+    between the 26 ops it launches one by one (the inputs of its CUDA graph), 0.71 ms more before the graph's
+    first kernel, and 0.12 ms inside the graph; the draft 0.57 ms between its eager ops and 0.15 ms before its
     graph. Plain decoding, whose host stays ahead of the GPU under nsys, waits 0.02 and 0.06 ms."""
     k2 = Run.load(str(FIXTURES / "sglang-moe-k2"))
     verify, draft = idle_per_instance(k2, "verify"), idle_per_instance(k2, "draft")
-    assert verify == pytest.approx({"eager": 1.266, "before_graph": 0.908, "in_graph": 0.115}, abs=0.002)
-    assert draft == pytest.approx({"eager": 0.855, "before_graph": 0.207, "in_graph": 0.016}, abs=0.002)
+    assert verify == pytest.approx({"eager": 1.030, "before_graph": 0.713, "in_graph": 0.116}, abs=0.002)
+    assert draft == pytest.approx({"eager": 0.570, "before_graph": 0.147, "in_graph": 0.015}, abs=0.002)
     inf = inflation(k2)
     grown = inf[("gpu", "verify")]["with_ns"] - inf[("gpu", "verify")]["without_ns"]
-    assert 0.9 < (verify["eager"] + verify["before_graph"]) * 1e6 / grown < 1.0  # most of verify's 2.34 ms
+    assert 0.9 < (verify["eager"] + verify["before_graph"]) * 1e6 / grown < 1.0  # most of verify's 1.88 ms
     eager = k2.attribution.ops.filter((pl.col("phase") == "verify")
                                       & (pl.col("launch_name").cast(pl.Utf8) != "cudaGraphLaunch"))
     assert eager.height == 26 * 40  # each verify's ops launched one by one

@@ -5,9 +5,10 @@ before a cycle's (or an in-cycle phase's) NVTX push, and for its end event right
 interval holds the whole range, the tracer's own host time in it included. The two boundaries cost the same
 host time: everything `record()` does before its record call (the graph-capture check, the event, the current
 stream: `prepare()`) is done before the push at the start and before the pop at the end, so only the record call
-itself (`fire()`) follows the pop, as only it precedes the push. (Done after the pop, those checks put the end
-event's record call about 45 us after the pop under nsys where the start event's ends 3 us before the push: a
-launch-bound phase's events then held 40-60 us its range did not.) `record()` records a timing
+itself (`fire()`) follows the pop, as only it precedes the push: under nsys on the H200 the start event's record
+call ends 2.7-4.9 us before the push and the end event's starts 4.7-7.7 us after the pop (tests/test_one_number.py;
+done after the pop, those checks put it 22-51 us after the pop, time a launch-bound phase's events held and its
+range did not). `record()` records a timing
 event on the calling thread's current CUDA stream: a host call that enqueues a marker, no synchronisation. The
 GPU time of the phase instance is the time between its two events on that stream: every GPU operation enqueued
 there between the two calls, and every gap in which that stream waited (for the host, for another stream).
