@@ -217,8 +217,7 @@ class _Planned:
         return pl.concat(frames) if len(frames) > 1 else frames[0] if frames else empty(schema)
 
 
-_NARROW_OPS = {"start": pl.Int64, "end": pl.Int64, "device": pl.Int64, "stream": pl.Int64, "pid": pl.Int64,
-               "correlation": pl.Int64}
+_NARROW_OPS = ns._OP_COLUMNS  # the ops' columns that every full read of a GPU-op table reads before its names
 _NARROW_API = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64}
 _API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
