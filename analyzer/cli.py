@@ -7,6 +7,7 @@ numpy, the store): tests/test_cli_imports.py checks `sys.modules`.
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
 
@@ -31,8 +32,11 @@ class _Group(click.Group):
     out of memory: a MemoryError or a library's failed allocation, and (from the console script, where
     analyzer/_scan.c is built) a crash in native code."""
 
+    console = False  # run as the console script (the process is specprof's), not by a test's CliRunner
+
     def main(self, args=None, *rest, **kwargs):
         if args is None:  # the console script, not a test's CliRunner: the whole process is specprof's
+            _Group.console = True
             try:
                 from analyzer import _scan
 
@@ -53,6 +57,28 @@ class _Group(click.Group):
                 raise
             click.echo(OUT_OF_MEMORY, err=True)
             sys.exit(2)
+
+
+def _library():
+    """analyzer.app.commands, the library the commands call. The console script loads it with Python's cyclic
+    garbage collector paused, then freezes what is loaded by then out of later collections (gc.freeze): the
+    modules' objects (polars', numpy's, specprof's) live as long as the process, yet every full collection walks
+    them, the last one at the process's exit included; frozen, they cost nothing there (0.1 to 0.2 CPU s a run,
+    docs/performance.md "Start-up and exit"). Under a test's CliRunner the process is not specprof's: nothing is
+    paused or frozen there."""
+    if not _Group.console or "analyzer.app.commands" in sys.modules:
+        from analyzer.app import commands
+
+        return commands
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        from analyzer.app import commands
+    finally:
+        gc.freeze()
+        if paused:
+            gc.enable()
+    return commands
 
 
 _MOST = 2**62  # the largest count an option takes: beyond any trace, and within 64 bits
@@ -82,6 +108,7 @@ def _remember_export_here(ctx, param, value):
 def _options(categories_file, grouping, domains, no_cache=False):
     """How a trace is analysed (app/analyze.py `Options`), from the options of `_analysis_options` (and
     --no-cache), with the window of `_window_options` when the command has them."""
+    _library()
     from analyzer.app.analyze import Options, Window
 
     meta = click.get_current_context().meta
@@ -115,6 +142,7 @@ def _remember_window(ctx, param, value):
     got = ctx.meta.setdefault("window_parts", {})
     got[param.name] = value
     if len(got) == 3:
+        _library()
         from analyzer.app.analyze import Window
 
         time = got["time_window"]
@@ -255,7 +283,7 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
     sidecar (found in a run directory, or --sidecar) it adds the cross-check and the economics
     (docs/crosscheck.md, docs/economics.md).
     """
-    from analyzer.app import commands
+    commands = _library()
     from analyzer.app.analyze import RunInputs
     from analyzer.app.traces import Outputs
 
@@ -274,7 +302,7 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON (specprof.runs/1).")
 def runs_command(db_path, as_json):
     """List the runs in a results database (docs/store.md): `@ID` names one for compare and sweep."""
-    from analyzer.app import commands
+    commands = _library()
 
     _say(commands.list_runs(db_path, as_json))
 
@@ -295,7 +323,7 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
     """
-    from analyzer.app import commands
+    commands = _library()
     from analyzer.app.analyze import RunInputs
 
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
@@ -340,7 +368,7 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     zero is "not resolvable"), the acceptance per draft position, predicted throughput per step count and the
     best measured step count (docs/economics.md).
     """
-    from analyzer.app import commands
+    commands = _library()
     from analyzer.app.analyze import Options
 
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
@@ -369,7 +397,7 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
     `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when
     B is slower than A by more than PCT percent (for CI pipelines).
     """
-    from analyzer.app import commands
+    commands = _library()
 
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
                                fail_pct, allow_mixed))
@@ -388,7 +416,7 @@ def export_command(trace, perfetto_file, categories_file, grouping, domains, no_
     capture`. The Perfetto trace holds each GPU stream's ops and its tiling by phase and category (idle
     included), each thread's ranges and launch calls, and a flow from each launch to its ops.
     """
-    from analyzer.app import commands
+    commands = _library()
 
     _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache)))
 
@@ -402,7 +430,7 @@ def cache_group():
 @cache_group.command("info")
 def cache_info_command():
     """Where the cache is, how large, and which exports it holds."""
-    from analyzer.app import commands
+    commands = _library()
 
     _say(commands.cache_info())
 
@@ -410,7 +438,7 @@ def cache_info_command():
 @cache_group.command("clear")
 def cache_clear_command():
     """Remove every entry of the cache (the next analysis of each export reads it again)."""
-    from analyzer.app import commands
+    commands = _library()
 
     _say(commands.cache_clear())
 

@@ -91,3 +91,75 @@ def test_the_probe_sees_an_import_of_the_analysis_stack(tmp_path):
     is what `capture` did when cli.py imported the analysis stack at start-up)."""
     done, seen = _run(["analyze", "fixtures/reference-k4", "--no-cache"])
     assert done.returncode != 0 and "polars" in seen["refused"]
+
+
+# In a fresh Python: the threads after numpy is loaded the analysis's way, and whether the environment kept the
+# OpenBLAS setting (a captured workload started afterwards inherits os.environ).
+NUMPY_PROBE = '''
+import json, os
+from analyzer.model.numeric import np
+np.zeros(1)
+print(json.dumps({"threads": len(os.listdir("/proc/self/task")), "env": os.environ.get("OPENBLAS_NUM_THREADS")}))
+'''
+
+
+def _numpy_probe(env: dict) -> dict:
+    done = subprocess.run([sys.executable, "-c", NUMPY_PROBE], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_numpy_is_loaded_with_one_blas_thread_and_the_environment_left_as_it_was():
+    """numpy's OpenBLAS starts a thread per core when it loads (and lets it spin: about 0.1 CPU s a process);
+    the analysis loads numpy through analyzer.model.numeric, which gives OpenBLAS one thread and puts the
+    environment back, so a workload `capture` starts afterwards does not inherit the setting. A setting the user
+    made is theirs: kept, and obeyed."""
+    import os
+
+    if not os.path.isdir("/proc/self/task"):
+        import pytest
+
+        pytest.skip("counts threads through /proc")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    seen = _numpy_probe(env)
+    assert seen["threads"] == 1 and seen["env"] is None, seen
+    # the user's own setting is kept (on a machine of one core OpenBLAS starts no thread either way)
+    users = _numpy_probe({**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert users["env"] == "2" and users["threads"] == (2 if os.cpu_count() > 1 else 1), users
+
+
+# The console script, with what the collector holds at exit printed last (atexit runs before the final collection).
+GC_PROBE = '''
+import atexit, gc, json, runpy, sys
+atexit.register(lambda: print(json.dumps({{"frozen": gc.get_freeze_count(), "enabled": gc.isenabled()}})))
+sys.argv = ["specprof", *{args!r}]
+runpy.run_module("analyzer", run_name="__main__", alter_sys=True)
+'''
+
+
+def test_the_console_script_freezes_the_loaded_library_out_of_the_collector():
+    """Run as the console script, `analyze` loads the library with the cyclic collector paused, then freezes it
+    (the modules' objects are walked by no later collection, the one at exit included) and turns the collector
+    back on; `--help` loads nothing and freezes nothing."""
+    code = GC_PROBE.format(args=["analyze", "fixtures/reference-k4", "--no-cache", "-q"])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["enabled"] and seen["frozen"] > 10_000, seen
+    done = subprocess.run([sys.executable, "-c", GC_PROBE.format(args=["--help"])], capture_output=True, text=True,
+                          timeout=60)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"frozen": 0, "enabled": True}
+
+
+def test_a_cli_runner_leaves_the_collector_as_it_was():
+    """Under a test's CliRunner the process is not specprof's: nothing is paused, nothing frozen."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    before = gc.get_freeze_count()
+    result = CliRunner().invoke(main, ["analyze", "fixtures/reference-k4", "--no-cache", "-q"])
+    assert result.exit_code == 0, result.output
+    assert gc.isenabled() and gc.get_freeze_count() == before

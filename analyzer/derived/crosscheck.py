@@ -60,11 +60,11 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
 import polars as pl
 
 from analyzer.derived.economics import cycle_periods, run_of
 from analyzer.derived.intervals import t975
+from analyzer.model.numeric import np
 from analyzer.model.sidecars import Sidecars
 from analyzer.model.stats import QUANTILE
 from analyzer.model.trace import Trace

@@ -40,11 +40,11 @@ import math
 import os
 from dataclasses import dataclass, field
 
-import numpy as np
 import polars as pl
 
 from analyzer.derived.intervals import Measure, band, mean_measure, t975  # noqa: F401 (the economics' API)
 from analyzer.model.columns import distinct
+from analyzer.model.numeric import np
 
 # A gap between two cycles longer than this many median periods is idle time (no batch to run, a prefill
 # of new requests), not part of a cycle's cost: such periods are left out and counted.

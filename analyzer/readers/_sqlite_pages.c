@@ -503,6 +503,11 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
             uint32_t ncells = get2(page + hdr + 3);
             if (row + ncells > r->cap && (rc = result_grow(r, row + ncells))) goto out;
             if (ncells > U / 4) goto corrupt;
+            if (k == 0 && nleaves > 1) { /* room for every leaf as full as the first: growing by doubling instead
+                                          * would copy each column about once more, into memory touched afresh */
+                int64_t est = (int64_t)ncells * (int64_t)nleaves;
+                if (est > r->cap && (rc = result_grow(r, est))) goto out;
+            }
             int have_prev = (leaves[k].bounded & 1) != 0;
             int64_t prev = leaves[k].lo;
             for (uint32_t ci = 0; ci < ncells; ci++) {
@@ -655,6 +660,14 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 row++;
             }
             if ((rc = check_free_space(db, page, hdr, content, ext, ncells, pageno))) goto out;
+            for (int i = 0; k == 0 && nleaves > 1 && i < r->ncols; i++) { /* and for as many bytes of text */
+                column_t *c = &r->cols[i];
+                if (c->kind == 'b' && c->data.len && (size_t)c->data.len * nleaves <= INT32_MAX &&
+                    buf_reserve(&c->data, c->data.len * (nleaves - 1))) {
+                    rc = E_NOMEM;
+                    goto out;
+                }
+            }
         }
     }
     r->rows = row;

@@ -36,10 +36,10 @@ import zlib
 from array import array
 from collections import deque
 
-import numpy as np
 import polars as pl
 
 from analyzer.errors import SpecprofError
+from analyzer.model.numeric import np
 from analyzer.readers.nsys_sqlite import bounded_names, check_span, names_note
 from analyzer.model.trace import (
     API_SCHEMA,

@@ -431,7 +431,7 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
 
 def _delta(values) -> list[int]:
     """Integers as differences from the previous one (the first from 0): short numbers in the JSON."""
-    import numpy as np
+    from analyzer.model.numeric import np
 
     arr = np.asarray(values, dtype=np.int64)
     if arr.size == 0:
