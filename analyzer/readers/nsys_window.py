@@ -70,11 +70,15 @@ class _Pages:
     def __init__(self, ex: ns._Export):
         self.ex = ex
         self.leaves: dict[str, memoryview] = {}
+        self.plans: dict[tuple, tuple | None] = {}  # per read: the page reader's plan (each one SQL queries)
 
     def _plan(self, select: ns.Select, schema: dict):
         if ns._sqlite_pages is None or not ns.DIRECT_PAGES:
             raise _Unreadable(select.table)
-        plan = self.ex._page_plan(select, schema)
+        key = (select, tuple(schema.items()))
+        if key not in self.plans:
+            self.plans[key] = self.ex._page_plan(select, schema)
+        plan = self.plans[key]
         if plan is None:
             raise _Unreadable(select.table)
         if select.table not in self.leaves:
