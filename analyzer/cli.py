@@ -70,13 +70,13 @@ def _library():
         from analyzer.app import commands
 
         return commands
-    paused = gc.isenabled()
+    collecting = gc.isenabled()
     gc.disable()
     try:
         from analyzer.app import commands
     finally:
         gc.freeze()
-        if paused:
+        if collecting:
             gc.enable()
     return commands
 
