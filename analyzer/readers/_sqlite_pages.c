@@ -660,14 +660,15 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                 row++;
             }
             if ((rc = check_free_space(db, page, hdr, content, ext, ncells, pageno))) goto out;
-            for (int i = 0; k == 0 && nleaves > 1 && i < r->ncols; i++) { /* and for as many bytes of text */
-                column_t *c = &r->cols[i];
-                if (c->kind == 'b' && c->data.len && (size_t)c->data.len * nleaves <= INT32_MAX &&
-                    buf_reserve(&c->data, c->data.len * (nleaves - 1))) {
-                    rc = E_NOMEM;
-                    goto out;
+            if (k == 0 && nleaves > 1) /* and as many bytes of text as the first leaf's in every leaf */
+                for (int i = 0; i < r->ncols; i++) {
+                    column_t *c = &r->cols[i];
+                    if (c->kind == 'b' && c->data.len && (size_t)c->data.len * nleaves <= INT32_MAX &&
+                        buf_reserve(&c->data, c->data.len * (nleaves - 1))) {
+                        rc = E_NOMEM;
+                        goto out;
+                    }
                 }
-            }
         }
     }
     r->rows = row;

@@ -70,7 +70,7 @@ class _Pages:
     def __init__(self, ex: ns._Export):
         self.ex = ex
         self.leaves: dict[str, memoryview] = {}
-        self.plans: dict[tuple, tuple | None] = {}  # per read: the page reader's plan (each one SQL queries)
+        self.plans: dict[tuple, tuple | None] = {}  # per read: the page reader's plan, made once (two SQL queries)
 
     def _plan(self, select: ns.Select, schema: dict):
         if ns._sqlite_pages is None or not ns.DIRECT_PAGES:
