@@ -18,8 +18,8 @@ _COMMON = dict(
 
 setup(
     ext_modules=[
-        Extension("analyzer.readers._sqlite_pages", ["analyzer/readers/_sqlite_pages.c"], **_COMMON),
-        Extension("analyzer._scan", ["analyzer/_scan.c"], **_COMMON),
+        Extension("specprof.analyzer.readers._sqlite_pages", ["analyzer/readers/_sqlite_pages.c"], **_COMMON),
+        Extension("specprof.analyzer._scan", ["analyzer/_scan.c"], **_COMMON),
     ],
     options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )

@@ -2,7 +2,7 @@
 
 import os as _os
 
-__version__ = "0.1.0"
+from specprof import __version__  # noqa: F401 (one version, the package's)
 
 # polars allocates through its own jemalloc, which by default first hands freed pages back lazily
 # (MADV_FREE): they stay in the process's resident memory until the kernel needs them. Returning

@@ -13,8 +13,8 @@ import sys
 
 import click
 
-from analyzer import __version__
-from analyzer.errors import SpecprofError, clean, clean_lines
+from specprof.analyzer import __version__
+from specprof.analyzer.errors import SpecprofError, clean, clean_lines
 
 
 OUT_OF_MEMORY = ("specprof: error: out of memory (the address-space limit, `ulimit -v`, or the machine's memory "
@@ -38,7 +38,7 @@ class _Group(click.Group):
         if args is None:  # the console script, not a test's CliRunner: the whole process is specprof's
             _Group.console = True
             try:
-                from analyzer import _scan
+                from specprof.analyzer import _scan
 
                 _scan.fatal_line((OUT_OF_MEMORY.replace("out of memory", "a crash in native code, "
                                           "out of memory as a rule", 1) + "\n").encode())
@@ -60,20 +60,20 @@ class _Group(click.Group):
 
 
 def _library():
-    """analyzer.app.commands, the library the commands call. The console script loads it with Python's cyclic
+    """specprof.analyzer.app.commands, the library the commands call. The console script loads it with Python's cyclic
     garbage collector paused, then freezes what is loaded by then out of later collections (gc.freeze): the
     modules' objects (polars', numpy's, specprof's) live as long as the process, yet every full collection walks
     them, the last one at the process's exit included; frozen, they cost nothing there (0.1 to 0.2 CPU s a run,
     docs/performance.md "Start-up and exit"). Under a test's CliRunner the process is not specprof's: nothing is
     paused or frozen there."""
-    if not _Group.console or "analyzer.app.commands" in sys.modules:
-        from analyzer.app import commands
+    if not _Group.console or "specprof.analyzer.app.commands" in sys.modules:
+        from specprof.analyzer.app import commands
 
         return commands
     collecting = gc.isenabled()
     gc.disable()
     try:
-        from analyzer.app import commands
+        from specprof.analyzer.app import commands
     finally:
         gc.freeze()
         if collecting:
@@ -109,7 +109,7 @@ def _options(categories_file, grouping, domains, no_cache=False):
     """How a trace is analysed (app/analyze.py `Options`), from the options of `_analysis_options` (and
     --no-cache), with the window of `_window_options` when the command has them."""
     _library()
-    from analyzer.app.analyze import Options, Window
+    from specprof.analyzer.app.analyze import Options, Window
 
     meta = click.get_current_context().meta
     return Options.of(categories_file, grouping, domains, bool(meta.get("all_domains")), cache=not no_cache,
@@ -143,7 +143,7 @@ def _remember_window(ctx, param, value):
     got[param.name] = value
     if len(got) == 3:
         _library()
-        from analyzer.app.analyze import Window
+        from specprof.analyzer.app.analyze import Window
 
         time = got["time_window"]
         ns = None if time is None else tuple(None if x is None else round(x * 1e6) for x in time)
@@ -284,8 +284,8 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
     (docs/crosscheck.md, docs/economics.md).
     """
     commands = _library()
-    from analyzer.app.analyze import RunInputs
-    from analyzer.app.traces import Outputs
+    from specprof.analyzer.app.analyze import RunInputs
+    from specprof.analyzer.app.traces import Outputs
 
     _say(commands.analyze_traces(
         trace, _options(categories_file, grouping, domains, no_cache),
@@ -324,7 +324,7 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
     """
     commands = _library()
-    from analyzer.app.analyze import RunInputs
+    from specprof.analyzer.app.analyze import RunInputs
 
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
                                RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms)))
@@ -369,7 +369,7 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     best measured step count (docs/economics.md).
     """
     commands = _library()
-    from analyzer.app.analyze import Options
+    from specprof.analyzer.app.analyze import Options
 
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
                                  accept, list(server_logs), extrapolate, baseline_run, allow_mixed))
@@ -444,8 +444,8 @@ def cache_clear_command():
 
 
 def _register_tracer_commands():
-    # tracer.cli holds `capture` and `reference`; it must not import torch at module level.
-    from tracer import cli as tracer_cli
+    # specprof.tracer.cli holds `capture` and `reference`; it must not import torch at module level.
+    from specprof.tracer import cli as tracer_cli
 
     for command in tracer_cli.COMMANDS:
         main.add_command(command)

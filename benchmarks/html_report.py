@@ -108,8 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--html", help="keep the report here (default: a temporary folder)")
     ap.add_argument("--out", help="write the results as JSON here")
     args = ap.parse_args(argv)
-    from analyzer.readers.inputs import manifest
-    from analyzer.render import html
+    from specprof.analyzer.readers.inputs import manifest
+    from specprof.analyzer.render import html
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """specprof's Kineto reader against HolisticTraceAnalysis (HTA) on the same traces, side by side.
 
 Each measurement is a fresh subprocess that imports its tool, then times only the parse:
-- specprof: `analyzer.readers.kineto.read_kineto(path)` (a Trace: ops, API calls, ranges, joined);
+- specprof: `specprof.analyzer.readers.kineto.read_kineto(path)` (a Trace: ops, API calls, ranges, joined);
 - hta: `TraceAnalysis(trace_files={0: path})` with HTA's defaults (its JSON parser backend), which
   parses the file into its DataFrame and symbol table and links launches to kernels;
 - hta-ijson (with --hta-ijson): the same with HTA's fastest ijson backend (IJSON_BATCH_AND_COMPRESS).
@@ -37,7 +37,7 @@ CHILD = r"""
 import json, logging, os, sys, time
 tool, path = sys.argv[1], sys.argv[2]
 if tool == "specprof":
-    from analyzer.readers.kineto import read_kineto
+    from specprof.analyzer.readers.kineto import read_kineto
     t, c = time.perf_counter(), time.process_time()
     trace = read_kineto(path)
     dt, dc = time.perf_counter() - t, time.process_time() - c

@@ -26,18 +26,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from stages import measure, rss_bytes  # noqa: E402 (benchmarks/ is on the path when this runs)
 
 FUNCTIONS = {
-    "analyzer.core.projection": ["project", "range_projection", "nest", "timeline", "innermost_at_launch",
+    "specprof.analyzer.core.projection": ["project", "range_projection", "nest", "timeline", "innermost_at_launch",
                                  "_launch_rows", "phase_names"],
-    "analyzer.core.categories": ["categorize"],
-    "analyzer.core.accounting": ["with_prev_end", "cpu_waits", "charges", "range_scan", "tile"],
-    "analyzer.core.summary": ["stream_table", "cycle_table", "phase_table", "category_table", "launch_table",
+    "specprof.analyzer.core.categories": ["categorize"],
+    "specprof.analyzer.core.accounting": ["with_prev_end", "cpu_waits", "charges", "range_scan", "tile"],
+    "specprof.analyzer.core.summary": ["stream_table", "cycle_table", "phase_table", "category_table", "launch_table",
                               "device_table", "top_kernels", "unattributed_table", "pair_tables", "range_busy",
                               "union_length"],
-    "analyzer.derived.economics": ["sync_timer_estimate", "_launch_rows", "_launched"],
+    "specprof.analyzer.derived.economics": ["sync_timer_estimate", "_launch_rows", "_launched"],
 }
 # modules that import those functions by name: their names are pointed at the wrappers too
-USERS = ("analyzer.core.attribution", "analyzer.core.summary", "analyzer.core.projection", "analyzer.core.accounting",
-         "analyzer.app.analyze", "analyzer.derived.analysis")
+USERS = ("specprof.analyzer.core.attribution", "specprof.analyzer.core.summary", "specprof.analyzer.core.projection", "specprof.analyzer.core.accounting",
+         "specprof.analyzer.app.analyze", "specprof.analyzer.derived.analysis")
 
 
 class Sampler:

@@ -121,7 +121,7 @@ def _row_counts(path: str) -> dict:
 
 
 def _drop_specprof_cache(path: str) -> None:
-    from analyzer.readers import trace_cache
+    from specprof.analyzer.readers import trace_cache
 
     shutil.rmtree(trace_cache.location(path), ignore_errors=True)
 

@@ -19,7 +19,7 @@ import time
 
 
 def main(argv: list[str]) -> dict:
-    from analyzer.cli import main as cli
+    from specprof.analyzer.cli import main as cli
 
     t = time.perf_counter()
     with open(os.devnull, "w") as null:

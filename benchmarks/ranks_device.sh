@@ -31,7 +31,7 @@ NAME=ranks${RANKS}x${COPIES}
 mkdir -p "$OUT" "$WORK"
 . benchmarks/gpu_site.sh
 python3 setup.py build_ext --inplace -q >"$OUT/${NAME}_build_ext.log" 2>&1 || echo "no C modules built (see the log)"
-PAGES=$(python3 -c "from analyzer.readers import nsys_sqlite as ns; print(ns._sqlite_pages is not None)")
+PAGES=$(python3 -c "from specprof.analyzer.readers import nsys_sqlite as ns; print(ns._sqlite_pages is not None)")
 { nproc; free -g; df -h "$WORK"; uptime; echo "page reader: $PAGES"; } >"$OUT/${NAME}_host.txt"
 
 INPUT=$WORK/$NAME.sqlite
@@ -64,7 +64,7 @@ if [ -n "${JOBS// /}" ]; then
   export SPECPROF_SPLIT_DIR=$WORK
   args=()
   for n in $JOBS; do
-    args+=(--name "jobs$n" --cmd "cd $PWD && python3 -m analyzer analyze $INPUT --no-cache -q --jobs $n")
+    args+=(--name "jobs$n" --cmd "cd $PWD && python3 -m specprof analyze $INPUT --no-cache -q --jobs $n")
   done
   python3 benchmarks/ab.py --rounds "$ROUNDS" "${args[@]}" --out "$OUT/${NAME}_jobs.json" >/dev/null
   python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps(d['median'], indent=1))" \

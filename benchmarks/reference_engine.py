@@ -8,7 +8,7 @@ def warm_engine(steps: int, tiny: bool = False):
     `tiny`), its CUDA graphs captured and 20 cycles run; `sync` waits for the GPU (a no-op on the CPU)."""
     import torch
 
-    from tracer.reference.engine import EngineConfig, build
+    from specprof.tracer.reference.engine import EngineConfig, build
 
     cfg = EngineConfig.tiny(steps=steps) if tiny else EngineConfig(steps=steps)
     sync = torch.cuda.synchronize if cfg.device.startswith("cuda") else (lambda: None)

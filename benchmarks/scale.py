@@ -22,11 +22,11 @@ import polars as pl
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from analyzer.core.attribution import attribute  # noqa: E402
-from analyzer.derived.analysis import Analysis  # noqa: E402
-from analyzer.model.trace import Trace  # noqa: E402
-from analyzer.readers.inputs import manifest  # noqa: E402
-from analyzer.readers.load import load_trace  # noqa: E402
+from specprof.analyzer.core.attribution import attribute  # noqa: E402
+from specprof.analyzer.derived.analysis import Analysis  # noqa: E402
+from specprof.analyzer.model.trace import Trace  # noqa: E402
+from specprof.analyzer.readers.inputs import manifest  # noqa: E402
+from specprof.analyzer.readers.load import load_trace  # noqa: E402
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "reference-k4")
 GAP_NS = 1_000_000
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     print(f"{a.ops.height:,} ops, {a.ranges.height:,} ranges, {a.cycles.height:,} cycles, "
           f"{a.segments.height:,} segments: load + analyse {t1 - t0:.1f} s")
     if args.html:
-        from analyzer.render import html
+        from specprof.analyzer.render import html
 
         html.write(a, args.html, manifest=manifest(args.fixture))
         t2 = time.perf_counter()

@@ -79,12 +79,12 @@ def measure(path: str, cache: bool = True, tracer_only: bool = False, cycle_wind
     """`tracer_only`: phases from the specprof tracer's NVTX domain alone, as `specprof analyze` does by
     default when a trace has it; else every range is projected (--all-domains), as the peers do.
     `cycle_window`: `A:B`, as --cycle-window takes it."""
-    from analyzer import progress
-    from analyzer.app.analyze import Options
-    from analyzer.app.run import Run
-    from analyzer.core.attribution import ALL_DOMAINS
-    from analyzer.core.window import Window
-    from analyzer.render import json as json_render
+    from specprof.analyzer import progress
+    from specprof.analyzer.app.analyze import Options
+    from specprof.analyzer.app.run import Run
+    from specprof.analyzer.core.attribution import ALL_DOMAINS
+    from specprof.analyzer.core.window import Window
+    from specprof.analyzer.render import json as json_render
 
     domains = () if tracer_only else (ALL_DOMAINS,)
     window = Window()

@@ -68,8 +68,8 @@ def main() -> None:
     import torch
 
     from reference_engine import warm_engine
-    from tracer import plugin
-    from tracer.reference.engine import SyncTimers
+    from specprof.tracer import plugin
+    from specprof.tracer.reference.engine import SyncTimers
 
     cfg, worker, sched, batch, sync = warm_engine(args.steps, args.tiny)
     cuda = cfg.device.startswith("cuda")

@@ -7,11 +7,11 @@ without nsys), the torch-profiler probe (torch imported when installed, as in SG
 background flusher writing to a temporary folder.
 
 Blocks of `--cycles` cycles alternate tracer off / on (the order flips every pair); the tracer is installed and
-removed between blocks with tracer.plugin.install / uninstall. Keep blocks short: a do-nothing engine runs
+removed between blocks with specprof.tracer.plugin.install / uninstall. Keep blocks short: a do-nothing engine runs
 about 100 000 cycles per second, so long blocks pile up thousands of records between two flushes (every 0.1 s),
 a memory load a real engine (a few hundred cycles per second) never sees. Reports, as the median over the pairs, the
 nanoseconds per cycle off and on, the added nanoseconds per wrapped call, and the on/off time ratio.
-Also times `tracer.plugin.load()` with SPECPROF_TRACE unset (the disabled path).
+Also times `specprof.tracer.plugin.load()` with SPECPROF_TRACE unset (the disabled path).
 
     python3 benchmarks/tracer_overhead_cpu.py [--pairs 9] [--cycles 2000] [--json out.json]
 """
@@ -85,8 +85,8 @@ MODULE = "specprof_overhead_engine"
 
 def _preset():
     """The reference preset's table, pointed at this file's classes."""
-    from tracer.presets import reference
-    from tracer.targets import CountsHook, Target
+    from specprof.tracer.presets import reference
+    from specprof.tracer.targets import CountsHook, Target
 
     def here(candidates):
         return tuple((MODULE, cls, method) for _, cls, method in candidates)
@@ -100,7 +100,7 @@ def _preset():
 
 
 def _disabled_load_ns(calls: int = 200_000) -> float:
-    from tracer import plugin
+    from specprof.tracer import plugin
 
     os.environ.pop("SPECPROF_TRACE", None)
     start = time.perf_counter_ns()
@@ -124,7 +124,7 @@ def main() -> None:
         torch_version = torch.__version__
     except ImportError:
         torch_version = None
-    from tracer import plugin
+    from specprof.tracer import plugin
 
     module = types.ModuleType(MODULE)
     for cls in (ReferenceDraftWorker, ReferenceWorker, ReferenceScheduler):
@@ -182,7 +182,7 @@ def main() -> None:
         f"+{result['median_added_ns_per_wrapped_call']:.0f} ns per wrapped call, +{added_cycle / 1000:.1f} us per "
         f"cycle = {added_cycle / 1e6 * 100:.3f}% of a 1 ms cycle, {added_cycle / 10e6 * 100:.4f}% of a 10 ms cycle"
     )
-    print(f"disabled: tracer.plugin.load() {result['disabled_load_ns_per_call']:.0f} ns per call, nothing patched")
+    print(f"disabled: specprof.tracer.plugin.load() {result['disabled_load_ns_per_call']:.0f} ns per call, nothing patched")
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as handle:
             json.dump(result, handle, indent=1)

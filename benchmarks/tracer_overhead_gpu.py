@@ -2,7 +2,7 @@
 
 One process, one engine: blocks of `--cycles` cycles alternate tracer off / on (the order flips
 every pair, so drift hits both alike); the tracer is installed and removed between blocks with
-`tracer.plugin.install` / `uninstall`, and `--warm` untimed cycles follow each switch, so that the
+`specprof.tracer.plugin.install` / `uninstall`, and `--warm` untimed cycles follow each switch, so that the
 tracer's one-time start (once per server process) is not counted as per-cycle cost. Throughput is cycles per second at a fixed accept-length
 process (acceptance does not depend on the tracer), so the ratio on/off of cycle rates is the
 ratio of decode throughputs. Reports the median ratio over the pairs.
@@ -35,12 +35,12 @@ def main() -> None:
     import torch
 
     from reference_engine import warm_engine
-    from tracer import plugin
+    from specprof.tracer import plugin
 
     cfg, _, sched, batch, sync = warm_engine(args.steps, args.tiny)
     cuda = cfg.device.startswith("cuda")
     sidecars = tempfile.mkdtemp(prefix="specprof-overhead-")
-    from tracer.ranges import NoNvtx
+    from specprof.tracer.ranges import NoNvtx
 
     # Modes: "off" (nothing patched), "on" (the tracer as it ships), and, with --attribute, "on_no_nvtx"
     # (wrappers and sidecar, NVTX calls replaced by no-ops): the difference tells what NVTX costs; with

@@ -28,7 +28,7 @@ def render() -> str:
 
     import click
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
 
     parts = [HEAD]
     commands = [[]]

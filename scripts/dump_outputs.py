@@ -39,7 +39,7 @@ class Dump:
         os.environ["SPECPROF_CACHE_DIR"] = tempfile.mkdtemp(prefix="dump-cache-")
         from click.testing import CliRunner
 
-        from analyzer.cli import main
+        from specprof.analyzer.cli import main
 
         self.runner, self.main = CliRunner(), main
 

@@ -34,13 +34,13 @@ python3 -c 'import torch, nvtx; print("torch", torch.__version__, "cuda", torch.
 R=/tmp/runs
 rm -rf "$R" && mkdir -p "$R"
 CYCLES=${CYCLES:-100}
-specprof() { python3 -m analyzer "$@"; }
+specprof() { python3 -m specprof "$@"; }
 
 if want captures; then
   for K in ${KS:-4 2 6}; do
     log "capture: reference engine K=$K under nsys"
     specprof capture --preset reference --nvidia-stats --capture-range cudaProfilerApi -o "$R/reference-k$K" -- \
-      python3 -m analyzer reference --steps "$K" --cycles "$CYCLES" --profile-range
+      python3 -m specprof reference --steps "$K" --cycles "$CYCLES" --profile-range
     if [ ! -s "$R/reference-k$K/run.sqlite" ]; then
       log "no export for K=$K: stopping here"; ls -la "$R/reference-k$K"; tar -C /tmp -czf "$OUT/runs.tar.gz" runs; exit 1
     fi
@@ -60,7 +60,7 @@ if want tp; then
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   log "capture: reference engine TP=2, K=4, under nsys"
   specprof capture --preset reference --nvidia-stats --capture-range cudaProfilerApi -o "$R/reference-k4-tp2" -- \
-    python3 -m analyzer reference --tp 2 --steps 4 --cycles "$CYCLES" --profile-range
+    python3 -m specprof reference --tp 2 --steps 4 --cycles "$CYCLES" --profile-range
   log "no nsys, tracer on: TP=2, K=4"
   specprof reference --trace --tp 2 --steps 4 --cycles "$CYCLES" --out "$R/reference-k4-tp2/no-nsys"
 fi
@@ -70,7 +70,7 @@ if want graphtrace; then
   G="$R/reference-k4-graph"; mkdir -p "$G"
   SPECPROF_TRACE=1 SPECPROF_PRESET=reference SPECPROF_OUT_DIR="$G" "$NSYS" profile -t cuda,nvtx,osrt \
     --cuda-graph-trace=graph -s none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop \
-    -o "$G/run" -f true python3 -m analyzer reference --steps 4 --cycles 30 --profile-range --out "$G"
+    -o "$G/run" -f true python3 -m specprof reference --steps 4 --cycles 30 --profile-range --out "$G"
   "$NSYS" export --type sqlite -o "$G/run.sqlite" "$G/run.nsys-rep"
   "$NSYS" stats -q -r nvtx_gpu_proj_trace -f csv -o "$G/nvidia" "$G/run.sqlite"
 fi

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         page_path = Path(tmp) / "report.html"
-        subprocess.run([sys.executable, "-m", "analyzer", "report", args.run, "-o", str(page_path)], check=True)
+        subprocess.run([sys.executable, "-m", "specprof", "report", args.run, "-o", str(page_path)], check=True)
         raw = Path(tmp) / "raw.png"
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

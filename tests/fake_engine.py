@@ -1,7 +1,7 @@
 """A tiny, CPU-only engine with the reference engine's class and method names (tracer/presets/reference.py).
 
 Used by the tracer tests as a stand-in: it records what it is called with and touches no device. Tests install
-it in `sys.modules` under `tracer.reference.engine`'s name only when they test the `reference` preset
+it in `sys.modules` under `specprof.tracer.reference.engine`'s name only when they test the `reference` preset
 verbatim and say so; the other tests use `preset_for(module)`, the same table pointed at this module.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tracer.presets import reference
-from tracer.targets import CountsHook
+from specprof.tracer.presets import reference
+from specprof.tracer.targets import CountsHook
 
 
 class Batch:

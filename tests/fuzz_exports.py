@@ -49,8 +49,8 @@ if str(ROOT / "tests") not in sys.path:
 
 import polars as pl  # noqa: E402
 
-from analyzer.errors import SpecprofError  # noqa: E402
-from analyzer.readers import nsys_sqlite  # noqa: E402
+from specprof.analyzer.errors import SpecprofError  # noqa: E402
+from specprof.analyzer.readers import nsys_sqlite  # noqa: E402
 from conftest import FIXTURES, shared_nsys  # noqa: E402
 
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -301,7 +301,7 @@ def run(mutants: int, seed: int, paths: list[Path] | None = None, log=None, inde
 
 
 def _same_trace(a, b) -> bool:
-    from analyzer.readers.trace_cache import TABLES as CACHED
+    from specprof.analyzer.readers.trace_cache import TABLES as CACHED
 
     return all(_same(getattr(a, t), getattr(b, t)) for t in CACHED) and a.meta == b.meta
 
@@ -315,8 +315,8 @@ def run_cache(mutants: int, seed: int, paths: list[Path] | None = None, log=None
 
     import polars as pl
 
-    from analyzer.readers import trace_cache
-    from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+    from specprof.analyzer.readers import trace_cache
+    from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 
     rng = random.Random(seed)
     counts = {"mutants": 0, "failures": []}

@@ -6,11 +6,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.core.accounting import cpu_waits, tile, with_prev_end
-from analyzer.core.attribution import attribute
-from analyzer.core.projection import nest, phase_names, timeline
-from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
-from analyzer.readers.load import load_trace
+from specprof.analyzer.core.accounting import cpu_waits, tile, with_prev_end
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.core.projection import nest, phase_names, timeline
+from specprof.analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES, capture_id, own_nsys, shared_nsys
 
 # The project's own captures (nsys exports and the Kineto trace), then the third-party ones where they are.
@@ -97,8 +97,8 @@ def _waits_by_as_of_joins(ops, ranges, tl, grouping=("cycle",)):
     """The cpu_wait pieces by the definition: each gap's timeline rows found by as-of joins backward by thread (the
     last boundary at or before its start, the last before its end), exploded to one piece per row it crosses, each
     piece charged by the state of its row (the test's oracle for `cpu_waits`, its binary searches and its slices)."""
-    from analyzer.core import accounting as acc
-    from analyzer.core.projection import lookup
+    from specprof.analyzer.core import accounting as acc
+    from specprof.analyzer.core.projection import lookup
     gaps = ops.filter(acc._GAP & pl.col("launch_start").is_not_null()).select(
         "device", "stream", "op_id", "launch_tid", a="prev_end", b=acc._SPLIT, op_cycle="cycle").filter(
         pl.col("b") > pl.col("a"))
@@ -135,8 +135,8 @@ def test_cpu_waits_equal_the_as_of_joins(path, monkeypatch):
     # as-of joins by thread over all the gaps at once: with the time itself as the search key's code, with the
     # time's rank (for timelines whose span does not fit beside the thread's rank), and in 40 slices (of 7 gaps, or
     # more on large captures).
-    from analyzer.core import accounting as acc
-    from analyzer.core import projection
+    from specprof.analyzer.core import accounting as acc
+    from specprof.analyzer.core import projection
     a = attribute(load_trace(str(path)), domains=("*",))
     p = projection.project(a.trace)
     ranges, tl = p["ranges"], p["timeline"]
@@ -157,7 +157,7 @@ def test_cpu_waits_equal_the_as_of_joins(path, monkeypatch):
 def test_stream_cycle_in_slices_is_one_forward_fill(path):
     # Each op's stream cycle computed a slice of the ops at a time (the last cycle of each stream carried) equals one
     # forward fill per stream over all the ops.
-    from analyzer.core import accounting as acc
+    from specprof.analyzer.core import accounting as acc
     ops = attribute(load_trace(str(path)), domains=("*",)).ops
     want = ops.select(pl.coalesce("cycle", pl.col("cycle").forward_fill().over("device", "stream"))).to_series()
     for rows in (1 << 20, max(7, ops.height // 40)):  # (at most 40 slices: slices of 7 rows on small captures)
@@ -167,7 +167,7 @@ def test_stream_cycle_in_slices_is_one_forward_fill(path):
 def test_op_order_is_checked_across_slices():
     # A pair of ops out of (start, end, op_id) order is found wherever it lies, a slice boundary included.
     # Synthetic: the readers never give ops out of order.
-    from analyzer.core import accounting as acc
+    from specprof.analyzer.core import accounting as acc
     n = 50
     ops = pl.DataFrame({"start": list(range(0, 10 * n, 10)), "end": list(range(5, 10 * n, 10)), "op_id": list(range(n))})
     assert acc._in_op_order(ops, slice_rows=7)

@@ -10,12 +10,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from analyzer.app import analysis_cache
-from analyzer.app.analyze import Options, attribution
-from analyzer.core.attribution import attribute
-from analyzer.readers import trace_cache as cache
-from analyzer.readers.load import load_trace
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.app import analysis_cache
+from specprof.analyzer.app.analyze import Options, attribution
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.readers import trace_cache as cache
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import FIXTURES
 
 
@@ -203,7 +203,7 @@ def test_the_cache_is_kept_under_its_size_bound_least_recently_used_first(tmp_pa
 def test_cache_info_and_clear(export, user_cache):
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
 
     load_trace(str(export), cache=True)
     out = CliRunner().invoke(main, ["cache", "info"])
@@ -218,7 +218,7 @@ def test_cache_info_and_clear(export, user_cache):
 def test_cli_no_cache_writes_none(export):
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
 
     out = CliRunner().invoke(main, ["analyze", str(export), "--json", "--no-cache"])
     assert out.exit_code == 0, out.output
@@ -256,7 +256,7 @@ def cached(export, rules, domains=()):
 
 
 def test_the_same_analysis_again_comes_from_the_cache(export):
-    from analyzer.core.categories import default_rules
+    from specprof.analyzer.core.categories import default_rules
 
     rules = default_rules()
     first = cached(export, rules)
@@ -275,7 +275,7 @@ def test_the_same_analysis_again_comes_from_the_cache(export):
 
 
 def test_analysis_cache_follows_the_file(export):
-    from analyzer.core.categories import default_rules
+    from specprof.analyzer.core.categories import default_rules
 
     rules = default_rules()
     cached(export, rules)
@@ -382,7 +382,7 @@ def test_clear_removes_entries_of_the_schema_before_stamps_and_left_over_writes(
 def test_an_edited_ops_table_in_the_cache_is_not_used(export):
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
 
     fresh = CliRunner().invoke(main, ["analyze", str(export), "--json", "--no-cache"]).stdout
     assert CliRunner().invoke(main, ["analyze", str(export), "--json"]).stdout == fresh
@@ -399,7 +399,7 @@ def test_an_edited_ops_table_in_the_cache_is_not_used(export):
 
 
 def test_an_edited_analysis_table_in_the_cache_is_not_used(export):
-    from analyzer.core.categories import default_rules
+    from specprof.analyzer.core.categories import default_rules
 
     rules = default_rules()
     cached(export, rules)
@@ -415,7 +415,7 @@ def test_an_edited_analysis_table_in_the_cache_is_not_used(export):
 def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_analysed_from_the_cache(export):
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
     from test_damaged_exports import shifted_record_header
 
     assert CliRunner().invoke(main, ["analyze", str(export), "--json"]).exit_code == 0  # cached
@@ -434,9 +434,9 @@ def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_ana
 
 
 def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(export):
-    from analyzer import progress
-    from analyzer.app.run import Run
-    from analyzer.derived.economics import sync_timer_estimate
+    from specprof.analyzer import progress
+    from specprof.analyzer.app.run import Run
+    from specprof.analyzer.derived.economics import sync_timer_estimate
 
     def estimate():
         steps = []

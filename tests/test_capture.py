@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.errors import SpecprofError
-from tracer import capture, manifest
+from specprof.analyzer.cli import main
+from specprof.analyzer.errors import SpecprofError
+from specprof.tracer import capture, manifest
 
 FAKE_VERSION = "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0"
 
@@ -130,7 +130,7 @@ WORKLOAD = """
 import json, os, sys
 names = ("SPECPROF_TRACE", "SPECPROF_OUT_DIR", "SPECPROF_PRESET", "PYTHONPATH", "NSYS_NVTX_PROFILER_REGISTER_ONLY")
 with open(os.environ["WORKLOAD_ENV_DUMP"], "w") as out:
-    json.dump({**{name: os.environ.get(name) for name in names}, "tracer_loaded": "tracer.plugin" in sys.modules}, out)
+    json.dump({**{name: os.environ.get(name) for name in names}, "tracer_loaded": "specprof.tracer.plugin" in sys.modules}, out)
 if os.environ.get("SPECPROF_OUT_DIR"):
     with open(os.path.join(os.environ["SPECPROF_OUT_DIR"], "specprof-sidecar.%d.jsonl" % os.getpid()), "w") as out:
         out.write('{"cycle": 0}\\n')
@@ -185,7 +185,7 @@ def tools(tmp_path, monkeypatch):
 
 
 class StandInPlugin:
-    """Stands in for tracer.plugin.bootstrap_dir(path): makes the folder and returns it; records the calls."""
+    """Stands in for specprof.tracer.plugin.bootstrap_dir(path): makes the folder and returns it; records the calls."""
 
     def __init__(self):
         self.calls: list[Path] = []
@@ -200,9 +200,9 @@ class StandInPlugin:
 @pytest.fixture
 def plugin(monkeypatch):
     stand_in = StandInPlugin()
-    module = types.ModuleType("tracer.plugin")
+    module = types.ModuleType("specprof.tracer.plugin")
     module.bootstrap_dir = stand_in.bootstrap_dir
-    monkeypatch.setitem(sys.modules, "tracer.plugin", module)
+    monkeypatch.setitem(sys.modules, "specprof.tracer.plugin", module)
     return stand_in
 
 
@@ -594,7 +594,7 @@ sys.stdout.buffer.write(b"no newline at the end, and a byte that is not UTF-8: \
 def test_the_server_log_is_written_into_a_new_run_folder_and_still_shown(tools, workload, tmp_path):
     # `specprof capture -o runs/eagle3 -- ... | tee runs/eagle3.server.log` lost the log when runs/ did not exist;
     # capture keeps it itself, in the run folder, where `analyze` finds it (readers/inputs.py SERVER_LOG).
-    from analyzer.readers import inputs
+    from specprof.analyzer.readers import inputs
 
     talking = _script(tmp_path / "talking.py", TALKING)
     run_dir = tmp_path / "runs" / "eagle3"  # runs/ does not exist yet
@@ -728,7 +728,7 @@ def _capture_and_signal(tools, workload, tmp_path, signals, ignore_sigint=False,
            "FAKE_NSYS_STOP_RC": str(stop_code)}  # fmt: skip
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     specprof = subprocess.Popen(
-        [sys.executable, "-c", "from analyzer.cli import main; main()", "capture", "--no-tracer", *args, "--nsys",
+        [sys.executable, "-c", "from specprof.analyzer.cli import main; main()", "capture", "--no-tracer", *args, "--nsys",
          str(tools.nsys), "-o", str(run_dir), "--", *workload],
         env=env, stderr=subprocess.PIPE, text=True, preexec_fn=ignore,
     )  # fmt: skip
@@ -793,7 +793,7 @@ def test_a_sigint_ignored_at_start_stays_ignored(tools, workload, tmp_path):
 
 
 def test_the_real_bootstrap_loads_the_tracer_in_the_workload(tools, workload, tmp_path):
-    """tracer.plugin.bootstrap_dir (not a stand-in): the workload's Python imports the tracer at start-up."""
+    """specprof.tracer.plugin.bootstrap_dir (not a stand-in): the workload's Python imports the tracer at start-up."""
     result = invoke("--preset", "reference", "--nsys", tools.nsys, "-o", tmp_path / "run", "--", *workload)
     assert result.exit_code == 0, result.output
     seen = json.loads((tmp_path / "workload-env.json").read_text())
@@ -822,6 +822,6 @@ def test_a_workload_killed_by_sigterm_without_duration_is_a_failure(tools, workl
 
 
 def test_the_cli_imports_nothing_heavy():
-    code = "import sys, analyzer.cli, tracer.cli, tracer.capture; print(sorted({'torch', 'sglang'} & set(sys.modules)))"
+    code = "import sys, specprof.analyzer.cli, specprof.tracer.cli, specprof.tracer.capture; print(sorted({'torch', 'sglang'} & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

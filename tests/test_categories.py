@@ -17,14 +17,14 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.core import categories
-from analyzer.core.attribution import attribute
-from analyzer.core.categories import categorize, default_rules, function_name, kinds_of
-from analyzer.derived.analysis import Analysis
-from analyzer.errors import SpecprofError
-from analyzer.model.labels import COMMUNICATION
-from analyzer.readers.load import load_trace
+from specprof.analyzer.cli import main
+from specprof.analyzer.core import categories
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.core.categories import categorize, default_rules, function_name, kinds_of
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.labels import COMMUNICATION
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES, SHARED
 
 RULES = default_rules()
@@ -583,7 +583,7 @@ def test_the_kinds_are_children_of_communication():
 def capture_names() -> dict[str, list[str]]:
     """The distinct kernel names of each real capture: this project's (fixtures/), and the shared third-party nsys
     exports and Kineto traces where they are present; keyed by the capture's path."""
-    from analyzer.readers.kineto import read_kineto
+    from specprof.analyzer.readers.kineto import read_kineto
 
     paths = sorted(FIXTURES.glob("*/run.sqlite")) + sorted(FIXTURES.glob("*/*.json.gz"))
     if SHARED:
@@ -778,7 +778,7 @@ def test_every_kernel_of_the_shipped_nccl():
 def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
     import dataclasses
 
-    from analyzer.render import html
+    from specprof.analyzer.render import html
 
     a = Analysis(attribute(load_trace(str(FIXTURES / "reference-k4-tp2"))))
     cats = [(c["name"], c["color"], c["idle"]) for c in html.view_model(a)["categories"]]

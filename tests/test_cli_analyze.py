@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.render.tables import TABLES
-from analyzer.readers.load import load_trace
+from specprof.analyzer.cli import main
+from specprof.analyzer.render.tables import TABLES
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
@@ -114,9 +114,9 @@ def test_json_text_survives_hostile_phase_names():
     # boundary, a placeholder-like token) must come back as the same string, the document intact.
     from dataclasses import replace
 
-    from analyzer.core.attribution import attribute
-    from analyzer.derived.analysis import Analysis
-    from analyzer.render import json as json_render
+    from specprof.analyzer.core.attribution import attribute
+    from specprof.analyzer.derived.analysis import Analysis
+    from specprof.analyzer.render import json as json_render
 
     t = attribute(load_trace(str(K4)))
     hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['

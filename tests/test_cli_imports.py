@@ -37,13 +37,13 @@ class Refuse:
 sys.meta_path.insert(0, Refuse())
 
 def report():
-    heavy = sorted(m for m in sys.modules if m.startswith(("analyzer.app", "analyzer.core", "analyzer.derived",
-                                                           "analyzer.readers", "analyzer.render", "analyzer.model")))
+    heavy = sorted(m for m in sys.modules if m.startswith(("specprof.analyzer.app", "specprof.analyzer.core", "specprof.analyzer.derived",
+                                                           "specprof.analyzer.readers", "specprof.analyzer.render", "specprof.analyzer.model")))
     sys.stdout.write("\\n" + json.dumps({{"refused": sorted(set(asked)), "analysis_modules": heavy}}) + "\\n")
 
 atexit.register(report)
 sys.argv = ["specprof", *{args!r}]
-runpy.run_module("analyzer", run_name="__main__", alter_sys=True)
+runpy.run_module("specprof", run_name="__main__", alter_sys=True)
 '''
 
 
@@ -97,7 +97,7 @@ def test_the_probe_sees_an_import_of_the_analysis_stack(tmp_path):
 # OpenBLAS setting (a captured workload started afterwards inherits os.environ).
 NUMPY_PROBE = '''
 import json, os
-from analyzer.model.numeric import np
+from specprof.analyzer.model.numeric import np
 np.zeros(1)
 print(json.dumps({"threads": len(os.listdir("/proc/self/task")), "env": os.environ.get("OPENBLAS_NUM_THREADS")}))
 '''
@@ -111,7 +111,7 @@ def _numpy_probe(env: dict) -> dict:
 
 def test_numpy_is_loaded_with_one_blas_thread_and_the_environment_left_as_it_was():
     """numpy's OpenBLAS starts a thread per core when it loads (and lets it spin: about 0.1 CPU s a process);
-    the analysis loads numpy through analyzer.model.numeric, which gives OpenBLAS one thread and puts the
+    the analysis loads numpy through specprof.analyzer.model.numeric, which gives OpenBLAS one thread and puts the
     environment back, so a workload `capture` starts afterwards does not inherit the setting. A setting the user
     made is theirs: kept, and obeyed."""
     import os
@@ -133,7 +133,7 @@ GC_PROBE = '''
 import atexit, gc, json, runpy, sys
 atexit.register(lambda: print(json.dumps({{"frozen": gc.get_freeze_count(), "enabled": gc.isenabled()}})))
 sys.argv = ["specprof", *{args!r}]
-runpy.run_module("analyzer", run_name="__main__", alter_sys=True)
+runpy.run_module("specprof", run_name="__main__", alter_sys=True)
 '''
 
 
@@ -157,7 +157,7 @@ def test_a_cli_runner_leaves_the_collector_as_it_was():
 
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
 
     before = gc.get_freeze_count()
     result = CliRunner().invoke(main, ["analyze", "fixtures/reference-k4", "--no-cache", "-q"])

@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.core.attribution import attribute
-from analyzer.readers.load import load_trace
-from analyzer.app.run import Run
-from analyzer.cli import main
-from analyzer.derived.compare import compare
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived.compare import compare
 from conftest import FIXTURES
 
 K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
@@ -85,7 +85,7 @@ def test_missing_input_is_a_clean_error(tmp_path):
 
 def test_runs_without_cycles_compare_per_phase_instance(shared_dir, analyses):
     # a third-party capture (no `cycle` ranges) against K4: per instance of the phases both have, or refused
-    from analyzer.errors import SpecprofError
+    from specprof.analyzer.errors import SpecprofError
 
     for path in sorted((shared_dir / "nsys_sqlite").glob("*.sqlite"))[:3]:
         other = attribute(load_trace(str(path)))

@@ -15,13 +15,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.derived import crosscheck as cc
-from analyzer.readers.load import load_trace
-from analyzer.cli import main
-from analyzer.readers import sglang_log
-from analyzer.readers.ground_truth import read_ground_truth
-from analyzer.readers.sidecar import find, read_sidecars
-from analyzer.model.trace import Trace
+from specprof.analyzer.derived import crosscheck as cc
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.cli import main
+from specprof.analyzer.readers import sglang_log
+from specprof.analyzer.readers.ground_truth import read_ground_truth
+from specprof.analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.model.trace import Trace
 from conftest import FIXTURES
 
 KS = (2, 4, 6)
@@ -405,7 +405,7 @@ def test_a_torch_profiler_trace_is_cross_checked_too():
     (sglang_log.read_server_log, str(FIXTURES / "reference-k4" / "run.sqlite"), "no `accept len:` line"),
 ])
 def test_input_errors_are_one_line(reader, path, words):
-    from analyzer.errors import SpecprofError
+    from specprof.analyzer.errors import SpecprofError
 
     with pytest.raises(SpecprofError) as info:
         reader(path)

@@ -14,11 +14,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import RunInputs
-from analyzer.app.run import Run, baseline_step
-from analyzer.cli import main
-from analyzer.derived import economics as econ
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.app.analyze import RunInputs
+from specprof.analyzer.app.run import Run, baseline_step
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
 

@@ -13,10 +13,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.errors import SpecprofError
-from analyzer.readers import nsys_sqlite
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.cli import main
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers import nsys_sqlite
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import FIXTURES
 from fuzz_exports import Capture
 from test_reader_pages import _assert_same, _both

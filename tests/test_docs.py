@@ -8,7 +8,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import ROOT
 
 # The prose docs (docs/cli.md, generated from --help, would document every command by itself).
@@ -92,7 +92,7 @@ def test_every_json_key_is_documented(tmp_path):
     # The real captures, with every optional part present: the cross-check with a baseline run and a server
     # log (synthetic: made from the K = 4 sidecar's own accept counts, as in tests/test_crosscheck.py), the
     # economics, two ranks with NCCL collectives, several traces, the sweep, the comparison, the store's list.
-    from analyzer.readers.sidecar import find
+    from specprof.analyzer.readers.sidecar import find
     from conftest import FIXTURES
     from test_crosscheck import raw_cycles, synthetic_log
 

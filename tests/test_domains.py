@@ -9,9 +9,9 @@ from __future__ import annotations
 import polars as pl
 from click.testing import CliRunner
 
-from analyzer.core.attribution import ALL_DOMAINS, attribute
-from analyzer.readers.load import load_trace
-from analyzer.cli import main
+from specprof.analyzer.core.attribution import ALL_DOMAINS, attribute
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 TP2 = FIXTURES / "reference-k4-tp2"

@@ -13,8 +13,8 @@ import re
 
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.derived import economics as econ
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived import economics as econ
 from conftest import FIXTURES
 
 
@@ -123,9 +123,9 @@ def test_a_shape_left_to_the_server_is_read_from_its_log(tmp_path):
     manifest["command"] = strip(manifest["command"])
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert "speculative_eagle_topk=1" in (run / "server.log").read_text()
-    from analyzer.app.run import Run
+    from specprof.analyzer.app.run import Run
     data = Run.load(str(run)).data
-    from analyzer.derived.run_files import setup_of, shape_of, steps_of
+    from specprof.analyzer.derived.run_files import setup_of, shape_of, steps_of
     assert data.server_args["speculative_num_steps"] == 2
     assert steps_of(data) == (2, 3) and shape_of(data).topk == 1 and setup_of(data)["topk"] == 1
     # and a tree where the log says the server ran one (the command line naming no shape)

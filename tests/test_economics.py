@@ -15,12 +15,12 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.run import baseline_step
-from analyzer.cli import main
-from analyzer.derived import economics as econ
-from analyzer.derived.sweep import fit_line
-from analyzer.readers.ground_truth import read_ground_truth
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.app.run import baseline_step
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived.sweep import fit_line
+from specprof.analyzer.readers.ground_truth import read_ground_truth
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
@@ -158,9 +158,9 @@ def test_baseline_and_baseline_ms_together_are_refused():
 
 def traced_plain_decode(tmp_path, steps):
     """A traced CPU run of the real reference engine (tiny config) at `steps` draft steps."""
-    from tracer import presets
-    from tracer.reference import engine
-    from tracer.session import TracingSession
+    from specprof.tracer import presets
+    from specprof.tracer.reference import engine
+    from specprof.tracer.session import TracingSession
     from tracer_helpers import RecordingNvtx
 
     session = TracingSession(presets.get("reference"), str(tmp_path), handle_signals=False,

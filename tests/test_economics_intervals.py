@@ -9,8 +9,8 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.derived import economics as econ
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived import economics as econ
 from conftest import FIXTURES
 
 
@@ -41,7 +41,7 @@ def test_the_intervals_are_the_per_cycle_t_intervals_combined():
     e = _economics(str(FIXTURES / "reference-k4"), "--baseline", str(FIXTURES / "reference-k0"))
     head = e["estimates"][0]
     # the cycle: t interval over the 99 busy periods of the run without nsys, as the sidecar has them
-    from analyzer.readers.sidecar import find, read_sidecars
+    from specprof.analyzer.readers.sidecar import find, read_sidecars
     s = read_sidecars(find(str(FIXTURES / "reference-k4" / "no-nsys")))
     c = s.cycles.sort("index")
     starts, idx = c["start"].to_list(), c["index"].to_list()

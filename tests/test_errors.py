@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 
@@ -38,7 +38,7 @@ def test_directory_without_an_export(tmp_path):
 
 def test_not_sqlite(tmp_path, monkeypatch):
     # with no nsys to export it (tests/test_nsys_report.py: with one)
-    from tracer import capture
+    from specprof.tracer import capture
 
     for name in ("NSYS", "SPECPROF_NSYS"):
         monkeypatch.delenv(name, raising=False)
@@ -131,7 +131,7 @@ def _cli(*args, drop_root=False):
     prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if drop_root else []
     if drop_root and shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not here to drop the file-permission override")
-    return subprocess.run([*prefix, sys.executable, "-m", "analyzer", *args], capture_output=True, timeout=300)
+    return subprocess.run([*prefix, sys.executable, "-m", "specprof", *args], capture_output=True, timeout=300)
 
 
 def _one_line(done, starts: str) -> str:
@@ -209,7 +209,7 @@ def _changed(tmp_path, *sql) -> str:
     ("UPDATE NVTX_EVENTS SET start = -9223372036854775808 WHERE rowid = 30", "a start beyond +-2^62 ns"),
 ], ids=["null-globalPid", "text-stream", "text-nvtx-start", "int64-min-kernel", "int64-min-nvtx"])
 def test_values_nsys_never_writes_are_refused_by_both_paths(tmp_path, monkeypatch, sql, words):
-    from analyzer.readers import nsys_sqlite
+    from specprof.analyzer.readers import nsys_sqlite
 
     path = _changed(tmp_path, sql)
     for direct in (True, False):

@@ -55,7 +55,8 @@ def _sanitizer_env(tmp_path) -> dict:
 def _sanitized(tmp_path) -> dict:
     """A copy of the package whose two C modules are built with the sanitizers; the environment that runs it."""
     pkg = tmp_path / "pkg"
-    shutil.copytree(ROOT / "analyzer", pkg / "analyzer", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    for part in ("specprof", "analyzer", "tracer"):
+        shutil.copytree(ROOT / part, pkg / part, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     (pkg / "tests").mkdir()
     for name in ("fuzz_exports.py", "conftest.py"):
         shutil.copy(ROOT / "tests" / name, pkg / "tests" / name)
@@ -82,11 +83,11 @@ def test_the_c_modules_under_address_and_undefined_behaviour_sanitizers(tmp_path
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(pkg / "tests")!r})
-        from analyzer import _scan
-        from analyzer.readers import _sqlite_pages
+        from specprof.analyzer import _scan
+        from specprof.analyzer.readers import _sqlite_pages
         assert _sqlite_pages.__file__.startswith({str(pkg)!r}) and _scan.__file__.startswith({str(pkg)!r})
         import shutil, sqlite3
-        from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+        from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
         shutil.copy({str(FIXTURES / "reference-k4" / "run.sqlite")!r}, "emptied.sqlite")
         con = sqlite3.connect("emptied.sqlite")  # a table with no rows: its root, a leaf with no cells
         con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET")
@@ -102,7 +103,7 @@ def test_the_c_modules_under_address_and_undefined_behaviour_sanitizers(tmp_path
                           timeout=600)
     _clean(fuzz)
     assert f"{MUTANTS // 2} mutants 0 failures" in fuzz.stdout
-    analysis = subprocess.run([sys.executable, "-m", "analyzer", "analyze", str(FIXTURES / "reference-k4-tp2"),
+    analysis = subprocess.run([sys.executable, "-m", "specprof", "analyze", str(FIXTURES / "reference-k4-tp2"),
                                "--no-cache", "--json", "-q"], cwd=pkg, env=env, capture_output=True, text=True,
                               timeout=600)
     _clean(analysis)

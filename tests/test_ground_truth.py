@@ -12,8 +12,8 @@ import json
 import polars as pl
 import pytest
 
-from analyzer.core.attribution import attribute
-from analyzer.readers.load import load_trace
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 SPECULATIVE = [FIXTURES / f"reference-k{k}" for k in (2, 4, 6)] + [FIXTURES / "reference-k4-graph"]
@@ -107,7 +107,7 @@ def test_the_readme_main_command_prints_the_ground_truth_the_readme_quotes(tmp_p
 
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
 
     args, readme = _readme_main_command()
     assert args[:2] == ["analyze", "fixtures/reference-k4"]
@@ -133,8 +133,8 @@ def test_the_readme_main_command_prints_the_ground_truth_the_readme_quotes(tmp_p
 @pytest.mark.parametrize("run", SPECULATIVE, ids=lambda p: p.name)
 def test_the_check_from_the_engine_events_is_the_per_instance_comparison(run):
     # The table's attributed and event means are the ones test_attributed_time_matches_cuda_events compares.
-    from analyzer.app.analyze import Options
-    from analyzer.app.run import Run
+    from specprof.analyzer.app.analyze import Options
+    from specprof.analyzer.app.run import Run
 
     truth, per_inst, _, _ = compare(run)
     check = Run.load(str(run), Options(cache=False)).crosscheck.ground_truth

@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from analyzer import progress
-from analyzer.app import run as run_module
-from analyzer.app.analyze import Options
-from analyzer.app.run import Run
-from analyzer.core import accounting, categories, projection, summary
-from analyzer.derived import analysis, breakdown, run_files
-from analyzer.readers import nsys_sqlite
-from analyzer.render import json as json_render
+from specprof.analyzer import progress
+from specprof.analyzer.app import run as run_module
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.core import accounting, categories, projection, summary
+from specprof.analyzer.derived import analysis, breakdown, run_files
+from specprof.analyzer.readers import nsys_sqlite
+from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES, ROOT
 
 RUN = FIXTURES / "reference-k4"  # a run directory: its sidecar, CUDA events and baseline run add their steps

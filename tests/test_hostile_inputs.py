@@ -12,7 +12,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 K2 = FIXTURES / "reference-k2" / "run.sqlite"

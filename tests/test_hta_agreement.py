@@ -19,11 +19,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import FIXTURES, SHARED  # noqa: E402
 
-from analyzer.core import attribution  # noqa: E402
-from analyzer.core.accounting import union_length  # noqa: E402
-from analyzer.core.categories import kinds_of  # noqa: E402
-from analyzer.model.labels import COMMUNICATION  # noqa: E402
-from analyzer.readers.kineto import read_kineto  # noqa: E402
+from specprof.analyzer.core import attribution  # noqa: E402
+from specprof.analyzer.core.accounting import union_length  # noqa: E402
+from specprof.analyzer.core.categories import kinds_of  # noqa: E402
+from specprof.analyzer.model.labels import COMMUNICATION  # noqa: E402
+from specprof.analyzer.readers.kineto import read_kineto  # noqa: E402
 
 # The project's own Kineto trace (a real SGLang-shaped run, fixtures/torch-k4), then the third-party ones.
 KINETO = [FIXTURES / "torch-k4" / "trace.json.gz"] + (sorted((SHARED / "torch_kineto").glob("*.json.gz"))

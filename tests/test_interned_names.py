@@ -11,9 +11,9 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from analyzer.core.projection import project
-from analyzer.model.trace import Trace, TraceMeta, empty, OPS_SCHEMA, API_SCHEMA, MARKS_SCHEMA
-from analyzer.readers.load import load_trace
+from specprof.analyzer.core.projection import project
+from specprof.analyzer.model.trace import Trace, TraceMeta, empty, OPS_SCHEMA, API_SCHEMA, MARKS_SCHEMA
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES, capture_id, shared_nsys
 
 # every NVTX push/pop and start/end range of the export, with its name and its domain's name, straight from SQL

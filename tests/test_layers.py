@@ -17,29 +17,30 @@ from conftest import ROOT
 
 # Lowest first. A module's layer is the first prefix that matches its dotted name.
 LAYERS = [
-    ("foundation", ("analyzer", "analyzer.errors", "analyzer.progress", "analyzer._scan")),
-    ("model", ("analyzer.model",)),
-    ("readers", ("analyzer.readers",)),
-    ("core", ("analyzer.core",)),
-    ("derived", ("analyzer.derived",)),
-    ("render", ("analyzer.render",)),
-    ("app", ("analyzer.app",)),
-    ("cli", ("analyzer.cli", "analyzer.__main__")),
+    ("foundation", ("specprof.analyzer", "specprof.analyzer.errors", "specprof.analyzer.progress", "specprof.analyzer._scan")),
+    ("model", ("specprof.analyzer.model",)),
+    ("readers", ("specprof.analyzer.readers",)),
+    ("core", ("specprof.analyzer.core",)),
+    ("derived", ("specprof.analyzer.derived",)),
+    ("render", ("specprof.analyzer.render",)),
+    ("app", ("specprof.analyzer.app",)),
+    ("cli", ("specprof.analyzer.cli",)),
 ]
-TRACER_MAY_IMPORT = {"analyzer", "analyzer.errors"}
+TRACER_MAY_IMPORT = {"specprof.analyzer", "specprof.analyzer.errors"}
 # The analyzer's only imports of tracer/: the console script adds the `capture` and `reference` commands, and a
-# lone .nsys-rep is exported with the nsys that `specprof capture` would use (tracer.capture.find_nsys).
-ANALYZER_TO_TRACER = {("analyzer.cli", "tracer.cli"), ("analyzer.readers.nsys_report", "tracer.capture")}
-COMPILED = {"analyzer._scan", "analyzer.readers._sqlite_pages"}  # C modules: no source to read
+# lone .nsys-rep is exported with the nsys that `specprof capture` would use (specprof.tracer.capture.find_nsys).
+ANALYZER_TO_TRACER = {("specprof.analyzer.cli", "specprof.tracer.cli"), ("specprof.analyzer.readers.nsys_report", "specprof.tracer.capture")}
+COMPILED = {"specprof.analyzer._scan", "specprof.analyzer.readers._sqlite_pages"}  # C modules: no source to read
 # The analyses are pure, tables in and tables out: they import no reader (app/ reads the files for them).
 PURE = ("core", "derived")
 
 
 def modules(package: str, root: Path = ROOT) -> dict[str, str]:
-    """Dotted name -> source file, for every module of `package` (a folder under `root`)."""
+    """Dotted name -> source file, for every module of `package` (a folder under `root`), named as installed:
+    analyzer/core/summary.py is specprof.analyzer.core.summary."""
     out = {}
     for path in sorted((root / package).rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
+        parts = ["specprof", *path.relative_to(root).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = str(path)
@@ -49,7 +50,7 @@ def modules(package: str, root: Path = ROOT) -> dict[str, str]:
 def import_statements(path: str, module: str) -> list[tuple[str, list[str] | None]]:
     """Every import in the file at `path` (the module `module`), module level or in a function, as (the module
     named, the names taken from it, or None for `import x.y`), relative imports resolved: `from ..render import
-    terminal` in analyzer/core/summary.py is ("analyzer.render", ["terminal"])."""
+    terminal` in analyzer/core/summary.py is ("specprof.analyzer.render", ["terminal"])."""
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
@@ -65,10 +66,10 @@ def import_statements(path: str, module: str) -> list[tuple[str, list[str] | Non
     return found
 
 
-def imports(path: str, module: str, known: set[str], top: str = "analyzer") -> set[str]:
+def imports(path: str, module: str, known: set[str], top: str = "specprof.analyzer") -> set[str]:
     """The modules of package `top` (`known`: its modules) that the file at `path` (the module `module`)
-    imports: `from analyzer.render import json` imports analyzer.render.json, `from analyzer.render.format
-    import clean` analyzer.render.format."""
+    imports: `from specprof.analyzer.render import json` imports specprof.analyzer.render.json, `from specprof.analyzer.render.format
+    import clean` specprof.analyzer.render.format."""
 
     def module_of(name: str) -> str:  # a name defined in a module: that module
         while name not in known and "." in name:
@@ -96,7 +97,7 @@ def graph_of(root: Path) -> dict[str, set[str]]:
 def tracer_edges(root: Path) -> set[tuple[str, str]]:
     """(analyzer module, tracer module) for every import of tracer/ in the analyzer under `root`."""
     known = set(modules("tracer", root))
-    return {(m, t) for m, p in modules("analyzer", root).items() for t in imports(p, m, known, top="tracer")}
+    return {(m, t) for m, p in modules("analyzer", root).items() for t in imports(p, m, known, top="specprof.tracer")}
 
 
 def upward(edges: dict[str, set[str]]) -> list[str]:
@@ -107,7 +108,7 @@ def upward(edges: dict[str, set[str]]) -> list[str]:
 
 def impure(edges: dict[str, set[str]]) -> list[str]:
     """Every import of a reader by an analysis (a module of the PURE layers), as "importer -> imported"."""
-    readers = LAYERS.index(("readers", ("analyzer.readers",)))
+    readers = LAYERS.index(("readers", ("specprof.analyzer.readers",)))
     return [f"{m} -> {t}" for m in sorted(edges) if LAYERS[layer(m)][0] in PURE
             for t in sorted(edges[m]) if layer(t) == readers]
 
@@ -119,7 +120,7 @@ def graph() -> dict[str, set[str]]:
 
 def layer(module: str) -> int:
     for i, (_, prefixes) in enumerate(LAYERS):
-        if any(module == p or (p != "analyzer" and module.startswith(p + ".")) for p in prefixes):
+        if any(module == p or (p != "specprof.analyzer" and module.startswith(p + ".")) for p in prefixes):
             return i
     raise AssertionError(f"{module}: in no layer of tests/test_layers.py (add its package to LAYERS)")
 
@@ -184,7 +185,7 @@ def test_every_analyzer_module_is_in_a_layer():
 
 
 def test_the_cli_goes_through_the_application_layer():
-    assert {layer(m) for m in graph()["analyzer.cli"]} <= {0, LAYERS.index(("app", ("analyzer.app",)))}
+    assert {layer(m) for m in graph()["specprof.analyzer.cli"]} <= {0, LAYERS.index(("app", ("specprof.analyzer.app",)))}
 
 
 def test_tracer_takes_only_the_analyzer_foundation():
@@ -214,15 +215,15 @@ def planted(tmp_path):
 
 @pytest.mark.parametrize("file, code, above, reads", [
     ("analyzer/core/summary.py", "from ..render import terminal",
-     ["analyzer.core.summary (core) -> analyzer.render.terminal (render)"], []),
-    ("analyzer/core/summary.py", "from .. import render", ["analyzer.core.summary (core) -> analyzer.render (render)"],
+     ["specprof.analyzer.core.summary (core) -> specprof.analyzer.render.terminal (render)"], []),
+    ("analyzer/core/summary.py", "from .. import render", ["specprof.analyzer.core.summary (core) -> specprof.analyzer.render (render)"],
      []),
     ("analyzer/derived/run_files.py", "from ..app.run import Run",
-     ["analyzer.derived.run_files (derived) -> analyzer.app.run (app)"], []),
-    ("analyzer/derived/crosscheck.py", "from analyzer.readers.sidecar import read_sidecars", [],
-     ["analyzer.derived.crosscheck -> analyzer.readers.sidecar"]),
+     ["specprof.analyzer.derived.run_files (derived) -> specprof.analyzer.app.run (app)"], []),
+    ("analyzer/derived/crosscheck.py", "from specprof.analyzer.readers.sidecar import read_sidecars", [],
+     ["specprof.analyzer.derived.crosscheck -> specprof.analyzer.readers.sidecar"]),
     ("analyzer/derived/economics.py", "from ..readers import load", [],
-     ["analyzer.derived.economics -> analyzer.readers.load"]),
+     ["specprof.analyzer.derived.economics -> specprof.analyzer.readers.load"]),
     ("analyzer/model/trace.py", "from . import sidecars", [], []),  # the same layer: allowed
 ])
 def test_the_layer_checks_find_planted_imports(planted, file, code, above, reads):
@@ -236,13 +237,13 @@ def test_the_layer_checks_find_planted_imports(planted, file, code, above, reads
 def test_the_layer_checks_find_a_planted_circle(planted):
     planted("analyzer/model/columns.py", "from .trace import Trace")
     planted("analyzer/model/trace.py", "from . import columns")
-    assert ["analyzer.model.columns", "analyzer.model.trace"] in cycles(graph_of(planted.root))
+    assert ["specprof.analyzer.model.columns", "specprof.analyzer.model.trace"] in cycles(graph_of(planted.root))
 
 
 def test_the_tracer_checks_find_planted_tracer_imports(planted):
-    planted("analyzer/derived/economics.py", "from tracer.reference import engine")
-    planted("tracer/sidecar.py", "from analyzer.readers import sidecar")
-    assert tracer_edges(planted.root) == ANALYZER_TO_TRACER | {("analyzer.derived.economics",
-                                                                "tracer.reference.engine")}
+    planted("analyzer/derived/economics.py", "from specprof.tracer.reference import engine")
+    planted("tracer/sidecar.py", "from specprof.analyzer.readers import sidecar")
+    assert tracer_edges(planted.root) == ANALYZER_TO_TRACER | {("specprof.analyzer.derived.economics",
+                                                                "specprof.tracer.reference.engine")}
     known = set(modules("analyzer", planted.root)) | COMPILED
-    assert imports(str(planted.root / "tracer" / "sidecar.py"), "tracer.sidecar", known) == {"analyzer.readers.sidecar"}
+    assert imports(str(planted.root / "tracer" / "sidecar.py"), "specprof.tracer.sidecar", known) == {"specprof.analyzer.readers.sidecar"}

@@ -23,7 +23,7 @@ LIMIT = 3 << 30  # bytes of address space for the child
 _CHILD = r"""
 import sys
 from click.testing import CliRunner
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 out = CliRunner().invoke(main, ["analyze", sys.argv[1], "--no-cache", "-q", "--json"])
 print("exit", out.exit_code)
 print("stderr", repr(out.stderr))
@@ -94,8 +94,8 @@ def test_a_kineto_name_of_24_mb_is_read_and_cut(tmp_path):
 def test_running_out_of_address_space_is_one_line_never_a_crash(tmp_path, limit_gb):
     # The unmodified fixtures/reference-k4-graph read through SQLite in 8 slices (its tables' threads and
     # Arrow streams) under a low RLIMIT_AS: it crashed (SIGSEGV) while an Arrow stream was imported.
-    script = ("import sys, analyzer.readers.nsys_sqlite as n; n.READ_THREADS = 8; n.DIRECT_PAGES = False; "
-              "from analyzer.cli import main; sys.argv = ['specprof', 'analyze', sys.argv[1], '-q', '--no-cache']; "
+    script = ("import sys, specprof.analyzer.readers.nsys_sqlite as n; n.READ_THREADS = 8; n.DIRECT_PAGES = False; "
+              "from specprof.analyzer.cli import main; sys.argv = ['specprof', 'analyze', sys.argv[1], '-q', '--no-cache']; "
               "main()")
     limit = int(limit_gb * (1 << 30))
     done = subprocess.run([sys.executable, "-c", script, str(FIXTURES / "reference-k4-graph")], capture_output=True,

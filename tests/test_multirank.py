@@ -13,10 +13,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.core.attribution import attribute
-from analyzer.derived import ranks as multirank
-from analyzer.readers.load import load_trace
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.derived import ranks as multirank
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K4 = str(FIXTURES / "reference-k4")
@@ -183,7 +183,7 @@ def test_json_and_terminal_on_two_ranks(captures):
 def test_the_real_tensor_parallel_capture():
     # fixtures/reference-k4-tp2: the reference engine at TP = 2 on two H200s, NCCL all-reduce after
     # attention and after the MLP. The numbers docs/multirank.md quotes.
-    from analyzer.readers.sidecar import find, read_sidecars
+    from specprof.analyzer.readers.sidecar import find, read_sidecars
     from conftest import FIXTURES
 
     run = FIXTURES / "reference-k4-tp2"

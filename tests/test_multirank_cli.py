@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 RUN = FIXTURES / "reference-k4-tp2"

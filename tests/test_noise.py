@@ -15,9 +15,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.derived import economics as econ
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
 
@@ -41,7 +41,7 @@ def _json(*args):
 
 def _run_mean(folder):
     s = read_sidecars(find(str(folder)))
-    from analyzer.derived.crosscheck import window_cycles
+    from specprof.analyzer.derived.crosscheck import window_cycles
     m = econ.period_measure(s.cycles, "file", keep=window_cycles(s, None, None))
     return m.value
 
@@ -99,7 +99,7 @@ def test_capture_repeat_writes_numbered_twins(tmp_path):
     assert out.exit_code == 0, out.output
     for name in ("no-nsys", "no-nsys-2", "no-nsys-3"):
         assert (tmp_path / "run" / name / "manifest.json").is_file()
-    from analyzer.readers.inputs import twin_dirs
+    from specprof.analyzer.readers.inputs import twin_dirs
     assert [os.path.basename(d) for d in twin_dirs(str(tmp_path / "run"))] == ["no-nsys", "no-nsys-2", "no-nsys-3"]
     refused = CliRunner().invoke(main, ["capture", "--repeat", "2", "-o", str(tmp_path / "x"), "--", sys.executable,
                                         "-c", "print(1)"])

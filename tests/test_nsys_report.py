@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 EXPORT = FIXTURES / "reference-k4" / "run.sqlite"
@@ -47,7 +47,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.delenv("SPECPROF_NSYS", raising=False)
     monkeypatch.delenv("FAKE_NSYS_EXPORT_RC", raising=False)
-    from tracer import capture
+    from specprof.tracer import capture
 
     monkeypatch.setattr(capture, "SEARCH_ROOT", tmp_path / "no-install-folders")
     report = tmp_path / "runs" / "run.nsys-rep"

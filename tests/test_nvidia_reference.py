@@ -10,9 +10,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.core.attribution import ALL_DOMAINS, attribute
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-from analyzer.model.trace import Trace
+from specprof.analyzer.core.attribution import ALL_DOMAINS, attribute
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.model.trace import Trace
 from conftest import FIXTURES
 
 RUNS = sorted(p.parent for p in FIXTURES.glob("*/nvidia_nvtx_gpu_proj_trace.csv"))

@@ -13,15 +13,15 @@ import re
 import polars as pl
 import pytest
 
-from analyzer.app import store
-from analyzer.app.run import Run
-from analyzer.readers.inputs import locate
-from analyzer.derived import economics as econ
-from analyzer.derived import views
-from analyzer.derived.compare import compare
-from analyzer.readers import sidecar as sc
-from analyzer.render import html, json as json_doc, tables, terminal
-from analyzer.render.format import f_ms, ms
+from specprof.analyzer.app import store
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.readers.inputs import locate
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived import views
+from specprof.analyzer.derived.compare import compare
+from specprof.analyzer.readers import sidecar as sc
+from specprof.analyzer.render import html, json as json_doc, tables, terminal
+from specprof.analyzer.render.format import f_ms, ms
 from conftest import FIXTURES
 
 RUNS = sorted(p.name for p in FIXTURES.iterdir()
@@ -234,8 +234,8 @@ def test_the_report_header_leads_with_one_ranks_cycle(tmp_path):
 def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_path, monkeypatch):
     # The breakdown reads the attribution's charges (no second tiling), and the per-(process, device) tables
     # behind the per-rank step are cached with the attribution: a cached run makes neither again.
-    from analyzer.app.analyze import Options
-    from analyzer.core import accounting, summary
+    from specprof.analyzer.app.analyze import Options
+    from specprof.analyzer.core import accounting, summary
 
     monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path))
     path = str(FIXTURES / "reference-k4-tp2")
@@ -263,7 +263,7 @@ def test_the_views_figures_have_one_value_everywhere(run):
     # top busy categories, the header's sums, the streams' and launches' shares, the breakdown's totals, the
     # report's tiles and its timeline's picks) is made once in derived/views.py: the terminal, the JSON and the
     # report show that value, and the value is what the tables say.
-    from analyzer.render.format import f_ms_or_dash, num, pct
+    from specprof.analyzer.render.format import f_ms_or_dash, num, pct
 
     path, a = run
     doc = json_doc.to_dict(a)

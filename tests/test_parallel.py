@@ -10,10 +10,10 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app import parallel
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.traces import Outputs, produce_one_of_several
-from analyzer.cli import main
+from specprof.analyzer.app import parallel
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.traces import Outputs, produce_one_of_several
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
@@ -79,8 +79,8 @@ def test_the_inflation_is_the_same_whatever_order_its_rows_come_in(run):
     # shuffled row orders give one table.
     from dataclasses import replace
 
-    from analyzer.derived import crosscheck as cc
-    from analyzer.readers.sidecar import find, read_sidecars
+    from specprof.analyzer.derived import crosscheck as cc
+    from specprof.analyzer.readers.sidecar import find, read_sidecars
 
     d = FIXTURES / run
     sides, baseline = read_sidecars(find(str(d))), read_sidecars(find(str(d / "no-nsys")))

@@ -11,13 +11,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import Options
-from analyzer.app.run import Run
-from analyzer.cli import main
-from analyzer.core.attribution import attribute
-from analyzer.derived.analysis import Analysis
-from analyzer.model.trace import Trace, TraceMeta
-from analyzer.render import perfetto
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.model.trace import Trace, TraceMeta
+from specprof.analyzer.render import perfetto
 from conftest import FIXTURES
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

@@ -14,15 +14,15 @@ import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
 
-from analyzer.app import process_tasks
-from analyzer.app import traces as many
-from analyzer.app.analyze import Options
-from analyzer.app.run import Run
-from analyzer.cli import main
-from analyzer.core.window import Window
-from analyzer.readers import nsys_split, nsys_sqlite
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
-from analyzer.render import json as json_render
+from specprof.analyzer.app import process_tasks
+from specprof.analyzer.app import traces as many
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.window import Window
+from specprof.analyzer.readers import nsys_split, nsys_sqlite
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES
 
 TP2 = FIXTURES / "reference-k4-tp2"

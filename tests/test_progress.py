@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from analyzer import progress
-from analyzer.app import traces
-from analyzer.app.analyze import Options
+from specprof.analyzer import progress
+from specprof.analyzer.app import traces
+from specprof.analyzer.app.analyze import Options
 from conftest import FIXTURES
 
 

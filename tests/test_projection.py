@@ -8,9 +8,9 @@ import sqlite3
 import polars as pl
 import pytest
 
-from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
-from analyzer.core.projection import nest, project, range_projection
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.core.projection import nest, project, range_projection
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import capture_id, own_nsys, shared_nsys
 
 INNERMOST_SQL = """
@@ -98,8 +98,8 @@ def test_grouping_range_ops_get_the_in_cycle_phase(shared_dir):
 
 def test_per_call_suffixes_fold_into_one_phase(shared_dir):
     # torch.profiler numbers its steps (ProfilerStep#550, ...): one phase, five instances.
-    from analyzer.core.attribution import attribute
-    from analyzer.readers.load import load_trace
+    from specprof.analyzer.core.attribution import attribute
+    from specprof.analyzer.readers.load import load_trace
 
     a = attribute(load_trace(str(shared_dir / "torch_kineto" / "hta_negative_queue_length_values_check__rank0.json.gz")))
     steps = a.phases.filter(pl.col("phase").str.starts_with("ProfilerStep"))

@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.core import attribution
-from analyzer.cli import main
-from analyzer.errors import SpecprofError
-from analyzer.readers.kineto import read_kineto
+from specprof.analyzer.core import attribution
+from specprof.analyzer.cli import main
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.kineto import read_kineto
 from conftest import FIXTURES, SHARED
 
 TORCH_K4 = FIXTURES / "torch-k4" / "trace.json.gz"
@@ -103,7 +103,7 @@ def test_nsys_and_torch_profiler_agree_per_phase():
     """The reference engine (K=4) captured once with nsys (100 cycles) and once with torch.profiler
     (30 measured cycles plus warm-up): per-phase GPU busy time per instance within 5%."""
     k = attribution.attribute(read_kineto(str(TORCH_K4))).phases
-    from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+    from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 
     n = attribution.attribute(read_nsys_sqlite(str(NSYS_K4))).phases
     per = pl.col("gpu_busy") / pl.col("instances")
@@ -379,8 +379,8 @@ def test_a_folder_with_no_trace(tmp_path):
 
 _PEAK = """
 import sys
-from analyzer.errors import SpecprofError
-from analyzer.readers.kineto import read_kineto
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.kineto import read_kineto
 try:
     read_kineto(sys.argv[1])
     print("read")
@@ -416,7 +416,7 @@ def test_the_depth_count_skips_brackets_in_strings_across_chunks():
     # full of brackets, quotes and backslashes cut anywhere count for nothing.
     import random
 
-    from analyzer.readers.kineto import _Depth
+    from specprof.analyzer.readers.kineto import _Depth
 
     def deepest(value, d=0):
         if isinstance(value, (dict, list)):
@@ -441,7 +441,7 @@ def test_the_depth_count_skips_brackets_in_strings_across_chunks():
 
 def test_only_the_collective_fields_of_an_event_are_kept(tmp_path):
     # Synthetic: an NCCL kernel whose args carry a large list and a long string besides the collective's fields.
-    from analyzer.readers.kineto import _Parser
+    from specprof.analyzer.readers.kineto import _Parser
 
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": [

@@ -7,7 +7,7 @@ import sqlite3
 import polars as pl
 import pytest
 
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import capture_id, own_nsys, shared_nsys
 
 
@@ -95,7 +95,7 @@ def test_skipping_calls_that_launch_nothing_changes_no_launch_record(name, monke
     # The reader leaves known non-launching CUDA calls (queries, events, syncs) out of its query;
     # that list may only cost time: the launch calls read, and so every op's launch record, are the
     # same without it, on every capture.
-    from analyzer.readers import nsys_sqlite
+    from specprof.analyzer.readers import nsys_sqlite
     from conftest import FIXTURES, SHARED
 
     path = str(SHARED / "nsys_sqlite" / name[7:]) if name.startswith("shared:") else \

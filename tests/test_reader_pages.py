@@ -19,10 +19,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analyzer.model.columns import ArrowStream
-from analyzer.errors import SpecprofError
-from analyzer.readers import nsys_sqlite
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.model.columns import ArrowStream
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers import nsys_sqlite
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import FIXTURES, SHARED, shared_nsys
 
 pages = nsys_sqlite._sqlite_pages
@@ -195,7 +195,7 @@ def test_damaged_pages_never_crash_the_reader(tmp_path):
     src = FIXTURES / "reference-k4" / "run.sqlite"
     script = textwrap.dedent(f"""
         import random, shutil, sqlite3, sys
-        from analyzer.readers import _sqlite_pages as pages
+        from specprof.analyzer.readers import _sqlite_pages as pages
         src, dst = {str(src)!r}, {str(tmp_path / "damaged.sqlite")!r}
         con = sqlite3.connect(src)
         tables = {{n: r for n, r in con.execute("SELECT name, rootpage FROM sqlite_master WHERE type = 'table'")}}

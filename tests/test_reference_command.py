@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 
 
 def run(tmp_path, *args):
@@ -66,7 +66,7 @@ def test_without_torch_the_engine_names_the_extra_in_one_line(tmp_path):
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['torch'] = None; from analyzer.cli import main; sys.argv[0] = 'specprof'; main()"
+    code = "import sys; sys.modules['torch'] = None; from specprof.analyzer.cli import main; sys.argv[0] = 'specprof'; main()"
     proc = subprocess.run([sys.executable, "-c", code, "reference", "--tiny", "--device", "cpu", "--out",
                            str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr

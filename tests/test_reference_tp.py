@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from analyzer.cli import main  # noqa: E402
-from analyzer.readers import sidecar as sc  # noqa: E402
-from tracer.reference import engine  # noqa: E402
-from tracer.reference import tp as tp_launch  # noqa: E402
+from specprof.analyzer.cli import main  # noqa: E402
+from specprof.analyzer.readers import sidecar as sc  # noqa: E402
+from specprof.tracer.reference import engine  # noqa: E402
+from specprof.tracer.reference import tp as tp_launch  # noqa: E402
 
 
 def _layer_check(rank: int, world: int, port: int, out: str) -> None:

@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from browser import Page, chromium
 from conftest import FIXTURES
 

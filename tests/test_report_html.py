@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.core.attribution import attribute
-from analyzer.derived.analysis import Analysis
-from analyzer.readers.inputs import manifest
-from analyzer.readers.load import load_trace
-from analyzer.render import html
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.readers.inputs import manifest
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.render import html
 from browser import Page, chromium
 from conftest import FIXTURES
 

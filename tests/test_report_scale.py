@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from analyzer.core.attribution import attribute
-from analyzer.render import html
-from analyzer.readers.inputs import manifest
-from analyzer.readers.load import load_trace
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.render import html
+from specprof.analyzer.readers.inputs import manifest
+from specprof.analyzer.readers.load import load_trace
 from browser import Page, chromium
 from conftest import ROOT
 

@@ -9,13 +9,13 @@ from dataclasses import fields
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app import run as run_module
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run, StoredRun, open_run
-from analyzer.cli import main
-from analyzer.core.attribution import Attribution
-from analyzer.derived import run_files
-from analyzer.errors import SpecprofError
+from specprof.analyzer.app import run as run_module
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.run import Run, StoredRun, open_run
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import run_files
+from specprof.analyzer.errors import SpecprofError
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
@@ -91,7 +91,7 @@ def test_wrong_inputs_are_said_before_anything_is_read(tmp_path):
 def test_a_stored_run_is_opened_by_its_id(tmp_path):
     db_path = str(tmp_path / "s.db")
     assert CliRunner().invoke(main, ["analyze", str(K4), "--db", db_path, "-q"]).exit_code == 0
-    from analyzer.app import store
+    from specprof.analyzer.app import store
 
     db = store.connect(db_path, create=False)
     stored = open_run("@1", db=db)
@@ -105,7 +105,7 @@ def test_a_stored_run_is_opened_by_its_id(tmp_path):
 
 
 def test_a_baseline_trace_is_read_through_the_one_cached_loader(monkeypatch):
-    from analyzer.app import analyze
+    from specprof.analyzer.app import analyze
 
     seen = []
     real = analyze.load_trace

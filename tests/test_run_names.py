@@ -9,8 +9,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.render.names import distinct
+from specprof.analyzer.cli import main
+from specprof.analyzer.render.names import distinct
 from conftest import FIXTURES
 
 

@@ -13,12 +13,12 @@ import json
 import polars as pl
 import pytest
 
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run
-from analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
-from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
-from analyzer.readers import sglang_log
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
+from specprof.analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.readers import sglang_log
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
 SPECULATIVE = ["sglang-k4", "sglang-k2", "sglang-k4-nooverlap"]

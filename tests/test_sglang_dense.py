@@ -19,14 +19,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.commands import load_sweep
-from analyzer.app.run import Run
-from analyzer.derived import crosscheck as cc
-from analyzer.derived import economics as econ
-from analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
-from analyzer.derived.sweep import acceptance
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.commands import load_sweep
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.derived import crosscheck as cc
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
+from specprof.analyzer.derived.sweep import acceptance
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES, ROOT
 
 STEPS = [1, 2, 3, 4, 6]
@@ -308,7 +308,7 @@ def test_cycles_before_the_window_run_as_fast_as_the_twin_on_the_dense_target():
 def test_the_output_docs_sglang_quotes_for_k3_is_what_analyze_prints(monkeypatch):
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
     from test_sglang_guide import GUIDE, blocks
 
     monkeypatch.chdir(ROOT)

@@ -9,7 +9,7 @@ import sys
 
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import ROOT
 
 GUIDE = (ROOT / "docs" / "sglang.md").read_text(encoding="utf-8")

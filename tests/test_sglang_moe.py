@@ -14,11 +14,11 @@ import json
 import polars as pl
 import pytest
 
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.commands import load_sweep
-from analyzer.app.run import Run
-from analyzer.model.labels import IDLE_CATEGORIES
-from analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.commands import load_sweep
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.model.labels import IDLE_CATEGORIES
+from specprof.analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
 from conftest import FIXTURES, ROOT
 from test_sglang_dense import check_chain_launches
 
@@ -181,8 +181,8 @@ def test_the_moe_k2_log_leaves_out_the_runs_last_cycles():
     # the requests finish (batches of 8, 8, 8, 8, 8, 6, 3, 1), accept 1.92 per request-round and pull the whole
     # run's 2.0796 down to 2.0732: a gap of +0.0055 to the log's 2.079, just past the rounding (0.005) that
     # `agree` allows, and inside the one-iteration overlap bound that `explained` adds (docs/crosscheck.md).
-    from analyzer.readers import sglang_log
-    from analyzer.readers.sidecar import find, read_sidecars
+    from specprof.analyzer.readers import sglang_log
+    from specprof.analyzer.readers.sidecar import find, read_sidecars
 
     folder = str(FIXTURES / "sglang-moe-k2")
     cycles = (read_sidecars(find(folder)).cycles.filter(pl.col("requests") > 0).sort("index")
@@ -371,7 +371,7 @@ def test_under_nsys_the_gpu_waits_for_the_hosts_launches_before_each_graph():
 def test_the_output_docs_sglang_quotes_for_the_moe_target_is_what_specprof_prints(monkeypatch):
     from click.testing import CliRunner
 
-    from analyzer.cli import main
+    from specprof.analyzer.cli import main
     from test_sglang_guide import GUIDE, blocks
 
     monkeypatch.chdir(ROOT)

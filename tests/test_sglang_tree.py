@@ -17,15 +17,15 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run
-from analyzer.cli import main
-from analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
-from analyzer.derived.economics import SHAPE_FROM_COMMAND, SHAPE_FROM_LOG
-from analyzer.derived.run_files import shape_of
-from analyzer.model.run_data import RunData
-from analyzer.readers.sglang_log import server_args
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
+from specprof.analyzer.derived.economics import SHAPE_FROM_COMMAND, SHAPE_FROM_LOG
+from specprof.analyzer.derived.run_files import shape_of
+from specprof.analyzer.model.run_data import RunData
+from specprof.analyzer.readers.sglang_log import server_args
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from browser import Page, chromium
 from conftest import FIXTURES, ROOT
 from test_sglang_dense import load_script, read_json

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.errors import SpecprofError
-from analyzer.readers.sidecar import find, read_sidecars
+from specprof.analyzer.cli import main
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.sidecar import find, read_sidecars
 from conftest import FIXTURES
 
 # The reference engine's (and its torch.profiler run's): every cycle a full batch of 8 with counts.

@@ -11,15 +11,15 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app import store, traces
-from analyzer.app.analyze import Options
-from analyzer.app.commands import load_sweep
-from analyzer.app.run import Run
-from analyzer.cli import main
-from analyzer.core.attribution import attribute
-from analyzer.derived.compare import compare
-from analyzer.errors import SpecprofError
-from analyzer.readers.load import load_trace
+from specprof.analyzer.app import store, traces
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.commands import load_sweep
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.derived.compare import compare
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K2, K4, K6 = (str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))
@@ -185,7 +185,7 @@ def test_records_built_in_workers_equal_serial_ones(tmp_path):
 def test_the_server_log_reconciliation_is_stored(tmp_path):
     # The server log is SYNTHETIC (no capture here ran SGLang): made from the real K=4 sidecar's accept counts
     # as SGLang's metrics reporter writes them (tests/test_crosscheck.py `synthetic_log`).
-    from analyzer.readers.sidecar import find
+    from specprof.analyzer.readers.sidecar import find
     from test_crosscheck import raw_cycles, synthetic_log
 
     log = tmp_path / "server.log"
@@ -203,7 +203,7 @@ def test_the_server_log_reconciliation_is_stored(tmp_path):
 
 _WRITER = """
 import os, pickle, signal, sys
-from analyzer.app import store
+from specprof.analyzer.app import store
 db_path, record_file, prefix, count, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 with open(record_file, "rb") as fh:
     rec = pickle.load(fh)
@@ -223,7 +223,7 @@ def record_file(tmp_path_factory):
     """The K=4 capture analysed once, as the store's rows (pickled for the writer processes)."""
     import pickle
 
-    from analyzer.readers.inputs import resolve
+    from specprof.analyzer.readers.inputs import resolve
 
     a = Run.load(K4)
     rec = store.record(a, path=K4, trace_path=resolve(K4), options=store.options_of())
@@ -281,7 +281,7 @@ def test_a_read_only_store_is_one_clear_error(tmp_path):
     store.connect(str(db)).conn.close()
     db.chmod(0o444)
     done = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable, "-m",
-                           "analyzer", "analyze", K4, "--db", str(db), "-q"], capture_output=True, text=True)
+                           "specprof", "analyze", K4, "--db", str(db), "-q"], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
+from specprof.analyzer.cli import main
 from conftest import FIXTURES, ROOT
 
 QUERIES = re.findall(r"```sql\n(.*?)```", (ROOT / "docs" / "store.md").read_text(), re.S)

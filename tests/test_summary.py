@@ -8,10 +8,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyzer.core import summary
-from analyzer.core.attribution import attribute
-from analyzer.readers.load import load_trace
-from analyzer.model.trace import Trace, TraceMeta
+from specprof.analyzer.core import summary
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.model.trace import Trace, TraceMeta
 from conftest import FIXTURES, shared_nsys
 
 CAPTURES = [FIXTURES / "reference-k4" / "run.sqlite", FIXTURES / "reference-k4-graph" / "run.sqlite",
@@ -70,7 +70,7 @@ def naive_union(ops: pl.DataFrame, by: list[str]) -> dict:
 def test_polars_union_equals_a_plain_merge(path):
     # The polars twin of the C scan against intervals merged one by one in Python: every grouping the analysis
     # uses, null groups included (ops of no range, or no cycle), and over the rows a predicate selects.
-    from analyzer.core import accounting
+    from specprof.analyzer.core import accounting
 
     ops = attribute(load_trace(str(path)), domains=("*",)).ops
     for by in (["range_id"], ["cycle", "phase"], ["device", "stream"], ["device"]):
@@ -82,14 +82,14 @@ def test_polars_union_equals_a_plain_merge(path):
     assert dict(zip(got.select(by).iter_rows(), got["busy"])) == naive_union(ops.filter(loose), by)
 
 
-@pytest.mark.skipif(__import__("analyzer.core.accounting", fromlist=["_scan"])._scan is None,
+@pytest.mark.skipif(__import__("specprof.analyzer.core.accounting", fromlist=["_scan"])._scan is None,
                     reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
 @pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_c_scan_equals_polars(path, monkeypatch):
     # The one-pass C scan and its polars twin give the same unions (every grouping the analysis
     # uses, null groups included, over the rows a predicate selects too) and the same prev_end per op;
     # and the whole analysis is the same either way.
-    from analyzer.core import accounting
+    from specprof.analyzer.core import accounting
 
     a = attribute(load_trace(str(path)), domains=("*",))
     ops = a.ops
@@ -113,13 +113,13 @@ def test_c_scan_equals_polars(path, monkeypatch):
         assert getattr(a, table).equals(getattr(b, table)), table
 
 
-@pytest.mark.skipif(__import__("analyzer.core.accounting", fromlist=["_scan"])._scan is None,
+@pytest.mark.skipif(__import__("specprof.analyzer.core.accounting", fromlist=["_scan"])._scan is None,
                     reason="the C scan (analyzer/_scan.c) was not built (no C compiler at install)")
 @pytest.mark.parametrize("path", CAPTURES[:3] + CAPTURES[4:5], ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_range_scan_equals_the_group_bys(path, monkeypatch):
     # One C pass per range (its busy union, first start, last end, ops, launches) against polars' union
     # and group-by (the per-range projection, NVIDIA's definition).
-    from analyzer.core import accounting, projection, summary
+    from specprof.analyzer.core import accounting, projection, summary
 
     a = attribute(load_trace(str(path)), domains=("*",))
     scanned = accounting.range_scan(a.ops)
@@ -135,8 +135,8 @@ def test_range_scan_equals_the_group_bys(path, monkeypatch):
 def test_pair_tables_in_place_equal_over_a_copy(path, monkeypatch):
     # A (process, device) pair's phases and categories, its rows selected in place by each query, equal those over a
     # copy of its rows (what a small pair gets), on every capture of several pairs.
-    from analyzer.core import categories
-    from analyzer.model.labels import COMMUNICATION
+    from specprof.analyzer.core import categories
+    from specprof.analyzer.model.labels import COMMUNICATION
     a = attribute(load_trace(str(path)), domains=("*",))
     if a.pairs.height < 2:
         pytest.skip("one (process, device) pair: its tables are the capture's")
@@ -156,7 +156,7 @@ def test_pair_tables_in_place_equal_over_a_copy(path, monkeypatch):
 def test_launch_table_is_one_group_by_over_the_launches(path):
     # The launch table (its sums from the ops, each percentile's values gathered one at a time) equals one group-by
     # over every launch's derived values.
-    from analyzer.model.stats import QUANTILE
+    from specprof.analyzer.model.stats import QUANTILE
     ops = attribute(load_trace(str(path)), domains=("*",)).ops
     at = pl.col("launch_start")
     rows = ops.filter(pl.col("launch_first")).select(

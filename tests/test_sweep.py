@@ -13,12 +13,12 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.commands import load_sweep
-from analyzer.cli import main
-from analyzer.derived import sweep as sw
-from analyzer.errors import SpecprofError
-from analyzer.readers.ground_truth import read_ground_truth
-from analyzer.readers.sidecar import find
+from specprof.analyzer.app.commands import load_sweep
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived import sweep as sw
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.ground_truth import read_ground_truth
+from specprof.analyzer.readers.sidecar import find
 from conftest import FIXTURES
 
 RUNS = [str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6)]

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import Options
-from analyzer.app.run import open_run
-from analyzer.cli import main
-from analyzer.derived.run_files import fit_sweep
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.run import open_run
+from specprof.analyzer.cli import main
+from specprof.analyzer.derived.run_files import fit_sweep
 from conftest import FIXTURES
 
 DENSE = [str(FIXTURES / f"sglang-dense-k{k}") for k in (1, 2, 3, 4, 6)]
@@ -69,8 +69,8 @@ def test_a_negative_fixed_cost_is_flagged_with_its_likely_cause():
     assert "a fixed cost of -0.407 ms" in why and "contradicts the model" in why and "K - 1" in why
     assert any("draft: a fixed cost of -0.407 ms" in n and "fewer draft forward passes than K" in n
                for n in s.notes)
-    from analyzer.render import json as json_render
-    from analyzer.render import terminal
+    from specprof.analyzer.render import json as json_render
+    from specprof.analyzer.render import terminal
     assert json_render.sweep(s)["draft"]["contradicts"] == "fixed"
     assert "CONTRADICTS: fixed < 0" in terminal.sweep(s)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.commands import load_sweep
-from analyzer.app.run import Run
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.commands import load_sweep
+from specprof.analyzer.app.run import Run
 from conftest import FIXTURES
 
 SETS = {
@@ -66,7 +66,7 @@ def test_the_moe_k4_capture_and_its_twin_accept_differently():
     assert acc["accepted"] == 456  # (458 over the captures' cycles under nsys)
     for x in inputs:
         assert x.accept_len == pytest.approx(1 + x.twin_accepts["correct"].mean(), rel=1e-12)
-    from analyzer.render import terminal
+    from specprof.analyzer.render import terminal
     assert "over the cycles their accept lengths are over: their twins' without nsys" in terminal.sweep(s)
 
 
@@ -75,8 +75,8 @@ def test_a_stored_run_sweeps_with_the_same_accept_lengths(tmp_path):
     # with the twin's period as the sweep of the folders does, on the MoE runs where the two differ.
     from click.testing import CliRunner
 
-    from analyzer.app import store
-    from analyzer.cli import main
+    from specprof.analyzer.app import store
+    from specprof.analyzer.cli import main
     db = str(tmp_path / "results.db")
     runs = [str(FIXTURES / "sglang-moe-k2"), str(FIXTURES / "sglang-moe-k4")]
     base = str(FIXTURES / "sglang-moe-plain")
@@ -98,7 +98,7 @@ def test_without_every_twin_the_sweep_pairs_the_captures_accept_lengths_with_the
     paths = [str(FIXTURES / "sglang-moe-k2"), str(FIXTURES / "sglang-moe-k4")]
     inputs = [Run.load(p, Options()).sweep_input for p in paths]
     inputs[0] = replace(inputs[0], periods=None)
-    from analyzer.derived.run_files import fit_sweep
+    from specprof.analyzer.derived.run_files import fit_sweep
     s = fit_sweep(list(zip(paths, inputs)))
     assert s.basis == "cycle"
     for path, r in zip(paths, s.runs.iter_rows(named=True)):

@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.commands import load_sweep
-from analyzer.cli import main
+from specprof.analyzer.app.commands import load_sweep
+from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 SGLANG = [str(FIXTURES / "sglang-k2"), str(FIXTURES / "sglang-k4")]
@@ -105,7 +105,7 @@ def test_runs_of_different_setups_are_refused_in_sweep_and_compare():
 
 def test_differences_name_batch_sizes():
     # synthetic setups: no two captures here differ only in batch size
-    from analyzer.derived.compare import differences
+    from specprof.analyzer.derived.compare import differences
     same = {"engine": "sglang", "model": {"model-path": "m"}, "tp": 8}
     assert differences([("a", {**same, "batch": 8.0}), ("b", {**same, "batch": 8.2})]) == []
     out = differences([("a", {**same, "batch": 8.0}), ("b", {**same, "batch": 16.0})])

@@ -10,11 +10,11 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.core.window import Window, select
-from analyzer.model.trace import capture_start
-from analyzer.readers.load import load_trace
-from analyzer.render import html
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.window import Window, select
+from specprof.analyzer.model.trace import capture_start
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.render import html
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"

@@ -14,9 +14,9 @@ import types
 import pytest
 
 import fake_engine
-from tracer.presets import sglang as sglang_preset
-from tracer.targets import Target
-from tracer.session import TracingSession
+from specprof.tracer.presets import sglang as sglang_preset
+from specprof.tracer.targets import Target
+from specprof.tracer.session import TracingSession
 from test_tracer_steps_window_events import PlainBatch, PlainWorker
 from tracer_helpers import FakeClock, RecordingNvtx, of_type, read_sidecar
 
@@ -66,7 +66,7 @@ class FaultyClock(FakeClock):
 
 
 class FaultyEvents:
-    """Stands in for tracer.gpu_events.GpuEvents: `record` returns a token, and raises at its k-th call."""
+    """Stands in for specprof.tracer.gpu_events.GpuEvents: `record` returns a token, and raises at its k-th call."""
 
     def __init__(self, k: int):
         self.k, self.n, self.closed = k, 0, []

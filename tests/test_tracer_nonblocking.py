@@ -18,8 +18,8 @@ import torch
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2, EagleDraftWorker
-from tracer import presets
-from tracer.session import TracingSession
+from specprof.tracer import presets
+from specprof.tracer.session import TracingSession
 from tracer_helpers import of_type, read_sidecar
 
 CALLS: list[str] = []

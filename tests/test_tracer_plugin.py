@@ -16,8 +16,8 @@ from importlib import metadata
 
 import pytest
 
-from tracer import plugin
-from tracer.posthook import PostImportHook
+from specprof.tracer import plugin
+from specprof.tracer.posthook import PostImportHook
 from tracer_helpers import TESTS, no_global_session, read_sidecar, run_python  # noqa: F401 (fixture)
 
 PROBE = textwrap.dedent(
@@ -25,12 +25,12 @@ PROBE = textwrap.dedent(
     import json, sys
     from sglang.srt.plugins import load_plugins
     load_plugins()
-    from tracer import plugin
-    from tracer.posthook import PostImportHook
-    from tracer.targets import is_wrapped
-    loaded = "tracer.plugin" in sys.modules
+    from specprof.tracer import plugin
+    from specprof.tracer.posthook import PostImportHook
+    from specprof.tracer.targets import is_wrapped
+    loaded = "specprof.tracer.plugin" in sys.modules
     hooked = any(isinstance(f, PostImportHook) for f in sys.meta_path)
-    heavy_before = sorted(m for m in ("tracer.session", "nvtx") if m in sys.modules)
+    heavy_before = sorted(m for m in ("specprof.tracer.session", "nvtx") if m in sys.modules)
     from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2, EagleDraftWorker
     from sglang.srt.managers.scheduler import Scheduler
     print(json.dumps({
@@ -55,7 +55,7 @@ def _probe(env: dict) -> dict:
 
 def test_the_entry_point_is_installed():
     points = [e for e in metadata.entry_points(group="sglang.srt.plugins") if e.name == "specprof"]
-    assert [e.value for e in points] == ["tracer.plugin:load"], "run scripts/test (pip install -e .)"
+    assert [e.value for e in points] == ["specprof.tracer.plugin:load"], "run scripts/test (pip install -e .)"
 
 
 def test_sglang_load_plugins_loads_the_tracer_when_enabled(tmp_path):
@@ -64,7 +64,7 @@ def test_sglang_load_plugins_loads_the_tracer_when_enabled(tmp_path):
         "loaded": True,
         "session": True,
         "hooked": True,  # the worker modules were not imported yet: patched on import
-        "heavy_before": ["tracer.session"],  # nvtx waits until a target module is imported
+        "heavy_before": ["specprof.tracer.session"],  # nvtx waits until a target module is imported
         "verify": True,
         "draft": True,
         "accept": True,
@@ -95,10 +95,10 @@ def test_sglang_load_plugins_leaves_everything_alone_otherwise(tmp_path, value):
 BOOTSTRAP_PROBE = textwrap.dedent(
     """
     import json, sys
-    from tracer import plugin
+    from specprof.tracer import plugin
     session = plugin.current()
-    import tracer.reference.engine as engine
-    from tracer.targets import is_wrapped
+    import specprof.tracer.reference.engine as engine
+    from specprof.tracer.targets import is_wrapped
     print(json.dumps({
         "session": session is not None,
         "preset": session.preset.name if session else None,
@@ -222,13 +222,13 @@ def test_a_failing_callback_does_not_fail_the_import(tmp_path, monkeypatch):
 
 
 def test_the_reference_engine_is_patched_when_it_is_imported_later(tmp_path, monkeypatch, no_global_session):
-    import tracer.reference as package
+    import specprof.tracer.reference as package
 
-    monkeypatch.delitem(sys.modules, "tracer.reference.engine", raising=False)  # restored after the test
+    monkeypatch.delitem(sys.modules, "specprof.tracer.reference.engine", raising=False)  # restored after the test
     monkeypatch.delattr(package, "engine", raising=False)
     session = plugin.install("reference", str(tmp_path), handle_signals=False)
-    import tracer.reference.engine as engine
-    from tracer.targets import is_wrapped
+    import specprof.tracer.reference.engine as engine
+    from specprof.tracer.targets import is_wrapped
 
     assert is_wrapped(engine.ReferenceWorker.forward_batch_generation, "range")
     assert session.unresolved() == []

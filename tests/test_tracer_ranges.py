@@ -58,8 +58,8 @@ def test_prefill_outside_a_cycle_is_a_range_with_no_cycle(traced, tmp_path):
 
 
 def test_an_override_calling_super_is_one_range(traced):
-    from tracer.ranges import range_wrapper
-    from tracer.targets import RANGE, patch_method
+    from specprof.tracer.ranges import range_wrapper
+    from specprof.tracer.targets import RANGE, patch_method
 
     session, nvtx = traced()
     make = range_wrapper(session.recorder, "verify")

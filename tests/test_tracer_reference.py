@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import inspect
 
-from tracer import presets
-from tracer.reference import engine
-from tracer.session import TracingSession
-from tracer.targets import is_wrapped
+from specprof.tracer import presets
+from specprof.tracer.reference import engine
+from specprof.tracer.session import TracingSession
+from specprof.tracer.targets import is_wrapped
 from tracer_helpers import RecordingNvtx, of_type, read_sidecar
 
 PRESET = presets.get("reference")

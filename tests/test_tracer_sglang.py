@@ -13,10 +13,10 @@ import inspect
 import pytest
 
 import sglang
-from tracer import presets
-from tracer.presets import sglang as preset_module
-from tracer.session import TracingSession
-from tracer.targets import COUNTS, NOT_FOUND, RANGE, is_wrapped
+from specprof.tracer import presets
+from specprof.tracer.presets import sglang as preset_module
+from specprof.tracer.session import TracingSession
+from specprof.tracer.targets import COUNTS, NOT_FOUND, RANGE, is_wrapped
 
 PRESET = presets.get("sglang")
 V1_MODULES = {preset_module.V1, preset_module.STANDALONE_V1, preset_module.MULTI_LAYER_V1}

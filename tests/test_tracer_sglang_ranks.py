@@ -26,7 +26,7 @@ import textwrap
 import polars as pl
 import pytest
 
-from analyzer.readers.sidecar import read_sidecars
+from specprof.analyzer.readers.sidecar import read_sidecars
 from tracer_helpers import ROOT
 
 pytest.importorskip("sglang")
@@ -44,8 +44,8 @@ RANK_PROCESS = textwrap.dedent(
     from sglang.srt.managers.schedule_batch import ScheduleBatch
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    from tracer import plugin
-    from tracer.targets import is_wrapped
+    from specprof.tracer import plugin
+    from specprof.tracer.targets import is_wrapped
 
     worker = object.__new__(EAGLEWorkerV2)          # the real class, no model behind it
     worker.adaptive_controller = None

@@ -14,10 +14,10 @@ import threading
 import pytest
 
 import fake_engine
-from tracer import clock
-from tracer.cycles import AcceptMatcher, Cycle
-from tracer.sidecar import SCHEMA, file_name
-from tracer.targets import CountsHook, Target
+from specprof.tracer import clock
+from specprof.tracer.cycles import AcceptMatcher, Cycle
+from specprof.tracer.sidecar import SCHEMA, file_name
+from specprof.tracer.targets import CountsHook, Target
 from tracer_helpers import (  # noqa: F401 (traced: fixture)
     FakeClock,
     RecordingNvtx,
@@ -180,7 +180,7 @@ def test_too_many_waiting_cycles_and_close_write_them_without_counts():
 
 def test_v1_counts_read_from_verify_reach_their_own_cycle(traced, tmp_path, monkeypatch):
     """SGLang v1 reads the counts inside the cycle, from verify's return value."""
-    from tracer.presets import sglang
+    from specprof.tracer.presets import sglang
 
     class VerifyOutput:
         def __init__(self, counts):
@@ -239,7 +239,7 @@ _CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
     import fake_engine
-    from tracer.session import TracingSession
+    from specprof.tracer.session import TracingSession
     {before}
     # The flusher never runs on its own here: whatever reaches the file was flushed by exit or signal handling.
     session = TracingSession(fake_engine.preset_for("fake_engine"), {out!r}, flush_interval_s=3600)
@@ -314,7 +314,7 @@ def test_an_ignored_signal_stays_ignored(tmp_path):
 
 # -- never raises ----------------------------------------------------------------------------------------------
 def test_an_unwritable_output_folder_turns_the_sidecar_off_not_the_engine(tmp_path, caplog):
-    from tracer.session import TracingSession
+    from specprof.tracer.session import TracingSession
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -337,7 +337,7 @@ def test_an_unwritable_output_folder_turns_the_sidecar_off_not_the_engine(tmp_pa
 def test_a_forked_child_writes_its_own_file(traced, tmp_path):
     session, _ = traced()
     fake_engine.ReferenceWorker().forward_batch_generation(Batch(1))
-    from tracer import plugin
+    from specprof.tracer import plugin
 
     plugin._register_fork_hook()
     previous, plugin._session = plugin._session, session
@@ -385,7 +385,7 @@ def test_the_fast_cycle_line_is_the_records_json(rank, batch_size, counts, end_n
 
 
 def test_the_fast_range_line_is_the_records_json():
-    from tracer.sidecar import _dumps
+    from specprof.tracer.sidecar import _dumps
 
     for cycle in (None, 0, 12):
         record = {"type": "range", "name": "accept", "start_ns": 10, "end_ns": 20, "cycle": cycle}

@@ -15,10 +15,10 @@ import types
 import pytest
 
 import fake_engine
-from tracer.gpu_events import GpuEvents
-from tracer.presets import sglang as sglang_preset
-from tracer.targets import Target
-from tracer.window import CaptureWindow, parse
+from specprof.tracer.gpu_events import GpuEvents
+from specprof.tracer.presets import sglang as sglang_preset
+from specprof.tracer.targets import Target
+from specprof.tracer.window import CaptureWindow, parse
 from tracer_helpers import of_type, read_sidecar, traced  # noqa: F401  (fixture)
 
 

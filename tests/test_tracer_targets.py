@@ -11,8 +11,8 @@ import types
 import pytest
 
 import fake_engine
-from tracer.presets import Preset
-from tracer.targets import COUNTS, NOT_FOUND, RANGE, Patcher, Target, is_wrapped, patch_method
+from specprof.tracer.presets import Preset
+from specprof.tracer.targets import COUNTS, NOT_FOUND, RANGE, Patcher, Target, is_wrapped, patch_method
 from tracer_helpers import traced  # noqa: F401 (fixture)
 
 
@@ -227,7 +227,7 @@ def test_unresolved_targets_are_logged_once_with_the_engine_version(traced, capl
 def test_eager_activation_reports_at_once(caplog, tmp_path):
     # A worker family whose module does not exist in this engine version is not in use: one DEBUG line, no
     # warning. A module that exists but lacks the class is a version the table does not know: a WARNING.
-    from tracer.session import TracingSession
+    from specprof.tracer.session import TracingSession
 
     preset = fake_engine.preset_for("fake_engine")
     targets = (Target("draft", (("specprof_no_such_module", "W", "draft"),)),

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.cli import main
-from analyzer.errors import clean
+from specprof.analyzer.cli import main
+from specprof.analyzer.errors import clean
 from conftest import FIXTURES
 
 HOSTILE = "run\x1b[2J\x1b]0;owned\x07\u202etxt.\x1b[31m"

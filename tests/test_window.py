@@ -10,13 +10,13 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyzer.app.analyze import Options
-from analyzer.app.run import Run
-from analyzer.cli import main
-from analyzer.core.attribution import attribute
-from analyzer.core.window import Window, select
-from analyzer.errors import SpecprofError
-from analyzer.readers.load import load_trace
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.cli import main
+from specprof.analyzer.core.attribution import attribute
+from specprof.analyzer.core.window import Window, select
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.load import load_trace
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"

@@ -13,15 +13,15 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from analyzer.app import window_reads
-from analyzer.app.analyze import Options
-from analyzer.app.run import Run
-from analyzer.core.window import Window, hull, select
-from analyzer.errors import SpecprofError
-from analyzer.readers import nsys_window
-from analyzer.readers.inputs import resolve
-from analyzer.readers.nsys_sqlite import _sqlite_pages, read_nsys_sqlite
-from analyzer.render import json as json_render
+from specprof.analyzer.app import window_reads
+from specprof.analyzer.app.analyze import Options
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.core.window import Window, hull, select
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers import nsys_window
+from specprof.analyzer.readers.inputs import resolve
+from specprof.analyzer.readers.nsys_sqlite import _sqlite_pages, read_nsys_sqlite
+from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES, capture_id, own_nsys, shared_nsys
 
 pytestmark = pytest.mark.skipif(_sqlite_pages is None, reason="the page reader (C module) is not built")
@@ -125,7 +125,7 @@ def test_a_window_reads_a_part_of_the_rows():
 def test_zones_bound_every_row():
     """The page reader's zones (rows, least and greatest value, small values seen) against the rows themselves."""
     path = resolve(str(FIXTURES / "reference-k4-tp2"))
-    from analyzer.readers import nsys_sqlite as ns
+    from specprof.analyzer.readers import nsys_sqlite as ns
 
     ex = ns._Export(path)
     try:

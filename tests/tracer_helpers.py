@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import fake_engine
-from tracer import plugin
-from tracer.session import TracingSession
+from specprof.tracer import plugin
+from specprof.tracer.session import TracingSession
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -91,7 +91,7 @@ def traced(tmp_path):
 
 @pytest.fixture
 def no_global_session():
-    """Makes sure a test that uses tracer.plugin leaves no session behind."""
+    """Makes sure a test that uses specprof.tracer.plugin leaves no session behind."""
     plugin.uninstall()
     yield
     plugin.uninstall()

@@ -1,6 +1,6 @@
 """specprof tracer: NVTX phase ranges and a wall-clock sidecar inside SGLang's EAGLE worker.
 
-Importing this package does nothing: nothing is patched unless SPECPROF_TRACE=1 (see tracer.plugin).
+Importing this package does nothing: nothing is patched unless SPECPROF_TRACE=1 (see specprof.tracer.plugin).
 """
 
 DOMAIN = "specprof"

@@ -30,9 +30,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from analyzer import __version__
-from analyzer.errors import SpecprofError, clean
-from tracer import gpu_events, manifest, window
+from specprof.analyzer import __version__
+from specprof.analyzer.errors import SpecprofError, clean
+from specprof.tracer import gpu_events, manifest, window
 
 # -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
 # cudaGraphLaunch's correlation id. fork-before-exec: SGLang's spawned schedulers are traced too.
@@ -644,9 +644,9 @@ class _Tee:
 
 
 def _bootstrap(plan: Plan) -> Plan:
-    """Make the tracer's bootstrap folder (tracer.plugin.bootstrap_dir) and point PYTHONPATH at it."""
+    """Make the tracer's bootstrap folder (specprof.tracer.plugin.bootstrap_dir) and point PYTHONPATH at it."""
     try:
-        plugin = importlib.import_module("tracer.plugin")
+        plugin = importlib.import_module("specprof.tracer.plugin")
     except ImportError as exc:
         raise SpecprofError(f"the tracer cannot be loaded ({exc}); capture with --no-tracer instead") from exc
     made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))

@@ -1,6 +1,6 @@
 """Click commands of the tracer side (`specprof capture`, …). They only parse options and call the library.
 
-Imported by analyzer.cli at start-up: nothing heavy (torch, SGLang) may be imported at module level here.
+Imported by specprof.analyzer.cli at start-up: nothing heavy (torch, SGLang) may be imported at module level here.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from analyzer.errors import clean, clean_lines
-from tracer import capture as capture_lib
-from tracer import window
+from specprof.analyzer.errors import clean, clean_lines
+from specprof.tracer import capture as capture_lib
+from specprof.tracer import window
 
 
 def _cycles(ctx, param, value):
@@ -104,6 +104,6 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
     click.get_current_context().exit(0)
 
 
-from tracer.reference.command import reference  # noqa: E402  (torch is imported only when it runs)
+from specprof.tracer.reference.command import reference  # noqa: E402  (torch is imported only when it runs)
 
 COMMANDS = [capture, reference]

@@ -4,7 +4,7 @@
   the start of every scheduler process (and in the launcher, detokenizer and DP controller).
 - `bootstrap_dir(path)` writes a folder to put first on PYTHONPATH: its `sitecustomize.py` calls `load()` in
   every Python process started with that environment, for SGLang versions without plugins (and for any other
-  program), then runs the `sitecustomize` it shadows.
+  program), then runs the next `sitecustomize` on the path after its folder, once per process.
 
 Both are inert unless SPECPROF_TRACE=1: importing this module imports nothing but `os` and `sys`, and `load()`
 returns at once. Enabled, `install()` patches the preset's targets that are already imported and hooks the
@@ -41,7 +41,7 @@ def load() -> None:
 def install(preset=None, out_dir: str | None = None, *, import_modules: bool = False, **options):
     """Starts tracing in this process (once; later calls return the same session). Never raises.
 
-    `preset` is a name ($SPECPROF_PRESET or "sglang" by default) or a tracer.presets.Preset; `out_dir`
+    `preset` is a name ($SPECPROF_PRESET or "sglang" by default) or a specprof.tracer.presets.Preset; `out_dir`
     defaults to $SPECPROF_OUT_DIR or the working directory
     when the sidecar opens. `import_modules=True` imports the target modules now instead of waiting for them.
     `options` go to TracingSession (tests: perf_counter_ns, max_queue, nvtx_factory, ...).
@@ -53,8 +53,8 @@ def install(preset=None, out_dir: str | None = None, *, import_modules: bool = F
     import logging
 
     try:
-        from tracer import presets
-        from tracer.session import TracingSession
+        from specprof.tracer import presets
+        from specprof.tracer.session import TracingSession
 
         if not isinstance(preset, presets.Preset):
             preset = presets.get(preset or os.environ.get(ENV_PRESET) or presets.DEFAULT)
@@ -101,10 +101,15 @@ def _register_fork_hook() -> None:
 
 
 _SITECUSTOMIZE = '''\
-"""Written by specprof (tracer.plugin.bootstrap_dir). Loads the specprof tracer when SPECPROF_TRACE=1,
-then runs the sitecustomize module that this one shadows, if there is one."""
+"""Written by specprof (specprof.tracer.plugin.bootstrap_dir). Loads the specprof tracer when SPECPROF_TRACE=1,
+then runs the next sitecustomize module on the path after this file's folder, if there is one. It runs once per
+process: a later sitecustomize that chains back to this one (by searching the whole path but its own folder)
+finds it done."""
 import os
 import sys
+import types
+
+_RAN = "_specprof_sitecustomize_ran"
 
 
 def _specprof_load():
@@ -112,31 +117,34 @@ def _specprof_load():
         return
     try:
         try:
-            import tracer.plugin
+            from specprof.tracer import plugin
         except ImportError:
             sys.path.append({root!r})
-            import tracer.plugin
-        tracer.plugin.load()
+            from specprof.tracer import plugin
+        plugin.load()
     except Exception as exc:
         import logging
 
         logging.getLogger("specprof.tracer").warning("specprof: tracer not loaded: %s", exc)
 
 
-def _run_shadowed_sitecustomize():
+def _run_next_sitecustomize():
     import importlib.machinery
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
-    others = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    folders = [os.path.abspath(p or os.curdir) for p in sys.path]
+    after = sys.path[folders.index(here) + 1:] if here in folders else []
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", after)
     if spec is not None and spec.loader is not None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
 
 
-_specprof_load()
-_run_shadowed_sitecustomize()
+if _RAN not in sys.modules:
+    sys.modules[_RAN] = types.ModuleType(_RAN)
+    _specprof_load()
+    _run_next_sitecustomize()
 '''
 
 
@@ -145,9 +153,12 @@ def bootstrap_dir(path: str) -> str:
     whose PYTHONPATH starts with `path` and whose environment has SPECPROF_TRACE=1. Returns `path`.
 
     Use: `env["PYTHONPATH"] = bootstrap_dir(d) + os.pathsep + env.get("PYTHONPATH", "")`.
-    The file also makes `tracer` importable from this checkout when specprof is not installed there.
+    The file also makes `specprof` importable from this installation (a checkout or site-packages) when the
+    workload's Python does not find it on its own path.
     """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import specprof
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(specprof.__file__)))
     os.makedirs(path, exist_ok=True)
     target = os.path.join(path, "sitecustomize.py")
     with open(target, "w", encoding="utf-8") as handle:

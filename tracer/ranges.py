@@ -28,9 +28,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from tracer import DOMAIN, PHASES
-from tracer.cycles import AcceptMatcher, Cycle
-from tracer.targets import COUNTS, MARKER, RANGE
+from specprof.tracer import DOMAIN, PHASES
+from specprof.tracer.cycles import AcceptMatcher, Cycle
+from specprof.tracer.targets import COUNTS, MARKER, RANGE
 
 CYCLE = "cycle"
 VERIFY = "verify"
@@ -104,8 +104,8 @@ class Recorder:
         perf_counter_ns: Callable[[], int] = time.perf_counter_ns,
     ):
         self.nvtx: Any = NoNvtx()
-        self.events: Any = None  # tracer.gpu_events.GpuEvents when the session records CUDA events
-        self.window: Any = None  # tracer.window.CaptureWindow when the session opens a capture window
+        self.events: Any = None  # specprof.tracer.gpu_events.GpuEvents when the session records CUDA events
+        self.window: Any = None  # specprof.tracer.window.CaptureWindow when the session opens a capture window
         self._profiler_module = None  # torch.autograd.profiler, once torch is imported by someone else
         self.matcher = matcher
         self._emit_range = emit_range

@@ -21,13 +21,13 @@ import time
 from importlib import metadata
 from typing import Any, Callable
 
-from tracer import clock, gpu_events, window
-from tracer.cycles import AcceptMatcher
-from tracer.posthook import PostImportHook
-from tracer.presets import Preset
-from tracer.ranges import NvtxRanges, Recorder, counts_wrapper, range_wrapper
-from tracer.sidecar import SCHEMA, ExitFlush, Sidecar
-from tracer.targets import COUNTS, NOT_FOUND, NOT_IMPORTED, RANGE, Candidate, Patcher, Resolution, patch_method
+from specprof.tracer import clock, gpu_events, window
+from specprof.tracer.cycles import AcceptMatcher
+from specprof.tracer.posthook import PostImportHook
+from specprof.tracer.presets import Preset
+from specprof.tracer.ranges import NvtxRanges, Recorder, counts_wrapper, range_wrapper
+from specprof.tracer.sidecar import SCHEMA, ExitFlush, Sidecar
+from specprof.tracer.targets import COUNTS, NOT_FOUND, NOT_IMPORTED, RANGE, Candidate, Patcher, Resolution, patch_method
 
 logger = logging.getLogger("specprof.tracer")
 

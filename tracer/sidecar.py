@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-from tracer.cycles import Cycle, json_int, json_name
+from specprof.tracer.cycles import Cycle, json_int, json_name
 
 SCHEMA = "specprof.sidecar/1"
 PREFIX = "specprof-sidecar."

@@ -17,10 +17,10 @@ import tempfile
 
 import polars as pl
 
-from analyzer.core.attribution import Attribution
-from analyzer.errors import clean
-from analyzer.model.trace import Trace
-from analyzer.readers.trace_cache import code_hash, evict, matching_folder, read_tables, write_tables
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.errors import clean
+from specprof.analyzer.model.trace import Trace
+from specprof.analyzer.readers.trace_cache import code_hash, evict, matching_folder, read_tables, write_tables
 
 _CODE = ("core/attribution.py", "core/projection.py", "core/accounting.py", "core/summary.py",
          "core/categories.py", "model/labels.py")

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from analyzer import progress
-from analyzer.app import analysis_cache, window_reads
-from analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
-from analyzer.core.categories import Rule, default_rules, load_rules
-from analyzer.core.window import Window
-from analyzer.derived.economics import SyncTimerEstimate, sync_timer_estimate
-from analyzer.derived.run_files import given_step
-from analyzer.errors import SpecprofError
-from analyzer.model.trace import Trace
-from analyzer.readers.inputs import resolve
-from analyzer.readers.load import load_trace
-from analyzer.readers.trace_cache import code_hash
+from specprof.analyzer import progress
+from specprof.analyzer.app import analysis_cache, window_reads
+from specprof.analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
+from specprof.analyzer.core.categories import Rule, default_rules, load_rules
+from specprof.analyzer.core.window import Window
+from specprof.analyzer.derived.economics import SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.run_files import given_step
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.trace import Trace
+from specprof.analyzer.readers.inputs import resolve
+from specprof.analyzer.readers.load import load_trace
+from specprof.analyzer.readers.trace_cache import code_hash
 
 
 @dataclass(frozen=True)

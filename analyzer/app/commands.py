@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from analyzer import progress
-from analyzer.app import process_tasks, store
-from analyzer.app import traces as many
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run, baseline_step, open_run
-from analyzer.derived.compare import compare_charges, differences
-from analyzer.derived.run_files import fit_sweep, setup_of
-from analyzer.derived.sweep import Sweep
-from analyzer.errors import SpecprofError
-from analyzer.readers import trace_cache
-from analyzer.model.run_data import RunData
-from analyzer.readers.inputs import expand, manifest
-from analyzer.readers.sglang_log import mean_accept_len, read_server_log
-from analyzer.render import html, perfetto, terminal
-from analyzer.render import json as json_render
+from specprof.analyzer import progress
+from specprof.analyzer.app import process_tasks, store
+from specprof.analyzer.app import traces as many
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.run import Run, baseline_step, open_run
+from specprof.analyzer.derived.compare import compare_charges, differences
+from specprof.analyzer.derived.run_files import fit_sweep, setup_of
+from specprof.analyzer.derived.sweep import Sweep
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers import trace_cache
+from specprof.analyzer.model.run_data import RunData
+from specprof.analyzer.readers.inputs import expand, manifest
+from specprof.analyzer.readers.sglang_log import mean_accept_len, read_server_log
+from specprof.analyzer.render import html, perfetto, terminal
+from specprof.analyzer.render import json as json_render
 
 
 @dataclass

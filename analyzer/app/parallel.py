@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 
-from analyzer.errors import SpecprofError
+from specprof.analyzer.errors import SpecprofError
 
 CONNECT_TIMEOUT = "30s"  # how long to try reaching a Dask scheduler
 

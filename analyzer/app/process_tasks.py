@@ -29,21 +29,21 @@ from functools import cached_property
 
 import polars as pl
 
-from analyzer import progress
-from analyzer.app import parallel
-from analyzer.app import traces as many
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run
-from analyzer.core.attribution import Attribution, attribute
-from analyzer.core.window import select
-from analyzer.derived.ranks import os_pid, sidecar_ranks
-from analyzer.errors import SpecprofError
-from analyzer.model.columns import distinct
-from analyzer.readers import nsys_split
-from analyzer.readers import nsys_sqlite as ns
-from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import RunFiles, locate, resolve
-from analyzer.readers.load import is_kineto_file
+from specprof.analyzer import progress
+from specprof.analyzer.app import parallel
+from specprof.analyzer.app import traces as many
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.core.attribution import Attribution, attribute
+from specprof.analyzer.core.window import select
+from specprof.analyzer.derived.ranks import os_pid, sidecar_ranks
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.columns import distinct
+from specprof.analyzer.readers import nsys_split
+from specprof.analyzer.readers import nsys_sqlite as ns
+from specprof.analyzer.readers import sidecar as sc
+from specprof.analyzer.readers.inputs import RunFiles, locate, resolve
+from specprof.analyzer.readers.load import is_kineto_file
 
 WHY = "the processes of one export, one task each"
 

@@ -13,22 +13,22 @@ from __future__ import annotations
 import os
 from functools import cached_property
 
-from analyzer import progress
-from analyzer.app import store
-from analyzer.app.analyze import Options, RunInputs, attribution, read_trace
-from analyzer.app.analyze import sync_timers as cached_sync_timers
-from analyzer.core.attribution import Attribution
-from analyzer.derived import run_files
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.compare import Side, side_of
-from analyzer.derived.run_files import SweepRun
-from analyzer.errors import SpecprofError
-from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
-from analyzer.readers import ground_truth as gt
-from analyzer.readers import sidecar as sc
-from analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
-from analyzer.readers.nsys_report import exported
-from analyzer.readers.sglang_log import read_server_log, server_args
+from specprof.analyzer import progress
+from specprof.analyzer.app import store
+from specprof.analyzer.app.analyze import Options, RunInputs, attribution, read_trace
+from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import run_files
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.compare import Side, side_of
+from specprof.analyzer.derived.run_files import SweepRun
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
+from specprof.analyzer.readers import ground_truth as gt
+from specprof.analyzer.readers import sidecar as sc
+from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
+from specprof.analyzer.readers.nsys_report import exported
+from specprof.analyzer.readers.sglang_log import read_server_log, server_args
 
 
 class Run(Analysis):

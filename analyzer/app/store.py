@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer import __version__
-from analyzer.core import categories
-from analyzer.derived import views
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.compare import Side
-from analyzer.derived.ranks import per_rank
-from analyzer.derived.run_files import SweepRun
-from analyzer.errors import SpecprofError
+from specprof.analyzer import __version__
+from specprof.analyzer.core import categories
+from specprof.analyzer.derived import views
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.compare import Side
+from specprof.analyzer.derived.ranks import per_rank
+from specprof.analyzer.derived.run_files import SweepRun
+from specprof.analyzer.errors import SpecprofError
 
 SCHEMA = "specprof.store/4"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns; 4: the twin columns
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db

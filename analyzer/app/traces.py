@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer import progress
-from analyzer.app import parallel, store
-from analyzer.app.analyze import Options, RunInputs
-from analyzer.app.run import Run
-from analyzer.core.categories import kinds_of
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.ranks import skew as rank_skew
-from analyzer.errors import SpecprofError
-from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.render import html
-from analyzer.render import json as json_render
-from analyzer.render import tables, terminal
+from specprof.analyzer import progress
+from specprof.analyzer.app import parallel, store
+from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.core.categories import kinds_of
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.ranks import skew as rank_skew
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.render import html
+from specprof.analyzer.render import json as json_render
+from specprof.analyzer.render import tables, terminal
 
 SUMMARY_SCHEMA = {
     "rank": pl.Int64, "trace": pl.Utf8, "ops": pl.Int64, "devices": pl.Int64, "streams": pl.Int64,

@@ -8,13 +8,13 @@ part of an export does not fill the cache (it holds the window's rows only)."""
 
 from __future__ import annotations
 
-from analyzer import progress
-from analyzer.core.window import Window, hull, select
-from analyzer.model.trace import Trace
-from analyzer.readers import trace_cache
-from analyzer.readers.inputs import resolve
-from analyzer.readers.load import is_kineto_file, load_trace
-from analyzer.readers.nsys_window import read_window
+from specprof.analyzer import progress
+from specprof.analyzer.core.window import Window, hull, select
+from specprof.analyzer.model.trace import Trace
+from specprof.analyzer.readers import trace_cache
+from specprof.analyzer.readers.inputs import resolve
+from specprof.analyzer.readers.load import is_kineto_file, load_trace
+from specprof.analyzer.readers.nsys_window import read_window
 
 
 def load(path: str, window: Window, grouping, cache: bool) -> Trace:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.core.projection import I64_MIN, lookup
-from analyzer.model.columns import ArrowStream, _scan, by_rank, collect, dense_key  # (_scan: the optional C module, or None)
-from analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
+from specprof.analyzer.core.projection import I64_MIN, lookup
+from specprof.analyzer.model.columns import ArrowStream, _scan, by_rank, collect, dense_key  # (_scan: the optional C module, or None)
+from specprof.analyzer.model.labels import CPU_WAIT, IDLE, IN_CYCLE, LAUNCH, UNATTRIBUTED
 
 # The one-pass C scan is used where it is built; False: polars alone (the tests compare the two).
 USE_SCAN = True

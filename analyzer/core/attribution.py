@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer import progress
-from analyzer.core import accounting, categories, projection, summary
-from analyzer.core.window import renumber_cycles
-from analyzer.errors import SpecprofError
-from analyzer.model.labels import COMMUNICATION
-from analyzer.model.trace import Trace
+from specprof.analyzer import progress
+from specprof.analyzer.core import accounting, categories, projection, summary
+from specprof.analyzer.core.window import renumber_cycles
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.labels import COMMUNICATION
+from specprof.analyzer.model.trace import Trace
 
 DEFAULT_GROUPING = ("cycle",)
 TRACER_DOMAIN = "specprof"

@@ -16,7 +16,7 @@ from importlib import resources
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
+from specprof.analyzer.errors import SpecprofError
 
 MEMCPY = "memcpy"
 MEMSET = "memset"
@@ -99,7 +99,7 @@ def kinds_of(parent: str, tree: dict[str, str] | None = None) -> list[str]:
 
 
 def default_rules() -> list[Rule]:
-    text = resources.files("analyzer.core").joinpath("categories.toml").read_text()
+    text = resources.files("specprof.analyzer.core").joinpath("categories.toml").read_text()
     return _parse(text, "analyzer/core/categories.toml")
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.model.columns import collect, distinct, first_distinct, lookup_rows, per_distinct
-from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.model.columns import collect, distinct, first_distinct, lookup_rows, per_distinct
+from specprof.analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
 I64_MIN = -(2**63)
 

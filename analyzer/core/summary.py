@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyzer.core.accounting import union_length, with_prev_end
-from analyzer.core.projection import phase_of_ops, range_projection
-from analyzer.model.columns import collect, first_distinct
-from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.model.stats import QUANTILE
+from specprof.analyzer.core.accounting import union_length, with_prev_end
+from specprof.analyzer.core.projection import phase_of_ops, range_projection
+from specprof.analyzer.model.columns import collect, first_distinct
+from specprof.analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.model.stats import QUANTILE
 
 TEXT_KEYS = ("phase", "category", "short_name", "reason", "api")
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
-from analyzer.model.trace import Trace
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.trace import Trace
 
 INF = 2**62  # "no end" on the trace's clock (ns)
 

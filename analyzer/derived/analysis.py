@@ -15,15 +15,15 @@ from __future__ import annotations
 from dataclasses import fields
 from functools import cached_property
 
-from analyzer import progress
-from analyzer.core.attribution import Attribution
-from analyzer.derived import breakdown as bd
-from analyzer.derived import run_files, views
-from analyzer.derived.breakdown import CycleBreakdown
-from analyzer.derived.crosscheck import CrossCheck
-from analyzer.derived.economics import DraftShape, Economics, SyncTimerEstimate, sync_timer_estimate
-from analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
-from analyzer.model.run_data import RunData
+from specprof.analyzer import progress
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import breakdown as bd
+from specprof.analyzer.derived import run_files, views
+from specprof.analyzer.derived.breakdown import CycleBreakdown
+from specprof.analyzer.derived.crosscheck import CrossCheck
+from specprof.analyzer.derived.economics import DraftShape, Economics, SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
+from specprof.analyzer.model.run_data import RunData
 
 # The attribution's tables that are one rank's with several ranks (the headline rank's: `shown`).
 PER_RANK_TABLES = ("phases", "categories", "cycles", "cycle_phases")

@@ -28,9 +28,9 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from analyzer.core.attribution import Attribution
-from analyzer.derived import views
-from analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import views
+from specprof.analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES
 
 PHASE_SCHEMA = {"phase": pl.Utf8, "ns_per_cycle": pl.Int64, "share": pl.Float64, "busy_ns_per_cycle": pl.Int64,
                 "busy_share": pl.Float64, "unprofiled_ns_per_cycle": pl.Int64, "ratio": pl.Float64,

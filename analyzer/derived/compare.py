@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.core.attribution import Attribution
-from analyzer.derived import views
-from analyzer.errors import SpecprofError
-from analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import views
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 
 
 @dataclass

@@ -62,12 +62,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.derived.economics import cycle_periods, run_of
-from analyzer.derived.intervals import t975
-from analyzer.model.numeric import np
-from analyzer.model.sidecars import Sidecars
-from analyzer.model.stats import QUANTILE
-from analyzer.model.trace import Trace
+from specprof.analyzer.derived.economics import cycle_periods, run_of
+from specprof.analyzer.derived.intervals import t975
+from specprof.analyzer.model.numeric import np
+from specprof.analyzer.model.sidecars import Sidecars
+from specprof.analyzer.model.stats import QUANTILE
+from specprof.analyzer.model.trace import Trace
 
 TOLERANCE = 0.02  # relative, on the mean per instance
 FLOOR_NS = 10_000  # absolute floor of the tolerance: the NVTX push/pop outside the tracer's stamps

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.derived.intervals import Measure, band, mean_measure, t975  # noqa: F401 (the economics' API)
-from analyzer.model.columns import distinct
-from analyzer.model.numeric import np
+from specprof.analyzer.derived.intervals import Measure, band, mean_measure, t975  # noqa: F401 (the economics' API)
+from specprof.analyzer.model.columns import distinct
+from specprof.analyzer.model.numeric import np
 
 # A gap between two cycles longer than this many median periods is idle time (no batch to run, a prefill
 # of new requests), not part of a cycle's cost: such periods are left out and counted.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from analyzer.model.numeric import np
+from specprof.analyzer.model.numeric import np
 
 # t quantiles at 0.975 for 1..30 degrees of freedom; beyond, a Cornish-Fisher expansion (error < 1e-4).
 _T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,

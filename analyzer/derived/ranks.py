@@ -38,10 +38,10 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from analyzer.core import categories, summary
-from analyzer.core.attribution import Attribution
-from analyzer.model.labels import COMMUNICATION
-from analyzer.model.numeric import np
+from specprof.analyzer.core import categories, summary
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.model.labels import COMMUNICATION
+from specprof.analyzer.model.numeric import np
 
 # How far a rank's sequence of one collective may be shifted against the reference rank's to line the k-th
 # instances up (a capture window that cuts one rank's first or last kernel off).

@@ -15,16 +15,16 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from analyzer.core.attribution import Attribution
-from analyzer.derived import crosscheck as cc
-from analyzer.derived import economics as econ
-from analyzer.derived.breakdown import CycleBreakdown
-from analyzer.derived.economics import shape_notes
-from analyzer.derived.sweep import Sweep, sweep
-from analyzer.errors import SpecprofError
-from analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
-from analyzer.model.sidecars import Sidecars
-from analyzer.model.trace import Trace
+from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import crosscheck as cc
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived.breakdown import CycleBreakdown
+from specprof.analyzer.derived.economics import shape_notes
+from specprof.analyzer.derived.sweep import Sweep, sweep
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
+from specprof.analyzer.model.sidecars import Sidecars
+from specprof.analyzer.model.trace import Trace
 
 
 def _aligned(check: cc.CrossCheck | None) -> tuple[int | None, int | None]:
@@ -570,7 +570,7 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
                          "cycle_ns": int(means["total_ns"][0]), "period_unprofiled_ns": sr.period_ns})
         run += 1
     if setups and not allow_mixed:
-        from analyzer.derived.compare import differences
+        from specprof.analyzer.derived.compare import differences
         differ = differences(setups)
         if differ:
             raise SpecprofError("the runs are not one workload: " + "; ".join(differ) + " (a sweep fits one "

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.derived import economics as econ
-from analyzer.derived.intervals import t975
-from analyzer.errors import SpecprofError
-from analyzer.model.numeric import np
+from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived.intervals import t975
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.numeric import np
 
 FIT_SCHEMA = {
     "name": pl.Utf8, "x": pl.Utf8, "source": pl.Utf8, "fixed_ns": pl.Float64, "per_unit_ns": pl.Float64,

@@ -15,8 +15,8 @@ import math
 
 import polars as pl
 
-from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.model.stats import QUANTILE
+from specprof.analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.model.stats import QUANTILE
 
 STATS = ("mean", "p50", "p90", "p99", "min", "max")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 try:  # built by `pip install` where a C compiler is found (setup.py); optional
-    from analyzer import _scan
+    from specprof.analyzer import _scan
 except ImportError:  # pragma: no cover - exercised on machines without a compiler
     _scan = None
 

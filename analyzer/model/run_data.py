@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import polars as pl
 
-from analyzer.model.sidecars import Sidecars
+from specprof.analyzer.model.sidecars import Sidecars
 
 BASELINE_DIR = "no-nsys"  # in a run directory: the same workload run without the profiler
 

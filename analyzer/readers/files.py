@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from analyzer.errors import SpecprofError
+from specprof.analyzer.errors import SpecprofError
 
 
 @contextmanager

@@ -17,8 +17,8 @@ import os
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
-from analyzer.readers.files import open_input
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.files import open_input
 
 SCHEMA = "specprof.ground_truth/1"
 NAME = "ground_truth.json"

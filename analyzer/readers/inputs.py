@@ -17,12 +17,12 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from analyzer.errors import SpecprofError
-from analyzer.model.run_data import BASELINE_DIR
-from analyzer.readers import ground_truth as gt
-from analyzer.readers import sidecar as sc
-from analyzer.readers.files import list_dir
-from analyzer.readers.kineto import is_kineto
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.run_data import BASELINE_DIR
+from specprof.analyzer.readers import ground_truth as gt
+from specprof.analyzer.readers import sidecar as sc
+from specprof.analyzer.readers.files import list_dir
+from specprof.analyzer.readers.kineto import is_kineto
 
 KINETO_SUFFIXES = (".json", ".json.gz")
 MANIFEST = "manifest.json"

@@ -38,10 +38,10 @@ from collections import deque
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
-from analyzer.model.numeric import np
-from analyzer.readers.nsys_sqlite import bounded_names, check_span, names_note
-from analyzer.model.trace import (
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.numeric import np
+from specprof.analyzer.readers.nsys_sqlite import bounded_names, check_span, names_note
+from specprof.analyzer.model.trace import (
     API_SCHEMA,
     COLLECTIVES_SCHEMA,
     MARKS_SCHEMA,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 
-from analyzer import progress
-from analyzer.errors import SpecprofError
-from analyzer.model.trace import Trace
-from analyzer.readers import trace_cache
-from analyzer.readers.files import open_input
-from analyzer.readers.inputs import resolve
-from analyzer.readers.kineto import GZIP_MAGIC, read_kineto
-from analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer import progress
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.trace import Trace
+from specprof.analyzer.readers import trace_cache
+from specprof.analyzer.readers.files import open_input
+from specprof.analyzer.readers.inputs import resolve
+from specprof.analyzer.readers.kineto import GZIP_MAGIC, read_kineto
+from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 
 
 def _head(path: str) -> bytes:

@@ -25,9 +25,9 @@ import sys
 import tempfile
 import time
 
-from analyzer import progress
-from analyzer.errors import SpecprofError
-from analyzer.readers import trace_cache
+from specprof.analyzer import progress
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers import trace_cache
 
 SUFFIX = ".nsys-rep"
 EXPORT = "export.sqlite"
@@ -47,7 +47,7 @@ def find_nsys() -> str | None:
             return given
         raise SpecprofError(f"$SPECPROF_NSYS is {given!r}, which is not an executable nsys; fix it or leave it "
                             "unset")
-    from tracer import capture  # the same search as `specprof capture`
+    from specprof.tracer import capture  # the same search as `specprof capture`
 
     try:
         return str(capture.find_nsys())

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
-from analyzer.readers import nsys_sqlite as ns
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers import nsys_sqlite as ns
 
 SPLIT_ROWS = 500_000  # rows of a slice: what a reading thread holds at once while it splits
 

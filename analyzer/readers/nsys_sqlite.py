@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer import progress
-from analyzer.model.columns import ArrowStream, distinct, merge_order, trim_c_heap
-from analyzer.errors import SpecprofError
-from analyzer.model.trace import (
+from specprof.analyzer import progress
+from specprof.analyzer.model.columns import ArrowStream, distinct, merge_order, trim_c_heap
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.trace import (
     API_SCHEMA,
     MARKS_SCHEMA,
     OPS_SCHEMA,
@@ -66,7 +66,7 @@ _GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPT
 
 
 try:  # built by `pip install` where a C compiler is found (setup.py); optional
-    from analyzer.readers import _sqlite_pages
+    from specprof.analyzer.readers import _sqlite_pages
 except ImportError:  # pragma: no cover - exercised on machines without a compiler
     _sqlite_pages = None
 

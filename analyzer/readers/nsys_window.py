@@ -35,11 +35,11 @@ from typing import Callable
 
 import polars as pl
 
-from analyzer import progress
-from analyzer.errors import SpecprofError
-from analyzer.model.columns import ArrowStream, trim_c_heap
-from analyzer.model.trace import OPS_SCHEMA, Trace, empty
-from analyzer.readers import nsys_sqlite as ns
+from specprof.analyzer import progress
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.columns import ArrowStream, trim_c_heap
+from specprof.analyzer.model.trace import OPS_SCHEMA, Trace, empty
+from specprof.analyzer.readers import nsys_sqlite as ns
 
 _ROWID = "_rowid"
 
@@ -100,7 +100,7 @@ class _Pages:
         """Per zone of `select`'s table (the rows its conditions keep): `rows`, and per column (and `_rowid`)
         `min_C`, `max_C`, `mask_C` (bit v: the value v in 0..63 occurs), `flags_C` (1: a NULL, 2: a value outside
         0..63). The table's pages are read in threads, as a full read reads them, but no row is kept."""
-        from analyzer.model.numeric import np
+        from specprof.analyzer.model.numeric import np
 
         (root, index, kinds, filters, defaults, notnull), leaves = self._plan(select, schema)
         size = ns._sqlite_pages.LEAF_SIZE
@@ -182,7 +182,7 @@ def _runs(at) -> list[tuple[int, int]]:
 def _leaf_runs(leaves: memoryview, n: int, rowids: pl.Series) -> list[tuple[int, int]]:
     """The runs [a, b) of leaves that can hold `rowids` (sorted): leaf k holds the rowids in (lo_k, hi_k] that
     the interior pages give it (an end not bounded there is open)."""
-    from analyzer.model.numeric import np
+    from specprof.analyzer.model.numeric import np
 
     leaf = np.dtype([("page", "<u4"), ("bounded", "<u4"), ("lo", "<i8"), ("hi", "<i8")])
     if leaf.itemsize != ns._sqlite_pages.LEAF_SIZE:
@@ -256,7 +256,7 @@ def _touching(zones: pl.DataFrame, column: str, lo, hi) -> list[int]:
 
 def _holding(zones: pl.DataFrame, column: str, values: pl.Series) -> list[int]:
     """The zones that can hold one of `values` in `column`."""
-    from analyzer.model.numeric import np
+    from specprof.analyzer.model.numeric import np
 
     v = values.drop_nulls().unique().sort().to_numpy()
     if not len(v):

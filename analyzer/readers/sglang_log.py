@@ -24,8 +24,8 @@ import re
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
-from analyzer.readers.files import open_input
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.readers.files import open_input
 
 LOG_SCHEMA = {"line": pl.Int64, "time": pl.Utf8, "tp": pl.Int64, "running": pl.Int64,
               "accept_len": pl.Float64, "accept_rate": pl.Float64, "gen_throughput": pl.Float64}

@@ -23,11 +23,11 @@ from itertools import repeat
 
 import polars as pl
 
-from analyzer.errors import SpecprofError
-from analyzer.model.labels import DECODE_PHASES
-from analyzer.model.sidecars import (ACCEPTS_SCHEMA, CAPTURE_SCHEMA, CLOCKS_SCHEMA, CYCLES_SCHEMA, FILES_SCHEMA,
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.labels import DECODE_PHASES
+from specprof.analyzer.model.sidecars import (ACCEPTS_SCHEMA, CAPTURE_SCHEMA, CLOCKS_SCHEMA, CYCLES_SCHEMA, FILES_SCHEMA,
                                      GPU_TIME_SCHEMA, PHASES_SCHEMA, Sidecars)
-from analyzer.readers.files import open_input
+from specprof.analyzer.readers.files import open_input
 
 SCHEMA = "specprof.sidecar/1"
 

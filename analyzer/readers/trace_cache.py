@@ -52,8 +52,8 @@ from dataclasses import asdict, dataclass
 import platformdirs
 import polars as pl
 
-from analyzer.errors import SpecprofError, clean
-from analyzer.model.trace import Trace, TraceMeta
+from specprof.analyzer.errors import SpecprofError, clean
+from specprof.analyzer.model.trace import Trace, TraceMeta
 
 CACHE_SCHEMA = "specprof.cache/3"
 ENTRY_SCHEMA = "specprof.cache-entry/1"  # the stamp's schema: a folder holding it is specprof's

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from analyzer.errors import clean  # noqa: F401  (the one cleaner of text for a terminal: analyzer/errors.py)
+from specprof.analyzer.errors import clean  # noqa: F401  (the one cleaner of text for a terminal: analyzer/errors.py)
 
 # -- JSON numbers ------------------------------------------------------------------------------------------------
 

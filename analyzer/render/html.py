@@ -34,13 +34,13 @@ from importlib import resources
 
 import polars as pl
 
-from analyzer.core.categories import kinds_of
-from analyzer.derived import views
-from analyzer.derived.analysis import Analysis
-from analyzer.errors import SpecprofError
-from analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.render import json as json_doc
-from analyzer.render.format import cut, ms, ms_or_null
+from specprof.analyzer.core.categories import kinds_of
+from specprof.analyzer.derived import views
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.errors import SpecprofError
+from specprof.analyzer.model.labels import COMMUNICATION, IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.render import json as json_doc
+from specprof.analyzer.render.format import cut, ms, ms_or_null
 
 SCHEMA = "specprof.report/1"
 DETAIL_OPS = 150_000  # ops embedded one by one (with the idle segments between them)
@@ -151,7 +151,7 @@ def embed_json(value) -> str:
 
 
 def _resource(name: str) -> str:
-    return resources.files("analyzer.render").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("specprof.analyzer.render").joinpath(name).read_text(encoding="utf-8")
 
 
 def _plotly_js() -> str:
@@ -431,7 +431,7 @@ def _timeline(a: Analysis, t0: int, phase_names: list[str], cat_names: list[str]
 
 def _delta(values) -> list[int]:
     """Integers as differences from the previous one (the first from 0): short numbers in the JSON."""
-    from analyzer.model.numeric import np
+    from specprof.analyzer.model.numeric import np
 
     arr = np.asarray(values, dtype=np.int64)
     if arr.size == 0:

@@ -13,14 +13,14 @@ import uuid
 
 import polars as pl
 
-from analyzer.derived import views
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.compare import Comparison
-from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
-from analyzer.derived.economics import Economics
-from analyzer.derived.ranks import Ranks
-from analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
-from analyzer.render.format import ms, ms_or_null, num, us_or_null
+from specprof.analyzer.derived import views
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.compare import Comparison
+from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
+from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.ranks import Ranks
+from specprof.analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
+from specprof.analyzer.render.format import ms, ms_or_null, num, us_or_null
 
 SCHEMA = "specprof.analysis/3"
 TRACES_SCHEMA = "specprof.ranks/1"

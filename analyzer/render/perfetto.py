@@ -27,8 +27,8 @@ import struct
 
 import polars as pl
 
-from analyzer.derived.analysis import Analysis
-from analyzer.errors import SpecprofError
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.errors import SpecprofError
 
 SEQUENCE = 1  # the one packet sequence of the file (trusted_packet_sequence_id)
 BEGIN, END = 1, 2  # TrackEvent.Type

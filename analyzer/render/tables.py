@@ -17,8 +17,8 @@ import os
 
 import polars as pl
 
-from analyzer.derived.analysis import Analysis
-from analyzer.errors import SpecprofError
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.errors import SpecprofError
 
 TABLES = ("phases", "categories", "cycles", "cycle_phases", "launch", "streams", "devices",
           "kernels", "unattributed", "ranges", "ops", "segments")

@@ -8,16 +8,16 @@ import os
 
 import polars as pl
 
-from analyzer.derived import views
-from analyzer.derived.analysis import Analysis
-from analyzer.derived.compare import Comparison
-from analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
-from analyzer.derived.economics import Economics
-from analyzer.derived.ranks import Ranks
-from analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
-from analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
-from analyzer.render.format import bullets, clean, f_ms, f_ms_or_dash, f_num, f_us, f_x, pct, table
-from analyzer.render.names import distinct
+from specprof.analyzer.derived import views
+from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.compare import Comparison
+from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
+from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.ranks import Ranks
+from specprof.analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
+from specprof.analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.render.format import bullets, clean, f_ms, f_ms_or_dash, f_num, f_us, f_x, pct, table
+from specprof.analyzer.render.names import distinct
 
 
 def header(a: Analysis) -> str:

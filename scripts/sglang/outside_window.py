@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from analyzer.readers.sidecar import read_sidecars  # noqa: E402
+from specprof.analyzer.readers.sidecar import read_sidecars  # noqa: E402
 
 STALL_FACTOR = 3.0  # (as economics.IDLE_GAP_FACTOR: a period that long is no steady-state cycle)
 

@@ -60,7 +60,7 @@ def server_argv(args) -> list[str]:
 
 
 def capture_argv(args) -> list[str]:
-    argv = [sys.executable, "-m", "analyzer", "capture", "-o", args.run_dir]
+    argv = [sys.executable, "-m", "specprof", "capture", "-o", args.run_dir]
     argv += ["--no-nsys"] if args.no_nsys else ["--nvidia-stats"]
     if args.capture_cycles:
         argv += ["--capture-cycles", args.capture_cycles]

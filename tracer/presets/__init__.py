@@ -9,7 +9,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tracer.targets import CountsHook, Target
+from specprof.tracer.targets import CountsHook, Target
 
 NAMES = ("sglang", "reference")
 DEFAULT = "sglang"
@@ -37,7 +37,7 @@ def get(name: str) -> Preset:
     """The preset called `name`; KeyError for a name not in NAMES."""
     if name not in NAMES:
         raise KeyError(f"unknown specprof preset {name!r}; known: {', '.join(NAMES)}")
-    return importlib.import_module(f"tracer.presets.{name}").PRESET
+    return importlib.import_module(f"specprof.tracer.presets.{name}").PRESET
 
 
 def host_int_list(value: Any) -> "list[int] | None":

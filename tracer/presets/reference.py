@@ -1,4 +1,4 @@
-"""The project's own EAGLE-shaped reference engine (`tracer.reference.engine`, tracer/reference/engine.py).
+"""The project's own EAGLE-shaped reference engine (`specprof.tracer.reference.engine`, tracer/reference/engine.py).
 
 The engine is written to this table, which mirrors SGLang's v2 worker:
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracer.presets import Preset, host_int_list, int_attribute
-from tracer.targets import CountsHook, Target
+from specprof.tracer.presets import Preset, host_int_list, int_attribute
+from specprof.tracer.targets import CountsHook, Target
 
-ENGINE = "tracer.reference.engine"
+ENGINE = "specprof.tracer.reference.engine"
 
 TARGETS = (
     Target("cycle", ((ENGINE, "ReferenceWorker", "forward_batch_generation"),)),

@@ -40,8 +40,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tracer.presets import Preset, host_int_list, int_attribute
-from tracer.targets import CountsHook, Target
+from specprof.tracer.presets import Preset, host_int_list, int_attribute
+from specprof.tracer.targets import CountsHook, Target
 
 _SPEC = "sglang.srt.speculative."
 V2 = _SPEC + "eagle_worker_v2"

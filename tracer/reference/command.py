@@ -9,7 +9,7 @@ import os
 
 import click
 
-from analyzer.errors import SpecprofError
+from specprof.analyzer.errors import SpecprofError
 
 
 def _require_torch() -> None:
@@ -83,8 +83,8 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
     ground_truth.json (CUDA-event phase times) into the output folder.
     """
     _require_torch()
-    from tracer.reference.engine import EngineConfig
-    from tracer.reference.runner import enable_tracer, run_reference
+    from specprof.tracer.reference.engine import EngineConfig
+    from specprof.tracer.reference.runner import enable_tracer, run_reference
 
     if device.startswith("cuda") and not tiny:
         _require_gpu(device)
@@ -103,7 +103,7 @@ def reference(steps, cycles, warmup, batch, draft_error, hidden, target_layers, 
     if tp > 1:
         if torch_trace or sync_timers:
             raise click.UsageError("--torch-trace and --sync-timers are for one process; run --tp without them")
-        from tracer.reference import tp as parallel
+        from specprof.tracer.reference import tp as parallel
 
         ranks = parallel.launch(tp, cfg, cycles, out, warmup=warmup, ground_truth=ground_truth,
                                 profile_range=profile_range)

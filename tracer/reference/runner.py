@@ -12,7 +12,7 @@ import json
 import os
 import statistics
 
-from tracer.reference.engine import PHASE_ORDER, SINGLE, EngineConfig, Parallel, run
+from specprof.tracer.reference.engine import PHASE_ORDER, SINGLE, EngineConfig, Parallel, run
 
 GROUND_TRUTH_SCHEMA = "specprof.ground_truth/1"
 
@@ -30,7 +30,7 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
     ground_truth.rank<r>.json); returns the summary written."""
     # SGLang calls load_plugins() in every scheduler; the engine does the same. It patches
     # nothing unless SPECPROF_TRACE=1.
-    from tracer import plugin
+    from specprof.tracer import plugin
 
     os.makedirs(out_dir, exist_ok=True)
     os.environ.setdefault("SPECPROF_OUT_DIR", out_dir)  # where the sidecar goes

@@ -63,8 +63,8 @@ def rank_main(rank: int, world: int, cfg, cycles: int, out_dir: str, kw: dict) -
     import torch
     import torch.distributed as dist
 
-    from tracer.reference.engine import Parallel
-    from tracer.reference.runner import run_reference
+    from specprof.tracer.reference.engine import Parallel
+    from specprof.tracer.reference.runner import run_reference
 
     os.environ.update(MULTICAST_OFF)
     cuda = cfg.device.startswith("cuda")

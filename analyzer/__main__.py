@@ -1,3 +1,0 @@
-from analyzer.cli import main
-
-main()
