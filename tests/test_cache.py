@@ -467,3 +467,86 @@ def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(ex
     kept.write_text(kept.read_text().replace(f'"cycle_ns": {fresh.cycle_ns}', '"cycle_ns": 1'))
     third, computed = estimate()
     assert computed and third.cycle_ns == fresh.cycle_ns
+
+
+# ------------------------------------------------------------------- the key covers the code that is loaded
+
+
+def _uncovered() -> list[str]:
+    """The loaded modules of specprof.analyzer whose file the code's hash does not cover."""
+    from specprof.analyzer import code_identity
+
+    covered = {os.path.realpath(f) for _, f in code_identity.code_files()}
+    return sorted(m.__name__ for m in code_identity.loaded_modules()
+                  if (f := code_identity.module_file(m)) is not None and os.path.realpath(f) not in covered)
+
+
+def test_the_cache_keys_cover_every_loaded_module_of_the_analyzer(export, monkeypatch):
+    from specprof.analyzer import code_identity
+    from specprof.analyzer.core.categories import default_rules
+
+    a = attribution(str(export), Options())  # through both caches: every module an analysis needs is loaded
+    assert a.phases.height and cache.matching_folder(str(export)) is not None
+    loaded = {m.__name__ for m in code_identity.loaded_modules()}
+    named = {"specprof.analyzer.model.columns", "specprof.analyzer.core.window", "specprof.analyzer.model.stats",
+             "specprof.analyzer.readers.nsys_sqlite", "specprof.analyzer.readers.trace_cache"}
+    compiled = {"specprof.analyzer._scan", "specprof.analyzer.readers._sqlite_pages"}
+    assert named <= loaded
+    assert _uncovered() == []
+    hashed = dict(code_identity.code_files())
+    assert named <= set(hashed)
+    for name in compiled & loaded:  # the C modules' own files, as built
+        assert os.path.realpath(hashed[name]) == os.path.realpath(code_identity.module_file(__import__(
+            name, fromlist=["_"])))
+    # The one hash all three keys take: the trace cache's, the analysis cache's, the kept results'.
+    monkeypatch.setattr(code_identity, "_hash", None)
+    code = code_identity.code_hash()
+    assert code == code_identity.digest_of(code_identity.code_files())
+    assert cache.key(str(export))["code"] == code
+    assert analysis_cache.key(("cycle",), default_rules(), ())["code"] == code
+    # The check can fail: a collector that leaves one loaded module out is caught.
+    files = code_identity.code_files
+    monkeypatch.setattr(code_identity, "code_files",
+                        lambda: [(m, f) for m, f in files() if m != "specprof.analyzer.core.window"])
+    assert _uncovered() == ["specprof.analyzer.core.window"]
+
+
+def test_the_code_hash_follows_each_modules_bytes_and_never_hashes_a_missing_file_as_its_name(tmp_path):
+    from specprof.analyzer import code_identity
+
+    files = code_identity.code_files()
+    base = code_identity.digest_of(files)
+    assert code_identity.digest_of(files) == base
+    i = next(i for i, (m, _) in enumerate(files) if m == "specprof.analyzer.model.columns")
+    copy = tmp_path / "columns.py"
+    copy.write_bytes(Path(files[i][1]).read_bytes() + b"\n# one byte more\n")
+    assert code_identity.digest_of(files[:i] + [(files[i][0], str(copy))] + files[i + 1:]) != base
+    # A module file gone: a value drawn at random, never its name (which a file could hold).
+    gone = files[:i] + [(files[i][0], str(tmp_path / "gone.py"))] + files[i + 1:]
+    named = tmp_path / "named.py"
+    named.write_text(str(tmp_path / "gone.py"))
+    one, two = code_identity.digest_of(gone), code_identity.digest_of(gone)
+    assert len({one, two, base, code_identity.digest_of(files[:i] + [(files[i][0], str(named))] + files[i + 1:])}) == 4
+
+
+def test_the_code_hash_takes_a_few_milliseconds():
+    import time
+
+    from specprof.analyzer import code_identity
+
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        code_identity.digest_of(code_identity.code_files())
+        best = min(best, time.perf_counter() - t)
+    assert best < 0.05, f"{best * 1e3:.1f} ms"  # about 2 ms here (64 files, 1 MB); once per process
+
+
+def test_a_cache_written_by_other_code_is_not_used(export, monkeypatch):
+    from specprof.analyzer import code_identity
+    from specprof.analyzer.core.categories import default_rules
+
+    cached(export, default_rules())
+    assert cache.load(str(export)) is not None
+    monkeypatch.setattr(code_identity, "_hash", "0" * 16)  # what another version's modules hash to
+    assert cache.load(str(export)) is None and cache.matching_folder(str(export)) is None

@@ -17,7 +17,8 @@ from conftest import ROOT
 
 # Lowest first. A module's layer is the first prefix that matches its dotted name.
 LAYERS = [
-    ("foundation", ("specprof.analyzer", "specprof.analyzer.errors", "specprof.analyzer.progress", "specprof.analyzer._scan")),
+    ("foundation", ("specprof.analyzer", "specprof.analyzer.errors", "specprof.analyzer.progress", "specprof.analyzer._scan",
+                    "specprof.analyzer.code_identity")),
     ("model", ("specprof.analyzer.model",)),
     ("readers", ("specprof.analyzer.readers",)),
     ("core", ("specprof.analyzer.core",)),

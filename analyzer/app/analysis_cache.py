@@ -1,9 +1,9 @@
 """The cache of an attribution: the last attribution of an nsys export's cached tables, kept with them
 (readers/trace_cache.py, in the user's cache folder) in `analysis-<hash>/`: the columns it adds to the ops, its
 other tables, notes and category parents, keyed by the options that shape it (grouping ranges, NVTX domains,
-category rules) and a hash of the code that makes it. Its `analysis.json` holds the size and SHA-256 of each of
-its files (each checked before it is parsed from the bytes checked) and a digest of its own content. The
-loader (app/analyze.py) uses it when everything matches; like the trace cache, it never makes an analysis
+category rules) and the hash of the analyzer's code (code_identity.py). Its `analysis.json` holds the size and
+SHA-256 of each of its files (each checked before it is parsed from the bytes checked) and a digest of its own
+content. The loader (app/analyze.py) uses it when everything matches; like the trace cache, it never makes an analysis
 fail."""
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import polars as pl
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.errors import clean
 from specprof.analyzer.model.trace import Trace
-from specprof.analyzer.readers.trace_cache import code_hash, evict, matching_folder, read_tables, write_tables
+from specprof.analyzer.code_identity import code_hash
+from specprof.analyzer.readers.trace_cache import evict, matching_folder, read_tables, write_tables
 
-_CODE = ("core/attribution.py", "core/projection.py", "core/accounting.py", "core/summary.py",
-         "core/categories.py", "model/labels.py")
 # What an attribution adds and keeps: its tables, and the ops' added columns.
 TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",
                    "streams", "devices", "kernels", "unattributed", "pairs", "pair_phases", "pair_categories",
@@ -33,7 +32,7 @@ TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle
 def key(grouping, rules, domains) -> dict:
     """What shapes an attribution besides the tables: its options and the code."""
     return {"grouping": list(grouping), "domains": list(domains),
-            "rules": [r.key() for r in rules], "code": code_hash(_CODE)}
+            "rules": [r.key() for r in rules], "code": code_hash()}
 
 
 def _analysis_folder(folder: str, opts: dict) -> str:

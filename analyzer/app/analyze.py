@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 
 from specprof.analyzer import progress
 from specprof.analyzer.app import analysis_cache, window_reads
+from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from specprof.analyzer.core.categories import Rule, default_rules, load_rules
 from specprof.analyzer.core.window import Window
@@ -22,7 +23,6 @@ from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.trace import Trace
 from specprof.analyzer.readers.inputs import resolve
 from specprof.analyzer.readers.load import load_trace
-from specprof.analyzer.readers.trace_cache import code_hash
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,6 @@ def _cache_key(options: Options, rules) -> dict:
     return key
 
 
-_SYNC_CODE = ("derived/economics.py", "app/analysis_cache.py")
-
-
 def sync_timers(path: str, options: Options, a: Attribution) -> SyncTimerEstimate | None:
     """The synchronize-timer estimate of the attribution `a` of the trace at `path` (derived/economics.py), kept
     beside the cached attribution (app/analysis_cache.py) and read from there when it matches."""
@@ -115,7 +112,7 @@ def sync_timers(path: str, options: Options, a: Attribution) -> SyncTimerEstimat
             return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
     if not options.cache or a.trace.meta.format != "nsys-sqlite":
         return compute()
-    export, key, code = resolve(path), _cache_key(options, options.rule_list), code_hash(_SYNC_CODE)
+    export, key, code = resolve(path), _cache_key(options, options.rule_list), code_hash()
     with progress.step("reading the cached synchronize-timer estimate"):
         doc = analysis_cache.load_result(export, key, "sync_timers", code)
     if doc is not None:

@@ -8,8 +8,8 @@ its Trace's tables (`ops`, `api`, `ranges`, `marks`) and its stamp, `specprof-ca
 
 - the key: the export's size, modification time (ns) and the SHA-256 of its whole content (a changed,
   replaced or damaged file, even one whose size and mtime were kept, or a cache copied under another export's
-  name, does not match); `CACHE_SCHEMA` and a hash of the code that makes and reads the tables (the reader,
-  the Trace model, this module): a cache written by another version of specprof is not used;
+  name, does not match); `CACHE_SCHEMA` and the hash of the analyzer's code (code_identity.py: every module
+  of the package, C modules included): a cache written by other code is not used;
 - what the hash was of (`hashed`): the file's device, inode, size, mtime and ctime, and when the hashing
   began. A later run takes the hash from there while all five are unchanged and the ctime was `RACY_NS`
   older than the hash (`export_digest`), so that a cached run does not read the whole export again;
@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass
 import platformdirs
 import polars as pl
 
+from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.errors import SpecprofError, clean
 from specprof.analyzer.model.trace import Trace, TraceMeta
 
@@ -63,7 +64,6 @@ CHUNK = 8 << 20  # bytes hashed at a time
 ENTRIES = "traces"  # the folder of the entries, under the cache root
 USED = "used"  # touched on every use: the entries least recently used go first
 DEFAULT_MAX_GB = 10.0
-_CODE = ("readers/nsys_sqlite.py", "model/trace.py", "readers/trace_cache.py")
 
 
 def root() -> str:
@@ -82,19 +82,6 @@ def max_bytes() -> int:
     if not math.isfinite(gb):
         gb = DEFAULT_MAX_GB
     return max(0, int(gb * 1e9))
-
-
-def code_hash(files=_CODE) -> str:
-    """A hash of the source files `files` (paths inside analyzer/)."""
-    h = hashlib.sha256()
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for rel in files:
-        try:
-            with open(os.path.join(here, rel), "rb") as fh:
-                h.update(fh.read())
-        except OSError:
-            h.update(rel.encode())
-    return h.hexdigest()[:16]
 
 
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
