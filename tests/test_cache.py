@@ -550,3 +550,103 @@ def test_a_cache_written_by_other_code_is_not_used(export, monkeypatch):
     assert cache.load(str(export)) is not None
     monkeypatch.setattr(code_identity, "_hash", "0" * 16)  # what another version's modules hash to
     assert cache.load(str(export)) is None and cache.matching_folder(str(export)) is None
+
+
+# ------------------------------------------------------------- broken entries, forged stamps, huge stamps
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from specprof.analyzer.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def test_clear_removes_every_file_specprof_wrote_and_the_folders(export, user_cache):
+    fresh = _cli("analyze", str(export), "--json")  # the tables, the analysis, the synchronize-timer estimate
+    assert fresh.exit_code == 0, fresh.output
+    assert _cli("analyze", str(export), "--json").stdout == fresh.stdout
+    folder = Path(cache.location(str(export)))
+    assert list(folder.glob("analysis-*/sync_timers.json"))
+    out = _cli("cache", "clear")
+    assert out.exit_code == 0 and "removed 1 export(s)" in out.stdout, out.output
+    assert os.listdir(user_cache / "traces") == []
+
+
+def test_a_forged_stamp_in_a_users_folder_removes_nothing_of_the_users(export, user_cache):
+    # A real stamp (of a copy of reference-k4) put into a user's folder: it lists ops.parquet, which the user's
+    # folder also holds, of another size.
+    load_trace(str(export), cache=True)
+    stamp = (Path(cache.location(str(export))) / cache.STAMP).read_bytes()
+    mine = _users_folder(user_cache / "traces" / "experiment1")
+    (mine / cache.STAMP).write_bytes(stamp)
+    looks_like_one = _users_folder(user_cache / "traces" / "0123456789abcdef-run.sqlite")
+    (looks_like_one / cache.STAMP).write_text(f'{{"schema": "{cache.ENTRY_SCHEMA}", "complete": false}}')
+    assert cache.evict(limit=1) is not None
+    assert _intact(mine) and _intact(looks_like_one)
+    out = _cli("cache", "clear")
+    assert _intact(mine) and _intact(looks_like_one)
+    assert not os.path.exists(cache.location(str(export)))  # the real entry is gone
+    # One line naming a folder left and what it holds, and that there is one more.
+    assert out.exit_code == 2 and "results.csv" in out.output and "1 more" in out.output, out.output
+    assert looks_like_one.name in out.output or mine.name in out.output
+    assert len(out.output.strip().splitlines()) == 1 and "Traceback" not in out.output
+    info = _cli("cache", "info")  # both are still listed, the one with the unfinished stamp said so
+    assert info.exit_code == 0 and mine.name in info.stdout and looks_like_one.name in info.stdout
+    assert "cut short" in info.stdout
+
+
+def test_a_deeply_nested_stamp_is_a_broken_entry_named_and_removed_and_breaks_no_analysis(export, user_cache):
+    fresh = _cli("analyze", str(export), "--json", "--no-cache").stdout
+    assert _cli("analyze", str(export), "--json").stdout == fresh
+    folder = Path(cache.location(str(export)))
+    (folder / cache.STAMP).write_text("[" * 50_000)
+    assert cache.load(str(export)) is None and cache.matching_folder(str(export)) is None
+    info = _cli("cache", "info")
+    assert info.exit_code == 0, info.output
+    assert folder.name in info.stdout and "broken" in info.stdout
+    out = _cli("cache", "clear")
+    assert out.exit_code == 0 and "removed 1 export(s)" in out.stdout, out.output
+    assert not folder.exists()
+    # ... and an analysis over such an entry: the same result, and the entry written anew.
+    assert _cli("analyze", str(export), "--json").stdout == fresh
+    (folder / cache.STAMP).write_text("[" * 50_000)
+    again = _cli("analyze", str(export), "--json")
+    assert again.exit_code == 0 and again.stdout == fresh, again.output
+    assert cache.matching_folder(str(export)) == str(folder)
+    # The analysis's own JSON nested as deep: not used, computed again, the same.
+    for sub in folder.glob("analysis-*"):
+        (sub / "analysis.json").write_text("[" * 50_000)
+        (sub / "sync_timers.json").write_text("[" * 50_000)
+    assert _cli("analyze", str(export), "--json").stdout == fresh
+    assert _cli("cache", "info").exit_code == 0
+    (sub,) = folder.glob("analysis-*")
+    (sub / "analysis.json").write_text("[" * 50_000)  # the analysis's stamp broken: its tables go all the same
+    out = _cli("cache", "clear")
+    assert out.exit_code == 0 and "removed 1 export(s)" in out.stdout, out.output
+    assert os.listdir(user_cache / "traces") == []
+
+
+def test_a_3_gb_sparse_stamp_is_never_read_whole(export, user_cache):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    load_trace(str(export), cache=True)
+    folder = Path(cache.location(str(export)))
+    os.truncate(folder / cache.STAMP, 3 << 30)  # the stamp, then 3 GB of zeros (a sparse file: no disk)
+    child = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"  # reading the stamp whole cannot fit
+        "from specprof.analyzer.cli import main\n"
+        "sys.argv = ['specprof'] + sys.argv[1:]\n"
+        "main()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    info = subprocess.run([sys.executable, "-c", child, "cache", "info"], capture_output=True, text=True, env=env)
+    assert info.returncode == 0 and "broken" in info.stdout and folder.name in info.stdout, info.stderr
+    run = subprocess.run([sys.executable, "-c", child, "analyze", str(export), "--json"], capture_output=True,
+                         text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert cache.matching_folder(str(export)) == str(folder)  # written anew

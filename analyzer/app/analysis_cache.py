@@ -17,11 +17,11 @@ import tempfile
 
 import polars as pl
 
+from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.errors import clean
 from specprof.analyzer.model.trace import Trace
-from specprof.analyzer.code_identity import code_hash
-from specprof.analyzer.readers.trace_cache import evict, matching_folder, read_tables, write_tables
+from specprof.analyzer.readers.trace_cache import evict, matching_folder, read_json, read_tables, write_tables
 
 # What an attribution adds and keeps: its tables, and the ops' added columns.
 TABLES = ("ranges", "charges", "waits", "phases", "categories", "cycles", "cycle_phases", "launch",
@@ -53,8 +53,7 @@ def load(path: str, opts: dict, trace: Trace) -> Attribution | None:
     try:
         fd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            with os.fdopen(os.open("analysis.json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = read_json("analysis.json", fd)
             body = {k: doc.get(k) for k in ("options", "notes", "category_parents", "files")}
             if doc.get("options") != opts or doc.get("digest") != _digest(body):
                 return None
@@ -111,8 +110,8 @@ _FRAME_TYPES = {"String": pl.Utf8, "Int64": pl.Int64, "UInt32": pl.UInt32, "Floa
 
 
 def _analysis_digest(fd: int) -> str | None:
-    with os.fdopen(os.open("analysis.json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), encoding="utf-8") as fh:
-        return json.load(fh).get("digest")
+    doc = read_json("analysis.json", fd)
+    return doc.get("digest") if isinstance(doc, dict) else None
 
 
 def load_result(path: str, opts: dict, name: str, code: str):
@@ -124,8 +123,7 @@ def load_result(path: str, opts: dict, name: str, code: str):
     try:
         fd = os.open(_analysis_folder(folder, opts), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            with os.fdopen(os.open(f"{name}.json", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = read_json(f"{name}.json", fd)
             body = {k: doc.get(k) for k in ("options", "code", "analysis", "value")}
             if doc.get("digest") != _digest(body) or body["options"] != opts or body["code"] != code or \
                     body["analysis"] != _analysis_digest(fd):

@@ -13,16 +13,23 @@ its Trace's tables (`ops`, `api`, `ranges`, `marks`) and its stamp, `specprof-ca
 - what the hash was of (`hashed`): the file's device, inode, size, mtime and ctime, and when the hashing
   began. A later run takes the hash from there while all five are unchanged and the ctime was `RACY_NS`
   older than the hash (`export_digest`), so that a cached run does not read the whole export again;
-- the size and SHA-256 of each of the entry's files: each is read whole into memory, checked, and parsed
-  from those same bytes, so an edited or damaged `ops.parquet` is never used.
+- the size and SHA-256 of each of the entry's files: each is read whole into memory (never more than the
+  size listed), checked, and parsed from those same bytes, so an edited or damaged `ops.parquet` is never used.
+
+A stamp (and every JSON file of an entry) is read to at most `JSON_MAX` bytes and `JSON_DEPTH` levels: a larger
+or deeper one, or one that is not JSON of this schema, is a broken stamp: its entry is never used, `cache info`
+lists it as broken, and eviction and `cache clear` remove it.
 
 A moved or renamed export has another real path, so another folder: a cache is never looked up by the name
 alone. The same folder holds the cache of the analysis of those tables (analyzer/app/analysis_cache.py).
 
-Only stamped folders are entries: eviction and `cache clear` never touch anything else under `traces/` (a
-user's folder there is left alone), never follow a link (a `traces` that is a link holds no entries and is
-never written through; each entry is opened with O_NOFOLLOW and removed by `shutil.rmtree` relative to its
-folder, which does not follow links inside).
+Only stamped folders are entries, and of an entry only the files specprof writes there are removed
+(`_clear_folder`): eviction and `cache clear` never touch a folder under `traces/` without a stamp, nor,
+in a stamped one, a name specprof does not write, nor a table its stamp does not list with its size (unless the
+stamp lists none and the folder holds nothing but specprof's names: a broken stamp, a write cut short); the
+folder goes once empty, else it stays, stamped, and `cache clear` names it. Nothing is followed through a link:
+a `traces` that is a link holds no entries and is never written through; each entry is opened with O_NOFOLLOW,
+and only its regular files and its analysis folders are removed, relative to its folder's descriptor.
 
 The caches together are kept under a size bound (`$SPECPROF_CACHE_MAX_GB`, default `DEFAULT_MAX_GB`): after
 each write, the entries least recently used are removed until the rest fit (never the one just written).
@@ -64,6 +71,8 @@ CHUNK = 8 << 20  # bytes hashed at a time
 ENTRIES = "traces"  # the folder of the entries, under the cache root
 USED = "used"  # touched on every use: the entries least recently used go first
 DEFAULT_MAX_GB = 10.0
+JSON_MAX = 16 << 20  # the most bytes a stamp (or any JSON file of an entry) is read to: a real one holds kilobytes
+JSON_DEPTH = 64  # the deepest a stamp's JSON may nest: specprof writes a few levels
 
 
 def root() -> str:
@@ -194,12 +203,18 @@ def _folder(path: str, dir_fd: int | None = None):
         os.close(fd)
 
 
-def _read_bytes(name: str, dir_fd: int) -> bytes:
+def _read_bytes(name: str, dir_fd: int, limit: int) -> bytes:
+    """The bytes of the regular file `name` in the folder open as `dir_fd`, never through a link; ValueError,
+    without reading it, when it holds more than `limit` bytes (a stamp of gigabytes is a broken one)."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{name}: not a regular file")
-        return fh.read()
+        data = fh.read(limit + 1) if st.st_size <= limit else b""
+        if st.st_size > limit or len(data) > limit:  # (one that grew since its stat is not read past limit)
+            raise ValueError(f"{name}: more than {limit} bytes")
+        return data
 
 
 def _write_bytes(name: str, data: bytes, dir_fd: int) -> None:
@@ -208,8 +223,23 @@ def _write_bytes(name: str, data: bytes, dir_fd: int) -> None:
         fh.write(data)
 
 
-def _read_json(name: str, dir_fd: int):
-    return json.loads(_read_bytes(name, dir_fd).decode("utf-8"))
+def read_json(name: str, dir_fd: int, limit: int = JSON_MAX):
+    """The JSON document `name` of the folder open as `dir_fd` (`_read_bytes`, at most `limit` bytes);
+    ValueError for one that is too large, not UTF-8, not JSON, or nested deeper than JSON_DEPTH (which
+    specprof never writes, and which could not be compared or hashed again without running out of stack)."""
+    data = _read_bytes(name, dir_fd, limit)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{name}: JSON nested too deep") from None
+    level, todo = 0, [doc]
+    while todo:  # one level at a time, no recursion
+        level += 1
+        if level > JSON_DEPTH:
+            raise ValueError(f"{name}: JSON nested more than {JSON_DEPTH} deep")
+        todo = [v for x in todo if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)
+                if isinstance(v, (dict, list))]
+    return doc
 
 
 def write_tables(dir_fd: int, tables: dict) -> dict:
@@ -234,8 +264,11 @@ def read_tables(dir_fd: int, files: dict, names) -> dict:
     out = {}
     for name in names:
         want = files.get(f"{name}.parquet") if isinstance(files, dict) else None
-        data = _read_bytes(f"{name}.parquet", dir_fd)
-        if not isinstance(want, dict) or len(data) != want.get("bytes") or \
+        size = want.get("bytes") if isinstance(want, dict) else None
+        if not isinstance(size, int) or size < 0:
+            raise ValueError(f"{name}.parquet is not listed")
+        data = _read_bytes(f"{name}.parquet", dir_fd, size)  # (a larger file is not read)
+        if len(data) != size or \
                 hashlib.sha256(data).hexdigest() != want.get("sha256"):
             raise ValueError(f"{name}.parquet does not match its checksum")
         out[name] = pl.read_parquet(io.BytesIO(data))
@@ -246,7 +279,7 @@ def read_tables(dir_fd: int, files: dict, names) -> dict:
 def _stamp(dir_fd: int) -> dict | None:
     """The stamp of the folder open as `dir_fd` when it is specprof's, else None."""
     try:
-        doc = _read_json(STAMP, dir_fd)
+        doc = read_json(STAMP, dir_fd)
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("schema") == ENTRY_SCHEMA else None
@@ -432,25 +465,121 @@ class Entry:
     export: str | None  # the export it is the cache of, as its stamp says
     bytes: int
     used_ns: int  # when it was last written or read
-    complete: bool = True  # False: a write still going on, or one interrupted
+    complete: bool = True  # False: a write still going on, or one interrupted, or a broken stamp
+    broken: bool = False  # its stamp cannot be read (too large, not JSON, nested too deep, another schema)
+    elsewhere: bool = False  # its folder is not the one its export's cache is kept in (a stamp copied there)
+
+
+BROKEN = {"broken": True, "complete": False}  # what `_specprofs` gives for a folder whose stamp cannot be read
 
 
 def _specprofs(base: int, name: str) -> dict | None:
-    """What marks `name` (in the folder open as `base`) as a cache entry: its stamp, or for an entry of the
-    schema before stamps, its key.json (under a `<16 hex digits>-` name); None for anything else."""
+    """What marks `name` (in the folder open as `base`) as a cache entry: its stamp (BROKEN for a stamp that
+    cannot be read), or for an entry of the schema before stamps, its key.json (under a `<16 hex digits>-`
+    name); None for anything else."""
     try:
         with _folder(name, base) as fd:
             doc = _stamp(fd)
             if doc is not None:
                 return doc
+            try:
+                if stat.S_ISREG(os.stat(STAMP, dir_fd=fd, follow_symlinks=False).st_mode):
+                    return dict(BROKEN)
+            except FileNotFoundError:
+                pass
             if _LEGACY.match(name):
-                legacy = _read_json("key.json", fd)
+                legacy = read_json("key.json", fd)
                 if isinstance(legacy, dict) and str(legacy.get("key", {}).get("schema", "")).startswith(
                         "specprof.cache/"):
                     return {"key": legacy["key"], "complete": True, "legacy": True}
     except (OSError, ValueError, AttributeError):
         pass
     return None
+
+
+# What specprof writes in an entry, and so what it removes: the stamp and its next version, USED, the tables;
+# key.json, the stamp of the schema before stamps; and the analysis of the tables (app/analysis_cache.py), in
+# folders `analysis-<16 hex digits>` (`analysis.tmp-*` while written), each holding `analysis.json` (which lists
+# its tables as a stamp does), its tables, and the results kept beside it (`NAME.json`, `NAME.json.tmp-PID`).
+_BOOKKEEPING = {STAMP, STAMP + ".new", USED}
+_ANALYSIS_FOLDER = re.compile(r"analysis-[0-9a-f]{16}|analysis\.tmp-[A-Za-z0-9_]+")
+_ANALYSIS_STAMP = "analysis.json"
+_ANALYSIS_FILE = re.compile(r"[a-z_]+\.parquet|[a-z_]+\.json(\.tmp-[0-9]+)?")
+
+
+def _listed(doc) -> dict[str, int]:
+    """The files a stamp (or an analysis.json) lists, with their sizes."""
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {k: v["bytes"] for k, v in files.items() if isinstance(k, str) and isinstance(v, dict)
+            and isinstance(v.get("bytes"), int)}
+
+
+def _clear_folder(fd: int, stamp: str, doc, names) -> list[str]:
+    """Remove from the folder open as `fd` the files specprof wrote there: its bookkeeping files (`names`) and
+    its tables (`*.parquet`), each table only where the folder's stamp (`doc`, read from `stamp`) lists it with
+    its size, or where that stamp lists none (cannot be read, or a write cut short) and the folder holds
+    nothing but names specprof writes; and, the same way, its analysis folders, each once empty. The stamp goes
+    last, and only when nothing else is left. Returns what is left (besides the stamp): names specprof did not
+    write, never followed or removed. A regular file or a folder alone is removed, never a link."""
+    listed = _listed(doc) if isinstance(doc, dict) and doc.get("complete", True) is not False else {}
+    kinds = {}
+    for name in os.listdir(fd):
+        try:
+            kinds[name] = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+    analysis = stamp == _ANALYSIS_STAMP
+
+    def ours(name, st) -> bool:
+        if stat.S_ISDIR(st.st_mode):
+            return not analysis and _ANALYSIS_FOLDER.fullmatch(name) is not None
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        return name in names or (_ANALYSIS_FILE.fullmatch(name) is not None if analysis else
+                                 name in {f"{t}.parquet" for t in TABLES})
+
+    unlisted = not listed and all(ours(n, st) for n, st in kinds.items() if n != stamp)
+    left = []
+    for name, st in sorted(kinds.items()):
+        if name == stamp or not ours(name, st):
+            if name != stamp:
+                left.append(name)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                with _folder(name, fd) as sub:
+                    try:
+                        sub_doc = read_json(_ANALYSIS_STAMP, sub)
+                    except (OSError, ValueError):
+                        sub_doc = None
+                    inner = _clear_folder(sub, _ANALYSIS_STAMP, sub_doc, {_ANALYSIS_STAMP})
+                if not inner:
+                    os.rmdir(name, dir_fd=fd)
+                    continue
+                left.extend(f"{name}/{x}" for x in inner)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(name)
+            continue
+        table = name.endswith(".parquet")
+        if table and not unlisted and listed.get(name) != st.st_size:
+            left.append(name)
+            continue
+        try:
+            os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(name)
+    if not left and stamp in kinds:
+        try:
+            os.unlink(stamp, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+    return left
 
 
 def _size(base: int, name: str) -> int:
@@ -470,16 +599,30 @@ def _size(base: int, name: str) -> int:
 
 
 def _remove(base: int, name: str) -> bool:
-    """Remove the entry `name` of the folder open as `base`, if it is one (stamped); never through a link.
-    Returns whether it is gone."""
-    if _specprofs(base, name) is None:
-        return False
-    shutil.rmtree(name, dir_fd=base, ignore_errors=True)
+    """Remove the entry `name` of the folder open as `base` (`_removed`); returns whether it is gone."""
+    return _removed(base, name) == []
+
+
+def _removed(base: int, name: str) -> list[str] | None:
+    """Remove the entry `name` of the folder open as `base`, if it is one (stamped): the files specprof wrote
+    there (`_clear_folder`), then the folder once empty; never through a link. Returns what is left in it (an
+    empty list: the entry is gone), or None when `name` is no entry."""
+    doc = _specprofs(base, name)
+    if doc is None:
+        return None
     try:
-        os.stat(name, dir_fd=base, follow_symlinks=False)
+        with _folder(name, base) as fd:
+            if doc.get("legacy"):
+                left = _clear_folder(fd, "key.json", None, _BOOKKEEPING)
+            else:
+                left = _clear_folder(fd, STAMP, None if doc.get("broken") else doc, _BOOKKEEPING)
+        if not left:
+            os.rmdir(name, dir_fd=base)
     except FileNotFoundError:
-        return True
-    return False
+        return []
+    except OSError as exc:
+        return [exc.strerror or str(exc)]
+    return left
 
 
 def _list(base: int) -> list[Entry]:
@@ -491,12 +634,15 @@ def _list(base: int) -> list[Entry]:
             continue
         try:
             with _folder(name, base) as fd:
-                used = int(_read_bytes(USED, fd).decode().strip() or 0)
+                used = int(_read_bytes(USED, fd, 64).decode().strip() or 0)
         except (OSError, ValueError):
             used = 0
         export = doc.get("key", {}).get("path") if isinstance(doc.get("key"), dict) else None
-        complete = bool(doc.get("legacy")) or _is_complete(doc)
-        out.append(Entry(os.path.join(where, name), export, _size(base, name), used, complete))
+        export = export if isinstance(export, str) else None
+        complete = bool(doc.get("legacy")) or (not doc.get("broken") and _is_complete(doc))
+        elsewhere = export is not None and not doc.get("legacy") and os.path.basename(location(export)) != name
+        out.append(Entry(os.path.join(where, name), export, _size(base, name), used, complete,
+                         bool(doc.get("broken")), elsewhere))
     return sorted(out, key=lambda e: (e.used_ns, e.folder))
 
 
@@ -521,7 +667,8 @@ def evict(keep: str | None = None, limit: int | None = None) -> list[Entry]:
         for e in listed:
             if total <= limit:
                 break
-            if not e.complete or (keep is not None and os.path.abspath(e.folder) == os.path.abspath(keep)):
+            if (not e.complete and not e.broken) or \
+                    (keep is not None and os.path.abspath(e.folder) == os.path.abspath(keep)):
                 continue
             if _remove(base, os.path.basename(e.folder)):
                 total -= e.bytes
@@ -530,13 +677,19 @@ def evict(keep: str | None = None, limit: int | None = None) -> list[Entry]:
 
 
 def clear() -> tuple[int, int]:
-    """Remove every entry of the cache (left-over writes included; nothing that is not stamped); returns
-    (entries, bytes) removed."""
+    """Remove every entry of the cache (left-over writes and broken entries included; of each, only the files
+    specprof wrote: `_clear_folder`); returns (entries, bytes) removed. SpecprofError naming an entry that holds
+    anything else, which is left there, once every other entry is removed."""
     with _entries_folder() as base:
         if base is None:
             return 0, 0
         listed = _list(base)
-        left = [e for e in listed if not _remove(base, os.path.basename(e.folder))]
+        left = [(e, rest) for e in listed if (rest := _removed(base, os.path.basename(e.folder)))]
     if left:
-        raise SpecprofError(f"{left[0].folder}: could not be removed; remove it by hand", left[0].folder)
+        (e, rest), more = left[0], len(left) - 1
+        shown = ", ".join(rest[:3]) + (", ..." if len(rest) > 3 else "")
+        raise SpecprofError(f"{e.folder}: not removed: it holds files that are not the cache's ({shown}), left "
+                            f"as they were; move them out of the cache folder, or remove the folder by hand"
+                            + (f" (and {more} more such folder(s): `specprof cache info` lists them)" if more else ""),
+                            e.folder)
     return len(listed), sum(e.bytes for e in listed)

@@ -586,12 +586,16 @@ def _gb(n: int) -> str:
 
 def cache_info(root: str, entries, total: int, bound: int) -> str:
     """`specprof cache info`: the cache folder, its size (`total` bytes) against the bound, and each entry (its
-    export)."""
+    export, or its folder where its stamp cannot say; broken and unfinished ones said so)."""
     lines = [f"specprof cache: {clean(root)}",
              f"  {len(entries)} export(s), {_gb(total)} of " + (f"{_gb(bound)} at most (SPECPROF_CACHE_MAX_GB)"
                                                                if bound else "no size bound")]
     for e in reversed(entries):  # most recently used first
-        lines.append(f"  {_gb(e.bytes):>10}  {clean(e.export or os.path.basename(e.folder))}")
+        state = (" (broken: its stamp cannot be read; `specprof cache clear` removes it)" if e.broken else
+                 "" if e.complete else " (a write going on, or one cut short)")
+        if e.elsewhere:
+            state += f" (in {clean(e.folder)}, not where its export's cache is kept)"
+        lines.append(f"  {_gb(e.bytes):>10}  {clean(e.export or os.path.basename(e.folder))}{state}")
     lines.append("  `specprof cache clear` removes it all; SPECPROF_CACHE_DIR moves it; --no-cache skips it")
     return "\n".join(lines)
 
