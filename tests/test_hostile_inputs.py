@@ -130,6 +130,41 @@ def test_a_store_changed_by_hand_is_one_line(store, tmp_path, change, words):
         one_line(result, str(db), "the results store is damaged or was changed by hand", *words)
 
 
+def _store_state(db) -> tuple:
+    con = sqlite3.connect(db)
+    try:
+        return tuple(con.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in ("runs", "imports", "phases"))
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("change, words", [
+    # an earlier run's wall time set to 0 by every run added after it
+    ("CREATE TRIGGER zero_wall AFTER INSERT ON runs BEGIN UPDATE runs SET wall_ns = 0 WHERE id < NEW.id; END",
+     ["1 trigger(s) (zero_wall)", "DROP TRIGGER"]),
+    ("CREATE TRIGGER a AFTER INSERT ON imports BEGIN DELETE FROM phases; END; "
+     "CREATE TRIGGER b BEFORE INSERT ON phases BEGIN SELECT 1; END", ["2 trigger(s) (a, b)"]),
+    # a view where a table belongs: what is read there is not what specprof wrote, and nothing can be added
+    ("ALTER TABLE kernels RENAME TO kernels_kept; CREATE VIEW kernels AS SELECT * FROM kernels_kept",
+     ["kernels is a view where the results store keeps a table"]),
+], ids=["trigger-on-runs", "two-triggers", "view-for-a-table"])
+def test_a_store_with_triggers_or_views_for_tables_is_refused_before_any_append(store, tmp_path, change, words):
+    db = tmp_path / "runs.db"
+    shutil.copy(store, db)
+    con = sqlite3.connect(db)
+    con.executescript(change)
+    con.close()
+    before = _store_state(db)
+    out = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k6" / "run.sqlite"), "--db", str(db), "-q"])
+    one_line(out, str(db), *words)
+    assert _store_state(db) == before  # nothing appended, no trigger ran
+    listed = CliRunner().invoke(main, ["runs", "--db", str(db)])
+    if "VIEW" in change:  # read nowhere either
+        one_line(listed, str(db), *words)
+    else:  # a trigger runs on writes only: reading the store is as before
+        assert listed.exit_code == 0 and "@2" in listed.output, listed.output
+
+
 def test_ids_of_runs_deleted_by_hand_are_not_given_again(store, tmp_path):
     # The last run deleted in the sqlite3 shell (no foreign keys there): its phases, ranks and cycles stay,
     # and SQLite would give its id to the next run, whose rows then collided with them ("damaged").

@@ -377,7 +377,34 @@ def connect(path: str, create: bool = True):
     if version != SCHEMA:
         raise SpecprofError(f"{path}: results store schema {version!r}, this version reads {SCHEMA}; "
                             "use another file or update specprof", path)
+    try:
+        _check_objects(conn, path, appending=create)
+    except SpecprofError:
+        conn.close()
+        raise
     return db
+
+
+def _check_objects(conn, path: str, appending: bool) -> None:
+    """Refuse, in one line, a store where one of specprof's tables is a view (what is read there is not what
+    specprof wrote, and nothing can be appended), and, before any append, a store that carries triggers: they
+    would run on every row specprof adds (an AFTER INSERT on runs could set the earlier runs' wall time to 0)."""
+    try:
+        found = conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') "
+                             "ORDER BY name").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise _db_error(path, exc) from None
+    views = [name for kind, name in found if kind == "view" and name in TABLES]
+    if views:
+        raise SpecprofError(f"{path}: {', '.join(views)} {'is a view' if len(views) == 1 else 'are views'} where "
+                            "the results store keeps a table: not a store specprof wrote; use another --db file",
+                            path)
+    triggers = [name for kind, name in found if kind == "trigger"]
+    if appending and triggers:
+        shown = ", ".join(triggers[:3]) + (", ..." if len(triggers) > 3 else "")
+        raise SpecprofError(f"{path}: the results store carries {len(triggers)} trigger(s) ({shown}), which would "
+                            "run on every row specprof adds; specprof adds runs only to a store without triggers: "
+                            "drop them (DROP TRIGGER in sqlite3) or use another --db file", path)
 
 
 BUSY_S = 60  # how long a writer waits for another to finish its transaction
