@@ -396,6 +396,7 @@ def test_an_edited_ops_table_in_the_cache_is_not_used(export):
         charges = pl.read_parquet(sub / "phases.parquet")
         charges.reverse().write_parquet(sub / "phases.parquet")
     assert CliRunner().invoke(main, ["analyze", str(export), "--json"]).stdout == fresh
+    assert cache.load(str(export)) is not None  # the edited entry was replaced, whatever its tables' sizes
 
 
 def test_an_edited_analysis_table_in_the_cache_is_not_used(export):

@@ -158,6 +158,6 @@ def cache_info() -> Output:
 
 
 def cache_clear() -> Output:
-    """`specprof cache clear`: remove every entry of the cache."""
+    """`specprof cache clear`: remove every entry of the cache (of each, the files specprof wrote there)."""
     n, size = trace_cache.clear()
     return Output(terminal.cache_cleared(trace_cache.root(), n, size))

@@ -25,11 +25,12 @@ alone. The same folder holds the cache of the analysis of those tables (analyzer
 
 Only stamped folders are entries, and of an entry only the files specprof writes there are removed
 (`_clear_folder`): eviction and `cache clear` never touch a folder under `traces/` without a stamp, nor,
-in a stamped one, a name specprof does not write, nor a table its stamp does not list with its size (unless the
-stamp lists none and the folder holds nothing but specprof's names: a broken stamp, a write cut short); the
-folder goes once empty, else it stays, stamped, and `cache clear` names it. Nothing is followed through a link:
-a `traces` that is a link holds no entries and is never written through; each entry is opened with O_NOFOLLOW,
-and only its regular files and its analysis folders are removed, relative to its folder's descriptor.
+in a stamped one, a name specprof does not write, nor a table its stamp does not list (with its size, in a
+folder other than its export's: a stamp copied there), unless the stamp lists none and the folder holds nothing
+but specprof's names (a broken stamp, a write cut short); the folder goes once empty, else it stays, stamped,
+and `cache clear` names it. Nothing is followed through a link: a `traces` that is a link holds no entries and
+is never written through; each entry is opened with O_NOFOLLOW, and only its regular files and its analysis
+folders are removed, relative to its folder's descriptor.
 
 The caches together are kept under a size bound (`$SPECPROF_CACHE_MAX_GB`, default `DEFAULT_MAX_GB`): after
 each write, the entries least recently used are removed until the rest fit (never the one just written).
@@ -516,13 +517,14 @@ def _listed(doc) -> dict[str, int]:
             and isinstance(v.get("bytes"), int)}
 
 
-def _clear_folder(fd: int, stamp: str, doc, names) -> list[str]:
+def _clear_folder(fd: int, stamp: str, doc, names, sized: bool) -> list[str]:
     """Remove from the folder open as `fd` the files specprof wrote there: its bookkeeping files (`names`) and
-    its tables (`*.parquet`), each table only where the folder's stamp (`doc`, read from `stamp`) lists it with
-    its size, or where that stamp lists none (cannot be read, or a write cut short) and the folder holds
-    nothing but names specprof writes; and, the same way, its analysis folders, each once empty. The stamp goes
-    last, and only when nothing else is left. Returns what is left (besides the stamp): names specprof did not
-    write, never followed or removed. A regular file or a folder alone is removed, never a link."""
+    its tables (`*.parquet`), each table only where the folder's stamp (`doc`, read from `stamp`) lists it (and
+    with its size, where `sized`), or where that stamp lists none (cannot be read, or a write cut short) and the
+    folder holds nothing but names specprof writes; and, the same way, its analysis folders, each once empty.
+    The stamp goes last, and only when nothing else is left. Returns what is left (besides the stamp): names
+    specprof did not write, never followed or removed. A regular file or a folder alone is removed, never a
+    link."""
     listed = _listed(doc) if isinstance(doc, dict) and doc.get("complete", True) is not False else {}
     kinds = {}
     for name in os.listdir(fd):
@@ -554,7 +556,7 @@ def _clear_folder(fd: int, stamp: str, doc, names) -> list[str]:
                         sub_doc = read_json(_ANALYSIS_STAMP, sub)
                     except (OSError, ValueError):
                         sub_doc = None
-                    inner = _clear_folder(sub, _ANALYSIS_STAMP, sub_doc, {_ANALYSIS_STAMP})
+                    inner = _clear_folder(sub, _ANALYSIS_STAMP, sub_doc, {_ANALYSIS_STAMP}, sized)
                 if not inner:
                     os.rmdir(name, dir_fd=fd)
                     continue
@@ -565,7 +567,7 @@ def _clear_folder(fd: int, stamp: str, doc, names) -> list[str]:
                 left.append(name)
             continue
         table = name.endswith(".parquet")
-        if table and not unlisted and listed.get(name) != st.st_size:
+        if table and not unlisted and (name not in listed or (sized and listed[name] != st.st_size)):
             left.append(name)
             continue
         try:
@@ -606,16 +608,20 @@ def _remove(base: int, name: str) -> bool:
 def _removed(base: int, name: str) -> list[str] | None:
     """Remove the entry `name` of the folder open as `base`, if it is one (stamped): the files specprof wrote
     there (`_clear_folder`), then the folder once empty; never through a link. Returns what is left in it (an
-    empty list: the entry is gone), or None when `name` is no entry."""
+    empty list: the entry is gone), or None when `name` is no entry. A table the stamp lists is removed
+    whatever its size (a damaged one included) in the folder where specprof keeps its export's cache
+    (`location`), and only at the size the stamp lists anywhere else (a stamp copied into another folder)."""
     doc = _specprofs(base, name)
     if doc is None:
         return None
     try:
         with _folder(name, base) as fd:
             if doc.get("legacy"):
-                left = _clear_folder(fd, "key.json", None, _BOOKKEEPING)
+                left = _clear_folder(fd, "key.json", None, _BOOKKEEPING, True)
+            elif doc.get("broken"):
+                left = _clear_folder(fd, STAMP, None, _BOOKKEEPING, True)
             else:
-                left = _clear_folder(fd, STAMP, None if doc.get("broken") else doc, _BOOKKEEPING)
+                left = _clear_folder(fd, STAMP, doc, _BOOKKEEPING, not _at_home(doc, name))
         if not left:
             os.rmdir(name, dir_fd=base)
     except FileNotFoundError:
@@ -623,6 +629,16 @@ def _removed(base: int, name: str) -> list[str] | None:
     except OSError as exc:
         return [exc.strerror or str(exc)]
     return left
+
+
+def _at_home(doc: dict, name: str) -> bool:
+    """Whether the entry `name`, stamped `doc`, is in the folder where specprof keeps the cache of the export its
+    stamp names."""
+    export = doc.get("key", {}).get("path") if isinstance(doc.get("key"), dict) else None
+    try:
+        return isinstance(export, str) and os.path.basename(location(export)) == name
+    except (ValueError, OSError):  # (a path with a NUL in it)
+        return False
 
 
 def _list(base: int) -> list[Entry]:
@@ -640,7 +656,7 @@ def _list(base: int) -> list[Entry]:
         export = doc.get("key", {}).get("path") if isinstance(doc.get("key"), dict) else None
         export = export if isinstance(export, str) else None
         complete = bool(doc.get("legacy")) or (not doc.get("broken") and _is_complete(doc))
-        elsewhere = export is not None and not doc.get("legacy") and os.path.basename(location(export)) != name
+        elsewhere = export is not None and not doc.get("legacy") and not _at_home(doc, name)
         out.append(Entry(os.path.join(where, name), export, _size(base, name), used, complete,
                          bool(doc.get("broken")), elsewhere))
     return sorted(out, key=lambda e: (e.used_ns, e.folder))
