@@ -21,7 +21,7 @@ from polars.testing import assert_frame_equal
 
 from specprof.analyzer.model.columns import ArrowStream
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.readers import nsys_sqlite
+from specprof.analyzer.readers import bounds, nsys_sqlite
 from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
 from conftest import FIXTURES, SHARED, shared_nsys
 
@@ -129,9 +129,9 @@ def test_records_on_overflow_pages_are_read_through_sqlite(tmp_path, monkeypatch
     con.close()
     direct, through_sqlite = _both(path, monkeypatch)
     _assert_same(direct, through_sqlite)
-    # (and, at 14,000 characters, cut to the names' bound: nsys_sqlite.MAX_NAME_CHARS, with a note)
+    # (and, at 14,000 characters, cut to the names' bound: bounds.MAX_NAME_CHARS, with a note)
     long = direct.ranges.filter(pl.col("name").cast(pl.Utf8).str.starts_with("verify verify"))
-    assert long.height == 1 and long["name"][0] == ("verify " * 2000)[:nsys_sqlite.MAX_NAME_CHARS - 1] + "…"
+    assert long.height == 1 and long["name"][0] == ("verify " * 2000)[:bounds.MAX_NAME_CHARS - 1] + "…"
     assert any("longer than 4,096 characters were cut" in note for note in direct.meta.notes)
     read_by = direct.meta.extra["tables_read_by"]
     assert read_by["NVTX_EVENTS"] == "sqlite" and read_by["CUPTI_ACTIVITY_KIND_KERNEL"] == "pages"

@@ -40,7 +40,7 @@ import polars as pl
 
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.numeric import np
-from specprof.analyzer.readers.nsys_sqlite import bounded_names, check_span, names_note
+from specprof.analyzer.readers.bounds import bounded_names, check_span, names_note
 from specprof.analyzer.model.trace import (
     API_SCHEMA,
     COLLECTIVES_SCHEMA,
