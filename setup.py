@@ -1,4 +1,4 @@
-"""The compiled pieces, both optional: analyzer/readers/_sqlite_pages.c (the nsys reader's direct B-tree page
+"""The compiled pieces, both optional: analyzer/readers/nsys/_sqlite_pages.c (the nsys reader's direct B-tree page
 reader) and analyzer/_scan.c (one pass over the ops per group: running max of ends, union lengths).
 
 Where no C compiler is found the install goes on without them, and specprof does the same work in polars
@@ -18,7 +18,7 @@ _COMMON = dict(
 
 setup(
     ext_modules=[
-        Extension("specprof.analyzer.readers._sqlite_pages", ["analyzer/readers/_sqlite_pages.c"], **_COMMON),
+        Extension("specprof.analyzer.readers.nsys._sqlite_pages", ["analyzer/readers/nsys/_sqlite_pages.c"], **_COMMON),
         Extension("specprof.analyzer._scan", ["analyzer/_scan.c"], **_COMMON),
     ],
     options={"bdist_wheel": {"py_limited_api": "cp311"}},

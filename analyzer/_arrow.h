@@ -2,7 +2,7 @@
  * (https://arrow.apache.org/docs/format/CDataInterface.html): columns of int64 ('i', with an optional
  * validity bitmap) or binary ('b') values, built in growable buffers, moved into one struct array (children
  * c0, c1, ...) and wrapped in a PyCapsule named "arrow_array_stream" that polars' constructors take. Shared by
- * the extension modules (analyzer/readers/_sqlite_pages.c, analyzer/_scan.c); header-only, each module its
+ * the extension modules (analyzer/readers/nsys/_sqlite_pages.c, analyzer/_scan.c); header-only, each module its
  * own static copy.
  */
 #ifndef SPECPROF_ARROW_H

@@ -31,7 +31,7 @@ NAME=ranks${RANKS}x${COPIES}
 mkdir -p "$OUT" "$WORK"
 . benchmarks/gpu_site.sh
 python3 setup.py build_ext --inplace -q >"$OUT/${NAME}_build_ext.log" 2>&1 || echo "no C modules built (see the log)"
-PAGES=$(python3 -c "from specprof.analyzer.readers import nsys_sqlite as ns; print(ns._sqlite_pages is not None)")
+PAGES=$(python3 -c "from specprof.analyzer.readers.nsys import page_reader_built; print(page_reader_built())")
 { nproc; free -g; df -h "$WORK"; uptime; echo "page reader: $PAGES"; } >"$OUT/${NAME}_host.txt"
 
 INPUT=$WORK/$NAME.sqlite

@@ -4,7 +4,7 @@ Each mutant is a real capture (fixtures/ and ../shared/traces) with random bytes
 of the large tables the reader reads (a leaf or an interior page; now and then a record's header bytes,
 where a changed serial type shifts every column after it, or a field of the page header: a cell count,
 the first free block, the content area's start). The table is then read with every column, in
-several threads over small slices, straight from the pages (analyzer/readers/_sqlite_pages.c) and through
+several threads over small slices, straight from the pages (analyzer/readers/nsys/_sqlite_pages.c) and through
 SQLite. The rule (docs/robustness.md):
 
 - both read rows: the same rows;
@@ -50,7 +50,7 @@ if str(ROOT / "tests") not in sys.path:
 import polars as pl  # noqa: E402
 
 from specprof.analyzer.errors import SpecprofError  # noqa: E402
-from specprof.analyzer.readers import nsys_sqlite  # noqa: E402
+from specprof.analyzer.readers.nsys import Export, Select  # noqa: E402
 from conftest import FIXTURES, shared_nsys  # noqa: E402
 
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -70,15 +70,14 @@ def _select(con: sqlite3.Connection, table: str, where: tuple = ()):
     info = con.execute(f'PRAGMA table_info("{table}")').fetchall()
     columns = tuple(r[1] for r in info)
     schema = {f"c{i}": pl.Utf8 if "TEXT" in str(r[2]).upper() else pl.Int64 for i, r in enumerate(info)}
-    return nsys_sqlite.Select(table, columns, where), schema
+    return Select(table, columns, where), schema
 
 
-def read(path: str, table: str, direct: bool, where: tuple = ()):
+def read(path: str, table: str, direct: bool, where: tuple = (), threads: int | None = None):
     """("rows", frame) or ("refused", message): `table` of `path`, every column, read one way (filtered by
-    `where`, a Select's conditions, when given)."""
-    nsys_sqlite.DIRECT_PAGES = direct
+    `where`, a Select's conditions, when given), in `threads` threads (None: the reader's default)."""
     try:
-        ex = nsys_sqlite._Export(path)
+        ex = Export(path, pages=direct, threads=threads)
         try:
             select, schema = _select(ex.con, table, where)
             frames = ex.parallel(select, schema, slice_rows=SLICE_ROWS)
@@ -90,8 +89,6 @@ def read(path: str, table: str, direct: bool, where: tuple = ()):
         return "refused", str(exc), None
     except Exception as exc:  # noqa: BLE001 - a traceback for the user: the failure this looks for
         return "raised", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", None
-    finally:
-        nsys_sqlite.DIRECT_PAGES = True
 
 
 def _same(a, b) -> bool:
@@ -316,7 +313,7 @@ def run_cache(mutants: int, seed: int, paths: list[Path] | None = None, log=None
     import polars as pl
 
     from specprof.analyzer.readers import trace_cache
-    from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+    from specprof.analyzer.readers.nsys import read_nsys_sqlite
 
     rng = random.Random(seed)
     counts = {"mutants": 0, "failures": []}

@@ -15,7 +15,7 @@ from specprof.analyzer.app.analyze import Options, attribution
 from specprof.analyzer.core.attribution import attribute
 from specprof.analyzer.readers import trace_cache as cache
 from specprof.analyzer.readers.load import load_trace
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import read_nsys_sqlite
 from conftest import FIXTURES
 
 
@@ -490,8 +490,8 @@ def test_the_cache_keys_cover_every_loaded_module_of_the_analyzer(export, monkey
     assert a.phases.height and cache.matching_folder(str(export)) is not None
     loaded = {m.__name__ for m in code_identity.loaded_modules()}
     named = {"specprof.analyzer.model.columns", "specprof.analyzer.core.window", "specprof.analyzer.model.stats",
-             "specprof.analyzer.readers.nsys_sqlite", "specprof.analyzer.readers.trace_cache"}
-    compiled = {"specprof.analyzer._scan", "specprof.analyzer.readers._sqlite_pages"}
+             "specprof.analyzer.readers.nsys.read", "specprof.analyzer.readers.trace_cache"}
+    compiled = {"specprof.analyzer._scan", "specprof.analyzer.readers.nsys._sqlite_pages"}
     assert named <= loaded
     assert _uncovered() == []
     hashed = dict(code_identity.code_files())

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from specprof.analyzer.model import columns
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import read_nsys_sqlite
 from conftest import FIXTURES, shared_nsys
 
 CAPTURES = [FIXTURES / "reference-k4-tp2" / "run.sqlite", FIXTURES / "reference-k4-graph" / "run.sqlite",

@@ -15,8 +15,7 @@ from click.testing import CliRunner
 
 from specprof.analyzer.cli import main
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.readers import nsys_sqlite
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import Export, Select, read_nsys_sqlite
 from conftest import FIXTURES
 from fuzz_exports import Capture
 from test_reader_pages import _assert_same, _both
@@ -60,12 +59,10 @@ def _first_leaf_cells(path: str, table: str = KERNEL, middle: bool = False) -> t
                                  for i in range(cells)]
 
 
-def _refused_both_ways(path: str, monkeypatch, words: str):
+def _refused_both_ways(path: str, words: str):
     for direct in (True, False):
-        monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
         with pytest.raises(SpecprofError, match=words):
-            read_nsys_sqlite(path)
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", True)
+            read_nsys_sqlite(path, pages=direct)
 
 
 def shifted_record_header(path: str, middle: bool = False) -> bytearray:
@@ -83,21 +80,21 @@ def shifted_record_header(path: str, middle: bool = False) -> bytearray:
     return data
 
 
-def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path, monkeypatch):
+def test_a_record_header_that_does_not_add_up_is_refused_by_both_paths(tmp_path):
     # One serial type of the first kernel record changed from 6 (an 8-byte integer) to 4 (4 bytes): every
     # column after it shifts by 4 bytes, and the header no longer adds up to the record's payload. The page
     # reader used to read the shifted values (exit 0, a phantom rank); SQLite says "malformed".
     path = _copy(tmp_path)
     data = shifted_record_header(path)
     open(path, "wb").write(data)
-    _refused_both_ways(path, monkeypatch, f"table {KERNEL} is damaged")
+    _refused_both_ways(path, f"table {KERNEL} is damaged")
     result = CliRunner().invoke(main, ["analyze", path, "--no-cache"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     (line,) = [x for x in result.output.splitlines() if x.strip()]
     assert line.startswith(f"specprof: error: {path}: table {KERNEL} is damaged")
 
 
-def test_a_column_added_with_a_default_reads_the_default_on_both_paths(tmp_path, monkeypatch):
+def test_a_column_added_with_a_default_reads_the_default_on_both_paths(tmp_path):
     # A valid file: streamId dropped and added back with DEFAULT 7. The records written before hold no
     # streamId; SQLite gives them the default, and so must the page reader (it gave NULL).
     path = _copy(tmp_path)
@@ -106,7 +103,7 @@ def test_a_column_added_with_a_default_reads_the_default_on_both_paths(tmp_path,
     con.execute(f"ALTER TABLE {KERNEL} ADD COLUMN streamId INTEGER NOT NULL DEFAULT 7")
     con.commit()
     con.close()
-    direct, through_sqlite = _both(path, monkeypatch)
+    direct, through_sqlite = _both(path)
     _assert_same(direct, through_sqlite)
     assert direct.meta.extra["tables_read_by"][KERNEL] == "pages"
     kernels = direct.ops.filter(pl.col("kind") == "kernel")
@@ -114,7 +111,7 @@ def test_a_column_added_with_a_default_reads_the_default_on_both_paths(tmp_path,
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["pages", "sqlite"])
-def test_rowids_out_of_order_are_refused_not_read_in_part(tmp_path, monkeypatch, direct):
+def test_rowids_out_of_order_are_refused_not_read_in_part(tmp_path, direct):
     # The rowid of the fifth kernel record (a one-byte varint) set to 127: the B-tree's keys are out of order.
     # SQLite's rowid-range slices then stopped at it (rows lost, no note); the page reader must refuse too.
     path = _copy(tmp_path)
@@ -124,17 +121,16 @@ def test_rowids_out_of_order_are_refused_not_read_in_part(tmp_path, monkeypatch,
     assert n2 == 1 and rowid < 100
     data[cells[4] + n1] = 127
     open(path, "wb").write(data)
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
-    ex = nsys_sqlite._Export(path)
+    ex = Export(path, pages=direct)
     try:
-        select = nsys_sqlite.Select(KERNEL, ("start", "end"))
+        select = Select(KERNEL, ("start", "end"))
         with pytest.raises(SpecprofError, match=f"table {KERNEL} is damaged"):
             ex.parallel(select, {"start": pl.Int64, "end": pl.Int64}, slice_rows=100)
     finally:
         ex.close()
 
 
-def test_a_damaged_file_gets_the_same_answer_every_time(tmp_path, monkeypatch):
+def test_a_damaged_file_gets_the_same_answer_every_time(tmp_path):
     # The same damaged copies (a header byte, a rowid, and random bytes over kernel, runtime and NVTX pages)
     # read again and again, with 1, 2 and 8 threads over small slices: one outcome per path, every time.
     import random
@@ -150,8 +146,7 @@ def test_a_damaged_file_gets_the_same_answer_every_time(tmp_path, monkeypatch):
         for direct in (True, False):
             seen = set()
             for threads in (1, 2, 8, 1, 8):
-                monkeypatch.setattr(nsys_sqlite, "READ_THREADS", threads)
-                kind, value, _ = read(str(path), table, direct)
+                kind, value, _ = read(str(path), table, direct, threads=threads)
                 assert kind != "raised", f"{how}: {value}"
                 seen.add((kind, value.hash_rows().sum() if kind == "rows" else value))
             assert len(seen) == 1, f"{table} {how}: {seen}"
@@ -175,13 +170,13 @@ def _utf16_copy(src: str, dst: str, encoding: str) -> None:
 
 
 @pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
-def test_a_utf16_export_gives_the_names_of_the_utf8_one(tmp_path, monkeypatch, encoding):
+def test_a_utf16_export_gives_the_names_of_the_utf8_one(tmp_path, encoding):
     # Synthetic: reference-k4's tables in a UTF-16 database. Text used to come out as UTF-16 bytes decoded as
     # UTF-8 (every call a phase of its own); now both paths give the UTF-8 export's trace exactly.
     src = str(FIXTURES / "reference-k4" / "run.sqlite")
     path = str(tmp_path / "utf16.sqlite")
     _utf16_copy(src, path, encoding)
-    direct, through_sqlite = _both(path, monkeypatch)
+    direct, through_sqlite = _both(path)
     _assert_same(direct, through_sqlite)
     assert direct.meta.extra["tables_read_by"][KERNEL] == "pages"
     _assert_same(direct, read_nsys_sqlite(src))
@@ -251,16 +246,15 @@ def test_an_index_that_disagrees_with_its_table_is_never_read_through(tmp_path):
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["pages", "sqlite"])
-def test_a_kernel_table_with_a_stale_index_reads_the_tables_rows(tmp_path, monkeypatch, direct):
+def test_a_kernel_table_with_a_stale_index_reads_the_tables_rows(tmp_path, direct):
     # The kernels' streamId index disagrees with the table; a read filtered on streamId gives the table's rows.
     path = _copy(tmp_path)
     original = read_nsys_sqlite(path)
     stale_index(path, KERNEL, "streamId", every=3)
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
-    ex = nsys_sqlite._Export(path)
+    ex = Export(path, pages=direct)
     try:
         streams = sorted(original.ops.filter(pl.col("kind") == "kernel")["stream"].unique().to_list())
-        select = nsys_sqlite.Select(KERNEL, ("start", "streamId"), (("in", "streamId", streams),))
+        select = Select(KERNEL, ("start", "streamId"), (("in", "streamId", streams),))
         got = ex.whole(select, {"start": pl.Int64, "stream": pl.Int64})
     finally:
         ex.close()

@@ -209,11 +209,9 @@ def _changed(tmp_path, *sql) -> str:
     ("UPDATE NVTX_EVENTS SET start = -9223372036854775808 WHERE rowid = 30", "a start beyond +-2^62 ns"),
 ], ids=["null-globalPid", "text-stream", "text-nvtx-start", "int64-min-kernel", "int64-min-nvtx"])
 def test_values_nsys_never_writes_are_refused_by_both_paths(tmp_path, monkeypatch, sql, words):
-    from specprof.analyzer.readers import nsys_sqlite
-
     path = _changed(tmp_path, sql)
     for direct in (True, False):
-        monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", direct)
+        monkeypatch.setenv("SPECPROF_SQLITE_PAGES", "1" if direct else "0")  # as a user picks the read path
         result = run(path, "--no-cache")
         assert_clean_error(result, path, [words])
 

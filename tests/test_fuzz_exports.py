@@ -62,7 +62,7 @@ def _sanitized(tmp_path) -> dict:
         shutil.copy(ROOT / "tests" / name, pkg / "tests" / name)
     (pkg / "fixtures").symlink_to(FIXTURES)
     include = sysconfig.get_paths()["include"]
-    for source, module in (("analyzer/readers/_sqlite_pages.c", "analyzer/readers/_sqlite_pages.abi3.so"),
+    for source, module in (("analyzer/readers/nsys/_sqlite_pages.c", "analyzer/readers/nsys/_sqlite_pages.abi3.so"),
                            ("analyzer/_scan.c", "analyzer/_scan.abi3.so")):
         subprocess.run([_compiler(), "-shared", "-fPIC", "-std=gnu11", *SANITIZE, "-DPy_LIMITED_API=0x030B0000",
                         f"-I{include}", f"-I{pkg / 'analyzer'}", str(pkg / source), "-o", str(pkg / module)],
@@ -84,10 +84,10 @@ def test_the_c_modules_under_address_and_undefined_behaviour_sanitizers(tmp_path
         import sys
         sys.path.insert(0, {str(pkg / "tests")!r})
         from specprof.analyzer import _scan
-        from specprof.analyzer.readers import _sqlite_pages
-        assert _sqlite_pages.__file__.startswith({str(pkg)!r}) and _scan.__file__.startswith({str(pkg)!r})
+        from specprof.analyzer.readers.nsys.pages import reader
+        assert reader.__file__.startswith({str(pkg)!r}) and _scan.__file__.startswith({str(pkg)!r})
         import shutil, sqlite3
-        from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+        from specprof.analyzer.readers.nsys import read_nsys_sqlite
         shutil.copy({str(FIXTURES / "reference-k4" / "run.sqlite")!r}, "emptied.sqlite")
         con = sqlite3.connect("emptied.sqlite")  # a table with no rows: its root, a leaf with no cells
         con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET")

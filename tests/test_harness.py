@@ -16,7 +16,7 @@ from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.core import accounting, categories, projection, summary
 from specprof.analyzer.derived import analysis, breakdown, run_files
-from specprof.analyzer.readers import nsys_sqlite
+from specprof.analyzer.readers.nsys import read as nsys_read
 from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES, ROOT
 
@@ -24,7 +24,7 @@ RUN = FIXTURES / "reference-k4"  # a run directory: its sidecar, CUDA events and
 
 # The work of an analysis, by where its modules call it from.
 WORK = [
-    (nsys_sqlite, "_read_ops"), (nsys_sqlite, "_read_api"), (nsys_sqlite, "_read_nvtx"),
+    (nsys_read, "read_ops"), (nsys_read, "read_api"), (nsys_read, "read_nvtx"),
     (projection, "project"), (categories, "categorize"),
     (accounting, "with_prev_end"), (accounting, "cpu_waits"), (accounting, "charges"),
     (summary, "cycle_table"), (summary, "phase_table"), (summary, "category_table"),

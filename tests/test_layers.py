@@ -31,7 +31,7 @@ TRACER_MAY_IMPORT = {"specprof.analyzer", "specprof.analyzer.errors"}
 # The analyzer's only imports of tracer/: the console script adds the `capture` and `reference` commands, and a
 # lone .nsys-rep is exported with the nsys that `specprof capture` would use (specprof.tracer.capture.find_nsys).
 ANALYZER_TO_TRACER = {("specprof.analyzer.cli", "specprof.tracer.cli"), ("specprof.analyzer.readers.nsys_report", "specprof.tracer.capture")}
-COMPILED = {"specprof.analyzer._scan", "specprof.analyzer.readers._sqlite_pages"}  # C modules: no source to read
+COMPILED = {"specprof.analyzer._scan", "specprof.analyzer.readers.nsys._sqlite_pages"}  # C modules: no source to read
 # The analyses are pure, tables in and tables out: they import no reader (app/ reads the files for them).
 PURE = ("core", "derived")
 

@@ -92,14 +92,16 @@ def test_a_kineto_name_of_24_mb_is_read_and_cut(tmp_path):
 
 @pytest.mark.parametrize("limit_gb", [1.0, 1.5])
 def test_running_out_of_address_space_is_one_line_never_a_crash(tmp_path, limit_gb):
-    # The unmodified fixtures/reference-k4-graph read through SQLite in 8 slices (its tables' threads and
-    # Arrow streams) under a low RLIMIT_AS: it crashed (SIGSEGV) while an Arrow stream was imported.
-    script = ("import sys, specprof.analyzer.readers.nsys_sqlite as n; n.READ_THREADS = 8; n.DIRECT_PAGES = False; "
+    # The unmodified fixtures/reference-k4-graph read through SQLite (SPECPROF_SQLITE_PAGES=0) in 8 slices (its
+    # tables' threads and Arrow streams: the reader as on a machine of 8 cores) under a low RLIMIT_AS: it crashed
+    # (SIGSEGV) while an Arrow stream was imported.
+    script = ("import os, sys; os.sched_getaffinity = lambda pid: set(range(8)); "
               "from specprof.analyzer.cli import main; sys.argv = ['specprof', 'analyze', sys.argv[1], '-q', '--no-cache']; "
               "main()")
     limit = int(limit_gb * (1 << 30))
     done = subprocess.run([sys.executable, "-c", script, str(FIXTURES / "reference-k4-graph")], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          text=True, timeout=600, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "SPECPROF_SQLITE_PAGES": "0"},
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
     assert done.returncode in (0, 2), (done.returncode, done.stderr[-2000:])
     if done.returncode == 2:

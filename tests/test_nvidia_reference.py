@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from specprof.analyzer.core.attribution import ALL_DOMAINS, attribute
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import read_nsys_sqlite
 from specprof.analyzer.model.trace import Trace
 from conftest import FIXTURES
 

@@ -1,5 +1,5 @@
 """One export of several processes analysed one process per task (app/process_tasks.py, --jobs/--dask): one walk
-of the export hands each process its rows (readers/nsys_split.py), each task reads only its process's rows, and
+of the export hands each process its rows (readers/nsys/per_process.py), each task reads only its process's rows, and
 each rank's figures equal those the one-process analysis gives that rank, on the real TP = 2 capture
 (fixtures/reference-k4-tp2)."""
 
@@ -20,8 +20,10 @@ from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.cli import main
 from specprof.analyzer.core.window import Window
-from specprof.analyzer.readers import nsys_split, nsys_sqlite
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers import nsys
+from specprof.analyzer.readers.nsys import Export, large_reads, read_nsys_sqlite, read_strings
+from specprof.analyzer.readers.nsys import pages as page_reader
+from specprof.analyzer.readers.nsys import per_process
 from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES
 
@@ -35,13 +37,12 @@ def whole():
 
 
 @pytest.mark.parametrize("pages", [True, False], ids=["pages", "sqlite"])
-def test_a_process_read_is_its_rows_of_the_whole_read(pages, monkeypatch):
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", pages)
-    every = read_nsys_sqlite(EXPORT)
+def test_a_process_read_is_its_rows_of_the_whole_read(pages):
+    every = read_nsys_sqlite(EXPORT, pages=pages)
     pids = process_tasks.processes(EXPORT)
-    assert len(pids) == 2 and set(pids) == set(every.ops["pid"].unique())
+    assert len(pids) == 2 and set(pids) == set(every.ops["pid"].unique()) == set(nsys.processes(EXPORT, pages=pages))
     for pid in pids:
-        part = read_nsys_sqlite(EXPORT, process=pid)
+        part = read_nsys_sqlite(EXPORT, process=pid, pages=pages)
         mine = pl.col("pid") == pid
         # op_id and range_id number the rows read: the process's own
         assert_frame_equal(part.ops.drop("op_id"), every.ops.filter(mine).drop("op_id"))
@@ -98,22 +99,21 @@ def test_the_cli_splits_with_jobs(whole):
         assert {p["name"]: p for p in t["analysis"]["phases"]} == _rank_phases(one, t["rank"])
 
 
-# The split: one walk of the export hands each process its rows (readers/nsys_split.py).
+# The split: one walk of the export hands each process its rows (readers/nsys/per_process.py).
 
-def _split(folder, monkeypatch, rows=None):
+def _split(folder, monkeypatch, rows=None, **how):
     if rows is not None:
-        monkeypatch.setattr(nsys_split, "SPLIT_ROWS", rows)
-    return nsys_split.split(EXPORT, process_tasks.processes(EXPORT), str(folder))
+        monkeypatch.setattr(per_process, "SPLIT_ROWS", rows)
+    return nsys.split(EXPORT, process_tasks.processes(EXPORT), str(folder), **how)
 
 
 @pytest.mark.parametrize("pages", [True, False], ids=["pages", "sqlite"])
 def test_the_split_gives_each_process_what_its_own_walk_reads(pages, tmp_path, monkeypatch):
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", pages)
-    split = _split(tmp_path, monkeypatch, rows=3000)  # many slices: their order is kept
+    split = _split(tmp_path, monkeypatch, rows=3000, pages=pages)  # many slices: their order is kept
     assert split.rows() and len(os.listdir(tmp_path)) > 2 * 6
     for pid in process_tasks.processes(EXPORT):
-        got = read_nsys_sqlite(EXPORT, process=pid, split=split)
-        own = read_nsys_sqlite(EXPORT, process=pid)
+        got = read_nsys_sqlite(EXPORT, process=pid, split=split, pages=pages)
+        own = read_nsys_sqlite(EXPORT, process=pid, pages=pages)
         for table in ("ops", "api", "ranges", "marks"):
             assert_frame_equal(getattr(got, table), getattr(own, table))
         assert set(got.meta.extra["tables_read_by"].values()) == {"split"}
@@ -128,7 +128,7 @@ def test_each_file_of_a_process_holds_its_rows_only(tmp_path, monkeypatch):
             for name in names:
                 df = pl.read_ipc(tmp_path / name)
                 col = "pid" if "pid" in df.columns else "tid"
-                assert (df.get_column(col) & nsys_sqlite._PID_MASK == pid).all(), name
+                assert (df.get_column(col) & nsys.PID_MASK == pid).all(), name
                 seen.add(pid)
     assert seen == set(pids)
 
@@ -150,9 +150,9 @@ def test_a_task_reads_its_own_files_and_no_page_of_the_export(tmp_path, monkeypa
     def watched(t, *args):
         current[0] = t[2]
         with monkeypatch.context() as m:
-            m.setattr(nsys_split.pl, "read_ipc", recording)
-            m.setattr(nsys_sqlite._sqlite_pages, "read", no_walk)
-            m.setattr(nsys_sqlite._Export, "_slices", no_walk)
+            m.setattr(per_process.pl, "read_ipc", recording)
+            m.setattr(page_reader.reader, "read", no_walk)
+            m.setattr(Export, "read_sqlite", no_walk)
             return task(t, *args)
 
     monkeypatch.setattr(process_tasks, "_task", watched)
@@ -196,18 +196,17 @@ def test_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path, monkeypatch
 def test_pages_the_reader_gives_up_on_mid_walk_are_split_again_through_sqlite(tmp_path, monkeypatch):
     """A table whose pages turn out not to be readable directly (here: the third slice read says so) is read
     again through SQLite, and what the first reads wrote is forgotten: the same rows, once."""
-    real, calls = nsys_sqlite._sqlite_pages.read, [0]
+    real, calls = page_reader.reader.read, [0]
 
     def gives_up(*a, **k):
         calls[0] += 1
         if calls[0] == 3:
-            raise nsys_sqlite._sqlite_pages.Unsupported("an overflowing record")
+            raise page_reader.reader.Unsupported("an overflowing record")
         return real(*a, **k)
 
-    monkeypatch.setattr(nsys_sqlite._sqlite_pages, "read", gives_up)
-    monkeypatch.setattr(nsys_sqlite, "READ_THREADS", 1)  # slices in order: the third is the kernel table's
-    split = _split(tmp_path, monkeypatch, rows=3000)
-    monkeypatch.setattr(nsys_sqlite._sqlite_pages, "read", real)
+    monkeypatch.setattr(page_reader.reader, "read", gives_up)
+    split = _split(tmp_path, monkeypatch, rows=3000, threads=1)  # slices in order: the third is the kernel table's
+    monkeypatch.setattr(page_reader.reader, "read", real)
     assert calls[0] >= 3 and split.read_by["CUPTI_ACTIVITY_KIND_KERNEL"] == "sqlite"
     assert split.read_by["CUPTI_ACTIVITY_KIND_RUNTIME"] == "pages"
     named = {n for per in split.files.values() for names in per.values() for n in names}
@@ -221,7 +220,7 @@ def test_pages_the_reader_gives_up_on_mid_walk_are_split_again_through_sqlite(tm
 def test_a_task_where_the_folder_is_not_walks_the_export_itself(tmp_path, monkeypatch):
     """(A Dask worker on a host that does not see the folder.)"""
     split = _split(tmp_path, monkeypatch)
-    elsewhere = nsys_split.Split(str(tmp_path / "not-here"), split.files)
+    elsewhere = nsys.Split(str(tmp_path / "not-here"), split.files)
     pid = process_tasks.processes(EXPORT)[0]
     got, own = read_nsys_sqlite(EXPORT, process=pid, split=elsewhere), read_nsys_sqlite(EXPORT, process=pid)
     assert_frame_equal(got.ops, own.ops)
@@ -246,20 +245,20 @@ def test_dask_workers_give_what_the_tasks_here_give(tmp_path, monkeypatch):
 def test_the_walk_holds_a_slice_at_a_time(tmp_path, monkeypatch):
     """Bounded memory: the walk hands the files slices of about SPLIT_ROWS rows (the rows of a leaf page more at
     most), never a table, and every row read reaches one file."""
-    seen, call = [], nsys_split._Sink.__call__
+    seen, call = [], per_process.Sink.__call__
 
     def recording(self, number, df):
         seen.append(df.height)
         return call(self, number, df)
 
-    monkeypatch.setattr(nsys_split._Sink, "__call__", recording)
+    monkeypatch.setattr(per_process.Sink, "__call__", recording)
     split = _split(tmp_path, monkeypatch, rows=4000)
     assert len(seen) > 10 and max(seen) <= 4000 + 400  # (reference-k4-tp2: at most ~150 rows a leaf)
     # every row of the two processes, each in one file: as many as their own walks read (the walk reads rows of
     # processes that ran no GPU work too, and drops them)
-    ex, own = nsys_sqlite._Export(EXPORT), 0
+    ex, own = Export(EXPORT), 0
     try:
-        for select, schema in nsys_sqlite.large_reads(ex, nsys_sqlite._read_strings(ex)):
+        for select, schema in large_reads(ex, read_strings(ex)):
             for pid in process_tasks.processes(EXPORT):
                 ex.process = pid
                 own += sum(df.height for df in ex.parallel(select, schema))

@@ -10,7 +10,7 @@ import pytest
 
 from specprof.analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
 from specprof.analyzer.core.projection import nest, project, range_projection
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import read_nsys_sqlite
 from conftest import capture_id, own_nsys, shared_nsys
 
 INNERMOST_SQL = """

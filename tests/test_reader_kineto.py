@@ -103,7 +103,7 @@ def test_nsys_and_torch_profiler_agree_per_phase():
     """The reference engine (K=4) captured once with nsys (100 cycles) and once with torch.profiler
     (30 measured cycles plus warm-up): per-phase GPU busy time per instance within 5%."""
     k = attribution.attribute(read_kineto(str(TORCH_K4))).phases
-    from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+    from specprof.analyzer.readers.nsys import read_nsys_sqlite
 
     n = attribution.attribute(read_nsys_sqlite(str(NSYS_K4))).phases
     per = pl.col("gpu_busy") / pl.col("instances")

@@ -7,7 +7,7 @@ import sqlite3
 import polars as pl
 import pytest
 
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import read_nsys_sqlite
 from conftest import capture_id, own_nsys, shared_nsys
 
 
@@ -95,21 +95,17 @@ def test_skipping_calls_that_launch_nothing_changes_no_launch_record(name, monke
     # The reader leaves known non-launching CUDA calls (queries, events, syncs) out of its query;
     # that list may only cost time: the launch calls read, and so every op's launch record, are the
     # same without it, on every capture.
-    from specprof.analyzer.readers import nsys_sqlite
+    from specprof.analyzer.readers.nsys import Export, read_strings, tables
     from conftest import FIXTURES, SHARED
 
     path = str(SHARED / "nsys_sqlite" / name[7:]) if name.startswith("shared:") else \
         str(FIXTURES / name / "run.sqlite")
     if name == "reference-k4":  # the list does apply to a real capture
-        ex = nsys_sqlite._Export(path)
-        try:
-            skipped = nsys_sqlite._not_launches(nsys_sqlite._read_strings(ex),
-                                                ex.columns("CUPTI_ACTIVITY_KIND_RUNTIME"))
-        finally:
-            ex.close()
+        with Export(path) as ex:
+            skipped = tables.not_launches(read_strings(ex), ex.columns("CUPTI_ACTIVITY_KIND_RUNTIME"))
         assert skipped and skipped[0][:2] == ("not in", "nameId") and skipped[0][2]
     with_list = read_nsys_sqlite(path)
-    monkeypatch.setattr(nsys_sqlite, "NOT_LAUNCHES", frozenset())
+    monkeypatch.setattr(tables, "NOT_LAUNCHES", frozenset())
     without = read_nsys_sqlite(path)
     assert with_list.api.height == without.api.height
     assert with_list.api.with_columns(pl.col("name").cast(pl.Utf8)).equals(

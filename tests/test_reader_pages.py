@@ -1,4 +1,4 @@
-"""The direct page reader (analyzer/readers/_sqlite_pages.c) against SQLite itself, on real captures.
+"""The direct page reader (analyzer/readers/nsys/_sqlite_pages.c) against SQLite itself, on real captures.
 
 Every table the page reader reads gives the same rows as SQLite gives them; what the page reader does
 not handle (a write-ahead log, records spilling onto overflow pages, a value of another type than the
@@ -21,11 +21,13 @@ from polars.testing import assert_frame_equal
 
 from specprof.analyzer.model.columns import ArrowStream
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.readers import bounds, nsys_sqlite
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers import bounds
+from specprof.analyzer.readers.nsys import Export, Select, read_nsys_sqlite, read_strings
+from specprof.analyzer.readers.nsys import pages as page_reader
+from specprof.analyzer.readers.nsys.tables import not_launches
 from conftest import FIXTURES, SHARED, shared_nsys
 
-pages = nsys_sqlite._sqlite_pages
+pages = page_reader.reader  # the C module, or None
 needs_pages = pytest.mark.skipif(pages is None, reason="the C page reader was not built (no C compiler at install)")
 
 CAPTURES = [str(FIXTURES / n / "run.sqlite") for n in
@@ -34,14 +36,9 @@ CAPTURES = [str(FIXTURES / n / "run.sqlite") for n in
 LARGE = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 
 
-def _both(path: str, monkeypatch):
+def _both(path: str):
     """The trace read straight from the pages, and through SQLite."""
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", True)
-    direct = read_nsys_sqlite(path)
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", False)
-    through_sqlite = read_nsys_sqlite(path)
-    monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", True)
-    return direct, through_sqlite
+    return read_nsys_sqlite(path, pages=True), read_nsys_sqlite(path, pages=False)
 
 
 def _assert_same(a, b):
@@ -52,8 +49,8 @@ def _assert_same(a, b):
 
 @needs_pages
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.split("/")[-2] if "fixtures" in p else p.split("/")[-1])
-def test_pages_give_the_rows_sqlite_gives(path, monkeypatch):
-    direct, through_sqlite = _both(path, monkeypatch)
+def test_pages_give_the_rows_sqlite_gives(path):
+    direct, through_sqlite = _both(path)
     _assert_same(direct, through_sqlite)
     read_by = direct.meta.extra["tables_read_by"]
     assert {read_by[t] for t in LARGE if t in read_by} == {"pages"}
@@ -78,23 +75,20 @@ def test_every_column_value_matches_sqlite_row_by_row():
 
 
 @needs_pages
-def test_filters_match_sql(monkeypatch):
+def test_filters_match_sql():
     path = str(FIXTURES / "reference-k4" / "run.sqlite")
-    ex = nsys_sqlite._Export(path)
-    try:
-        strings = nsys_sqlite._read_strings(ex)
-        cols = ex.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
-        select = nsys_sqlite.Select("CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "correlationId", "nameId", None),
-                                    (("not null", "correlationId"), *nsys_sqlite._not_launches(strings, cols),
-                                     ("in", "eventClass", (1, 2, 3, 4, 5))))
-        schema = {"start": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64, "nothing": pl.Int64}
-        direct = pl.concat(ex.parallel(select, schema, slice_rows=5000))
-        assert ex.read_by["CUPTI_ACTIVITY_KIND_RUNTIME"] == "pages"
-        monkeypatch.setattr(nsys_sqlite, "DIRECT_PAGES", False)
-        sql = pl.concat(ex.parallel(select, schema, slice_rows=5000))
-        assert ex.read_by["CUPTI_ACTIVITY_KIND_RUNTIME"] == "sqlite"
-    finally:
-        ex.close()
+    schema = {"start": pl.Int64, "correlation": pl.Int64, "name_id": pl.Int64, "nothing": pl.Int64}
+    got = {}
+    for way in (True, False):
+        with Export(path, pages=way) as ex:
+            strings = read_strings(ex)
+            cols = ex.columns("CUPTI_ACTIVITY_KIND_RUNTIME")
+            select = Select("CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "correlationId", "nameId", None),
+                            (("not null", "correlationId"), *not_launches(strings, cols),
+                             ("in", "eventClass", (1, 2, 3, 4, 5))))
+            got[way] = pl.concat(ex.parallel(select, schema, slice_rows=5000))
+            assert ex.read_by["CUPTI_ACTIVITY_KIND_RUNTIME"] == ("pages" if way else "sqlite")
+    direct, sql = got[True], got[False]
     assert_frame_equal(direct, sql)
     assert 0 < direct.height < sqlite3.connect(path).execute(
         "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
@@ -108,18 +102,18 @@ def _copy(tmp_path, name="reference-k4") -> str:
 
 
 @needs_pages
-def test_write_ahead_log_database_is_read_through_sqlite(tmp_path, monkeypatch):
+def test_write_ahead_log_database_is_read_through_sqlite(tmp_path):
     path = _copy(tmp_path)
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
     con.close()
-    direct, through_sqlite = _both(path, monkeypatch)
+    direct, through_sqlite = _both(path)
     _assert_same(direct, through_sqlite)
     assert set(direct.meta.extra["tables_read_by"].values()) == {"sqlite"}
 
 
 @needs_pages
-def test_records_on_overflow_pages_are_read_through_sqlite(tmp_path, monkeypatch):
+def test_records_on_overflow_pages_are_read_through_sqlite(tmp_path):
     # A range name longer than a page: its record spills onto overflow pages.
     path = _copy(tmp_path)
     con = sqlite3.connect(path)
@@ -127,7 +121,7 @@ def test_records_on_overflow_pages_are_read_through_sqlite(tmp_path, monkeypatch
                 "WHERE eventType = 59)", ("verify " * 2000,))
     con.commit()
     con.close()
-    direct, through_sqlite = _both(path, monkeypatch)
+    direct, through_sqlite = _both(path)
     _assert_same(direct, through_sqlite)
     # (and, at 14,000 characters, cut to the names' bound: bounds.MAX_NAME_CHARS, with a note)
     long = direct.ranges.filter(pl.col("name").cast(pl.Utf8).str.starts_with("verify verify"))
@@ -156,7 +150,7 @@ def test_a_value_of_another_type_is_refused(tmp_path, value):
 
 
 @needs_pages
-def test_text_that_is_not_utf8_is_shown_with_replacement_characters(tmp_path, monkeypatch):
+def test_text_that_is_not_utf8_is_shown_with_replacement_characters(tmp_path):
     # SQLite stores whatever bytes a program gave it; a range name and a kernel name that are not UTF-8
     # read (both paths alike) with U+FFFD in place of the bad bytes.
     path = _copy(tmp_path)
@@ -167,7 +161,7 @@ def test_text_that_is_not_utf8_is_shown_with_replacement_characters(tmp_path, mo
                 "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)")
     con.commit()
     con.close()
-    direct, through_sqlite = _both(path, monkeypatch)
+    direct, through_sqlite = _both(path)
     _assert_same(direct, through_sqlite)
     assert "verify\ufffd\ufffd" in direct.ranges.get_column("name").to_list()
     assert direct.ops.filter(pl.col("name") == "kernel\ufffd").height > 0
@@ -195,7 +189,7 @@ def test_damaged_pages_never_crash_the_reader(tmp_path):
     src = FIXTURES / "reference-k4" / "run.sqlite"
     script = textwrap.dedent(f"""
         import random, shutil, sqlite3, sys
-        from specprof.analyzer.readers import _sqlite_pages as pages
+        from specprof.analyzer.readers.nsys.pages import reader as pages
         src, dst = {str(src)!r}, {str(tmp_path / "damaged.sqlite")!r}
         con = sqlite3.connect(src)
         tables = {{n: r for n, r in con.execute("SELECT name, rootpage FROM sqlite_master WHERE type = 'table'")}}
@@ -235,7 +229,7 @@ def test_damaged_pages_never_crash_the_reader(tmp_path):
 @needs_pages
 def test_without_the_c_module_every_table_is_read_through_sqlite(monkeypatch):
     path = str(FIXTURES / "reference-k4" / "run.sqlite")
-    monkeypatch.setattr(nsys_sqlite, "_sqlite_pages", None)
+    monkeypatch.setattr(page_reader, "reader", None)  # as where it was not built
     trace = read_nsys_sqlite(path)
     assert set(trace.meta.extra["tables_read_by"].values()) == {"sqlite"}
     monkeypatch.undo()
@@ -247,4 +241,4 @@ def test_the_c_module_is_built_where_a_compiler_is():
     # on such a machine (CI's among them) the fast path must really be there.
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here: the reader uses SQLite alone")
-    assert pages is not None, "analyzer/readers/_sqlite_pages was not built: run `pip install -e .` again"
+    assert pages is not None, "analyzer/readers/nsys/_sqlite_pages was not built: run `pip install -e .` again"

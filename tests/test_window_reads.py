@@ -1,4 +1,4 @@
-"""A window read from part of an export (readers/nsys_window.py, app/window_reads.py) gives exactly what the whole
+"""A window read from part of an export (readers/nsys/window.py, app/window_reads.py) gives exactly what the whole
 export read and then cut gives (core/window.py `select`): the same ops (their op_id too), CUDA calls, ranges, marks
 and notes, and the same analysis, on every capture of fixtures/ and on windows of every kind; and it reads only a
 part of the rows."""
@@ -18,13 +18,14 @@ from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.core.window import Window, hull, select
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.readers import nsys_window
 from specprof.analyzer.readers.inputs import resolve
-from specprof.analyzer.readers.nsys_sqlite import _sqlite_pages, read_nsys_sqlite
+from specprof.analyzer.readers.nsys import Export, Whole, page_reader_built, read_nsys_sqlite, read_window
+from specprof.analyzer.readers.nsys import tables
+from specprof.analyzer.readers.nsys.pages import PartialReads
 from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES, capture_id, own_nsys, shared_nsys
 
-pytestmark = pytest.mark.skipif(_sqlite_pages is None, reason="the page reader (C module) is not built")
+pytestmark = pytest.mark.skipif(not page_reader_built(), reason="the page reader (C module) is not built")
 
 WINDOWS = [dict(cycles=(10, 20)), dict(cycles=(0, 50)), dict(skip_warmup=25), dict(cycles=(3, None)),
            dict(time_ns=(100_000_000, 300_000_000)), dict(time_ns=(None, 50_000_000)),
@@ -32,7 +33,7 @@ WINDOWS = [dict(cycles=(10, 20)), dict(cycles=(0, 50)), dict(skip_warmup=25), di
 
 
 def _part(path: str, window: Window, grouping=("cycle",)):
-    return nsys_window.read_window(path, lambda ranges, first: hull(ranges, first, window, grouping, path))
+    return read_window(path, lambda ranges, first: hull(ranges, first, window, grouping, path))
 
 
 def _same_trace(a, b):
@@ -56,7 +57,7 @@ def test_a_window_read_in_part_is_the_whole_read_cut(export):
             assert str(exc)
             continue
         trace, told = _part(path, window)
-        assert told == nsys_window.Whole(whole.ops.height, whole.ops["start"].min(), whole.ops["end"].max())
+        assert told == Whole(whole.ops.height, whole.ops["start"].min(), whole.ops["end"].max())
         _same_trace(expected, select(trace, window, whole=told))
         assert trace.ops.height <= whole.ops.height
 
@@ -125,16 +126,11 @@ def test_a_window_reads_a_part_of_the_rows():
 def test_zones_bound_every_row():
     """The page reader's zones (rows, least and greatest value, small values seen) against the rows themselves."""
     path = resolve(str(FIXTURES / "reference-k4-tp2"))
-    from specprof.analyzer.readers import nsys_sqlite as ns
-
-    ex = ns._Export(path)
-    try:
-        pages = nsys_window._Pages(ex)
-        select_ = nsys_window._op_select(ex, "CUPTI_ACTIVITY_KIND_KERNEL")
-        zones = pages.zones(select_, nsys_window._NARROW_OPS)
-        rows = pl.concat(pages.read(select_, nsys_window._NARROW_OPS, zones=list(range(zones.height))))
-    finally:
-        ex.close()
+    with Export(path) as ex:
+        pages = PartialReads(ex)
+        select_, schema = tables.KERNELS.read(ex.columns(tables.KERNELS.name), only=tables.OP_COLUMNS)
+        zones = pages.zones(select_, schema)
+        rows = pl.concat(pages.read(select_, schema, zones=list(range(zones.height))))
     assert zones.get_column("rows").sum() == rows.height
     bounds = zones.select("min_start", "max_start", "min__rowid", "max__rowid", "mask_device", "rows")
     at = 0

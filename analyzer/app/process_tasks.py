@@ -1,10 +1,10 @@
 """One nsys export of several processes (a tensor-parallel capture: one process per GPU), analysed one process per
 task: with `--jobs N` or `--dask ADDRESS` and a single export whose GPU work comes from two processes or more.
 
-First one walk of the export's large tables hands each process its rows (readers/nsys_split.py: each process's
+First one walk of the export's large tables hands each process its rows (readers/nsys/per_process.py: each process's
 GPU ops, CUDA calls and NVTX events to files of its own in a temporary folder, removed when the tasks are done or
 one failed; `$SPECPROF_SPLIT_DIR` says where, else the system's temporary folder). Then each task reads only its
-process's files (readers/nsys_sqlite.py `read_nsys_sqlite(path, process=..., split=...)`), attributes them as any
+process's files (readers/nsys/read.py `read_nsys_sqlite(path, process=..., split=...)`), attributes them as any
 trace is attributed, and returns a small output (app/traces.py `TraceOutput`: the JSON document, the terminal
 text, the summary row, the attributed time per phase), never its op tables. The merge puts them in rank order
 and adds the skew across them, as for the ranks of one run given as several traces (docs/multirank.md). Each
@@ -27,8 +27,6 @@ import shutil
 import tempfile
 from functools import cached_property
 
-import polars as pl
-
 from specprof.analyzer import progress
 from specprof.analyzer.app import parallel
 from specprof.analyzer.app import traces as many
@@ -38,9 +36,7 @@ from specprof.analyzer.core.attribution import Attribution, attribute
 from specprof.analyzer.core.window import select
 from specprof.analyzer.derived.ranks import os_pid, sidecar_ranks
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.model.columns import distinct
-from specprof.analyzer.readers import nsys_split
-from specprof.analyzer.readers import nsys_sqlite as ns
+from specprof.analyzer.readers import nsys
 from specprof.analyzer.readers import sidecar as sc
 from specprof.analyzer.readers.inputs import RunFiles, locate, resolve
 from specprof.analyzer.readers.load import is_kineto_file
@@ -61,26 +57,14 @@ def wanted(path: str, options: Options, jobs: int, dask) -> bool:
 
 def processes(export: str) -> tuple[int, ...]:
     """The processes (nsys globalPid) that ran GPU work in the export, or () where its tables cannot be read one
-    process at a time."""
+    process at a time (readers/nsys `processes`), looked up once per version of the file."""
     st = os.stat(export)
     return _processes(export, st.st_size, st.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=8)
 def _processes(export: str, size: int, mtime_ns: int) -> tuple[int, ...]:
-    ex = ns._Export(export)
-    try:
-        for table, column in ns._PROCESS_COLUMNS.items():
-            if table in ex.tables and column not in ex.columns(table):
-                return ()
-        pids = set()
-        for table in ns._GPU_TABLES:
-            if table in ex.tables:
-                for part in ex.parallel(ns.Select(table, ("globalPid",)), {"pid": pl.Int64}):
-                    pids.update(distinct(part.get_column("pid")).drop_nulls().to_list())
-    finally:
-        ex.close()
-    return tuple(sorted(pids))
+    return nsys.processes(export)
 
 
 class ProcessRun(Run):
@@ -88,14 +72,14 @@ class ProcessRun(Run):
     calls and NVTX events only, and no other file of the run (the sidecars and the run without nsys are the
     whole run's)."""
 
-    def __init__(self, path: str, options: Options, files: RunFiles, pid: int, split: nsys_split.Split | None = None):
+    def __init__(self, path: str, options: Options, files: RunFiles, pid: int, split: nsys.Split | None = None):
         super().__init__(path, options, RunInputs(), files)
         self.pid = pid
         self.split = split
 
     @cached_property
     def attribution(self) -> Attribution:
-        trace = ns.read_nsys_sqlite(self.files.trace, process=self.pid, split=self.split)
+        trace = nsys.read_nsys_sqlite(self.files.trace, process=self.pid, split=self.split)
         if self.options.window:
             with progress.step("selecting the window"):
                 trace = select(trace, self.options.window, self.options.grouping)
@@ -109,9 +93,9 @@ def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 
     pids = processes(export)
     folder = _split_folder(export)
     try:
-        rows = nsys_split.rows_to_walk(export)
+        rows = nsys.rows_to_walk(export)
         with progress.step(f"handing {len(pids)} processes their rows", rows, "rows") as step:
-            split = nsys_split.split(export, pids, folder, step)
+            split = nsys.split(export, pids, folder, step)
         tasks = [(path, export, pid, split) for pid in pids]
         with progress.step(f"analysing {len(tasks)} processes", len(tasks), "processes") as step:
             done = parallel.map_paths(_task, tasks, options, outputs, jobs=jobs, dask=dask, done=step.advance)
@@ -138,7 +122,7 @@ def _split_folder(export: str) -> str:
                             "in one task (without --jobs)", export) from None
 
 
-def _task(task: tuple[str, str, int, nsys_split.Split], options: Options, outputs: many.Outputs):
+def _task(task: tuple[str, str, int, nsys.Split], options: Options, outputs: many.Outputs):
     """One process's output, its first device and its OS process id: the unit of work, run where the export is."""
     path, export, pid, split = task
     run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid, split)

@@ -1,6 +1,6 @@
 """A trace cut to a window (--cycle-window, --time-window, --skip-warmup), read as little as the window needs.
 
-An nsys export that is not in the cache of parsed tables is read in part (readers/nsys_window.py: the NVTX
+An nsys export that is not in the cache of parsed tables is read in part (readers/nsys/window.py: the NVTX
 ranges, the columns that decide what the window keeps, then only the window's rows), and core/window.py's
 `select` keeps from that exactly what it keeps from the whole trace. A cached export, a Kineto trace, and an
 export whose tables cannot be read from their pages are read whole, then cut, as before. A window read from
@@ -14,7 +14,7 @@ from specprof.analyzer.model.trace import Trace
 from specprof.analyzer.readers import trace_cache
 from specprof.analyzer.readers.inputs import resolve
 from specprof.analyzer.readers.load import is_kineto_file, load_trace
-from specprof.analyzer.readers.nsys_window import read_window
+from specprof.analyzer.readers.nsys import read_window
 
 
 def load(path: str, window: Window, grouping, cache: bool) -> Trace:

@@ -147,14 +147,14 @@ def _with_bounds(df: pl.DataFrame, bounds: pl.DataFrame) -> pl.DataFrame:
 
 def hull(ranges: pl.DataFrame, origin: int | None, window: Window, grouping, path: str) -> tuple[int, int]:
     """[t0, t1) on the trace's clock that holds every process's window: what a read of the window's part of an
-    export (readers/nsys_window.py) must hold, from the trace's ranges and the capture's start (`origin`)."""
+    export (readers/nsys/window.py) must hold, from the trace's ranges and the capture's start (`origin`)."""
     bounds = _bounds(ranges, origin, window, grouping, path)
     return int(bounds["t0"].min()), int(bounds["t1"].max())
 
 
 def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Trace:
     """The part of `trace` that `window` keeps (the module's docstring says what is kept). `whole`
-    (readers/nsys_window.py `Whole`): `trace` holds only the part of an export that a read for this window
+    (readers/nsys/window.py `Whole`): `trace` holds only the part of an export that a read for this window
     kept (its `meta.start_ns` the whole capture's), and `whole` says what the export holds (its GPU ops, its
     first op's start, its last op's end)."""
     if not window:

@@ -12,7 +12,7 @@ from specprof.analyzer.readers import trace_cache
 from specprof.analyzer.readers.files import open_input
 from specprof.analyzer.readers.inputs import resolve
 from specprof.analyzer.readers.kineto import GZIP_MAGIC, read_kineto
-from specprof.analyzer.readers.nsys_sqlite import read_nsys_sqlite
+from specprof.analyzer.readers.nsys import read_nsys_sqlite
 
 
 def _head(path: str) -> bytes:

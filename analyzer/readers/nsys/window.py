@@ -15,7 +15,7 @@ A window keeps the GPU ops launched in it and the CUDA calls that start in it (c
    when no launch call carries them anywhere: the calls of their correlation ids are looked up by zone), and
    the zones that reach into the kept ops' span (to number them).
 4. The kept rows, with every column (names too), by rowid (only the leaves that can hold them), through the
-   full reader's own code (`nsys_sqlite._read_ops`, `_read_api`), so they are decoded as in a full read.
+   full reader's own code (read.py `read_ops`, `read_api`), so they are decoded as in a full read.
 
 Nothing is assumed about the order of the rows (time order, or not): a zone is read whenever its bounds allow a
 row the window needs, so rows out of order cost reads, never results. What the full read would have numbered
@@ -23,13 +23,13 @@ row the window needs, so rows out of order cost reads, never results. What the f
 whole export, its first op's start and last op's end, the devices) comes from the zones (`Whole`):
 core/window.py's `select` then keeps from the part exactly what it keeps from the whole trace
 (tests/test_window_reads.py). Where a table cannot be read from its pages (no C module, a record that
-overflows its page, SPECPROF_SQLITE_PAGES=0), or a zone shows what only a full read reports (a NULL where nsys
-always writes a value), `read_window` returns None and the caller reads the export whole.
+overflows its page, a read through SQLite asked for), or a zone shows what only a full read reports (a NULL
+where nsys always writes a value), `read_window` returns None and the caller reads the export whole. The zones and
+the rows are read by pages.py `PartialReads`; the narrow reads are made from the tables' own `Table`s (tables.py).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,11 +37,23 @@ import polars as pl
 
 from specprof.analyzer import progress
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.model.columns import ArrowStream, trim_c_heap
-from specprof.analyzer.model.trace import OPS_SCHEMA, Trace, empty
-from specprof.analyzer.readers import nsys_sqlite as ns
-
-_ROWID = "_rowid"
+from specprof.analyzer.model.columns import trim_c_heap
+from specprof.analyzer.model.trace import API_SCHEMA, OPS_SCHEMA, Trace, empty
+from specprof.analyzer.readers.bounds import bounded_names, check_span, names_note
+from specprof.analyzer.readers.nsys.export import Export
+from specprof.analyzer.readers.nsys.pages import ROWID, PartialReads, Unreadable
+from specprof.analyzer.readers.nsys.read import read_api, read_meta, read_nvtx, read_ops, read_strings
+from specprof.analyzer.readers.nsys.select import Select
+from specprof.analyzer.readers.nsys.tables import (
+    CALL_COLUMNS,
+    CUDA_CALLS,
+    GPU_OPS,
+    GPU_TABLES,
+    NVTX,
+    OP_COLUMNS,
+    PID_MASK,
+    TIME_LIMIT,
+)
 
 
 @dataclass(frozen=True)
@@ -54,195 +66,30 @@ class Whole:
     last_end: int | None
 
 
-class _Unreadable(Exception):
-    """A table is not readable from its pages: the caller reads the export whole."""
-
-
-ZONE_LEAVES = 32  # leaf pages per zone (about 1,500 kernel rows): the unit that is read, or not
-
-
-class _Pages:
-    """Reads of some columns of a table from its pages, each row with its rowid (`_rowid`): the rows of some
-    zones (runs of ZONE_LEAVES leaves, rowid order), or of a set of rowids (only the leaves that can hold them:
-    the rowids the interior pages allow each leaf, which the page reader checks every row against); and the
-    zones of a table (`zones`: per zone its rows and each column's least and greatest value)."""
-
-    def __init__(self, ex: ns._Export):
-        self.ex = ex
-        self.leaves: dict[str, memoryview] = {}
-        self.plans: dict[tuple, tuple | None] = {}  # per read: the page reader's plan, made once (two SQL queries)
-
-    def _plan(self, select: ns.Select, schema: dict):
-        if ns._sqlite_pages is None or not ns.DIRECT_PAGES:
-            raise _Unreadable(select.table)
-        key = (select, tuple(schema.items()))
-        if key not in self.plans:
-            self.plans[key] = self.ex._page_plan(select, schema)
-        plan = self.plans[key]
-        if plan is None:
-            raise _Unreadable(select.table)
-        if select.table not in self.leaves:
-            self.leaves[select.table] = memoryview(self._call(select.table, ns._sqlite_pages.leaves, self.ex.path,
-                                                              plan[0]))
-        return plan, self.leaves[select.table]
-
-    def _call(self, table: str, fn, *args):
-        try:
-            return fn(*args)
-        except ns._sqlite_pages.Unsupported:
-            raise _Unreadable(table) from None
-        except ns._sqlite_pages.Corrupt as exc:
-            raise self.ex._damaged(table, exc) from None
-        except OSError as exc:
-            raise self.ex._corrupt(exc) from None
-
-    def zones(self, select: ns.Select, schema: dict) -> pl.DataFrame:
-        """Per zone of `select`'s table (the rows its conditions keep): `rows`, and per column (and `_rowid`)
-        `min_C`, `max_C`, `mask_C` (bit v: the value v in 0..63 occurs), `flags_C` (1: a NULL, 2: a value outside
-        0..63). The table's pages are read in threads, as a full read reads them, but no row is kept."""
-        from specprof.analyzer.model.numeric import np
-
-        (root, index, kinds, filters, defaults, notnull), leaves = self._plan(select, schema)
-        size = ns._sqlite_pages.LEAF_SIZE
-        n = len(leaves) // size
-        names = [*schema, _ROWID]
-        fields = [("rows", "<i8")] + [(f"{k}_{c}", t) for c in names
-                                      for k, t in (("min", "<i8"), ("max", "<i8"), ("mask", "<u8"), ("flags", "<u8"))]
-        if n == 0:
-            return pl.DataFrame(schema={f: pl.Int64 if t == "<i8" else pl.UInt64 for f, t in fields})
-        per = max(1, -(-n // (4 * ns.READ_THREADS * ZONE_LEAVES))) * ZONE_LEAVES  # leaves per task: whole zones
-        ex = self.ex
-
-        def read(a: int) -> bytes:
-            return self._call(select.table, ns._sqlite_pages.read, ex.path, leaves[a * size:min(n, a + per) * size],
-                              (*index, -1), (kinds + "i").encode(), filters, defaults, notnull, ZONE_LEAVES)
-
-        if n <= per:
-            blobs = [read(0)]
-        else:
-            with ThreadPoolExecutor(ns.READ_THREADS) as pool:
-                blobs = list(pool.map(read, range(0, n, per)))
-        ex.read_by[select.table] = "pages"
-        rec = np.frombuffer(b"".join(blobs), dtype=np.dtype(fields))
-        return pl.DataFrame({f: rec[f] for f, _ in fields})
-
-    def read(self, select: ns.Select, schema: dict, rowids: pl.Series | None = None,
-             zones: list[int] | None = None) -> list[pl.DataFrame]:
-        """The rows of `select` (cast to `schema`, plus `_rowid`) in rowid order: those of the zones `zones`
-        (numbered from 0), or those whose rowid is in `rowids` (sorted)."""
-        (root, index, kinds, filters, defaults, notnull), leaves = self._plan(select, schema)
-        size = ns._sqlite_pages.LEAF_SIZE
-        n = len(leaves) // size
-        if rowids is not None:
-            runs = _leaf_runs(leaves, n, rowids) if n and not rowids.is_empty() else []
-        else:
-            runs = _runs([z * ZONE_LEAVES + i for z in zones for i in range(ZONE_LEAVES) if z * ZONE_LEAVES + i < n])
-        total = sum(b - a for a, b in runs)
-        if not total:
-            return []
-        # cut into a share per reading thread, as a full read is
-        lo, hi = self.ex.row_span(select.table)
-        parts = max(1, min(total, self.ex._parts((hi - lo) * total // n, ns.SLICE_ROWS)))
-        pieces = []
-        for a, b in runs:
-            k = max(1, min(b - a, round(parts * (b - a) / total)))
-            pieces.extend((a + (b - a) * i // k, a + (b - a) * (i + 1) // k) for i in range(k))
-        names = [*schema, _ROWID]
-        ex = self.ex
-
-        def read(a: int, b: int) -> pl.DataFrame:
-            capsule = ns._sqlite_pages.read(ex.path, leaves[a * size:b * size], (*index, -1), (kinds + "i").encode(),
-                                            filters, defaults, notnull)
-            df = pl.DataFrame(ArrowStream(capsule))
-            df = df.rename(dict(zip(df.columns, names)))
-            rid = df.get_column(_ROWID)
-            df = ex._cast(ns._decoded(df.drop(_ROWID), schema, ex.encoding), schema, select.table)
-            ex._validate(select, schema, df)
-            df = df.with_columns(rid)
-            if rowids is not None:
-                df = df.join(pl.DataFrame({_ROWID: rowids}), on=_ROWID, how="semi", maintain_order="left")
-            return df
-
-        frames = self._call(select.table, ex._run, [lambda a=a, b=b: read(a, b) for a, b in pieces], None)
-        ex.read_by[select.table] = "pages"
-        return frames
-
-
-def _runs(at) -> list[tuple[int, int]]:
-    """Sorted distinct integers as runs [a, b) of consecutive ones."""
-    runs = []
-    for i in at:
-        if runs and runs[-1][1] == i:
-            runs[-1][1] = i + 1
-        else:
-            runs.append([i, i + 1])
-    return [tuple(r) for r in runs]
-
-
-def _leaf_runs(leaves: memoryview, n: int, rowids: pl.Series) -> list[tuple[int, int]]:
-    """The runs [a, b) of leaves that can hold `rowids` (sorted): leaf k holds the rowids in (lo_k, hi_k] that
-    the interior pages give it (an end not bounded there is open)."""
-    from specprof.analyzer.model.numeric import np
-
-    leaf = np.dtype([("page", "<u4"), ("bounded", "<u4"), ("lo", "<i8"), ("hi", "<i8")])
-    if leaf.itemsize != ns._sqlite_pages.LEAF_SIZE:
-        raise _Unreadable("leaf layout")
-    rec = np.frombuffer(leaves, dtype=leaf, count=n)
-    his = np.where(rec["bounded"] & 2, rec["hi"], np.iinfo(np.int64).max)
-    if np.any(his[1:] < his[:-1]):
-        raise _Unreadable("leaf bounds out of order")  # (the page reader refuses such a tree when it reads it)
-    at = np.unique(np.minimum(np.searchsorted(his, rowids.to_numpy(), side="left"), n - 1))
-    return _runs(at.tolist())
-
-
 class _Planned:
-    """The export as `nsys_sqlite`'s table readers see it (`parallel`, `whole`), reading through `_Pages` only
+    """The export as read.py's table readers see it (`parallel`, `whole`), reading through `PartialReads` only
     the rows whose rowids `rows[table]` lists."""
 
-    def __init__(self, ex: ns._Export, pages: _Pages, rows: dict[str, pl.Series]):
+    def __init__(self, ex: Export, pages: PartialReads, rows: dict[str, pl.Series]):
         self._ex, self._pages, self._rows = ex, pages, rows
 
     def __getattr__(self, name):
         return getattr(self._ex, name)
 
-    def parallel(self, select: ns.Select, schema: dict, keep=None, step=None, slice_rows=None):
+    def parallel(self, select: Select, schema: dict, keep=None, step=None, slice_rows=None):
         want = self._rows.get(select.table)
         if select.table not in self._ex.tables or want is None:
             return []
-        frames = [f.drop(_ROWID) for f in self._pages.read(select, schema, rowids=want)]
+        frames = [f.drop(ROWID) for f in self._pages.read(select, schema, rowids=want)]
         if step is not None:
             step.advance(sum(f.height for f in frames))
         if keep is not None:
             frames = [keep(f) for f in frames if f.height]
         return [f for f in frames if f.height]
 
-    def whole(self, select: ns.Select, schema: dict, step=None) -> pl.DataFrame:
+    def whole(self, select: Select, schema: dict, step=None) -> pl.DataFrame:
         frames = self.parallel(select, schema, step=step)
         return pl.concat(frames) if len(frames) > 1 else frames[0] if frames else empty(schema)
-
-
-_NARROW_OPS = ns._OP_COLUMNS  # the ops' columns that every full read of a GPU-op table reads before its names
-_NARROW_API = {"start": pl.Int64, "end": pl.Int64, "tid": pl.Int64, "correlation": pl.Int64}
-_API = "CUPTI_ACTIVITY_KIND_RUNTIME"
-
-
-def _op_select(ex: ns._Export, table: str) -> ns.Select | None:
-    cols = ex.columns(table)
-    if not cols:
-        return None
-    return ns.Select(table, ("start", "end", ns._have(cols, "deviceId"), "streamId", ns._have(cols, "globalPid"),
-                             ns._have(cols, "correlationId")), required=ns._OP_REQUIRED)
-
-
-def _api_select(ex: ns._Export, strings: pl.DataFrame) -> ns.Select | None:
-    """The CUDA calls as the full read selects them (nsys_sqlite._read_api: with a correlation id, and not one
-    of the calls that never launch)."""
-    cols = ex.columns(_API)
-    if not cols:
-        return None
-    return ns.Select(_API, ("start", "end", "globalTid", "correlationId"),
-                     (("not null", "correlationId"), *ns._not_launches(strings, cols)),
-                     required=("start", "end", "globalTid"))
 
 
 def _touching(zones: pl.DataFrame, column: str, lo, hi) -> list[int]:
@@ -267,88 +114,107 @@ def _holding(zones: pl.DataFrame, column: str, values: pl.Series) -> list[int]:
     return np.flatnonzero(ok).tolist()
 
 
-def _sound(zones: pl.DataFrame, select: ns.Select, schema: dict) -> bool:
+def _op_read(ex: Export, table) -> tuple[Select, dict] | None:
+    """The narrow read of a GPU-op table (`table`: its `Table`): the columns every full read of it reads before
+    its names."""
+    cols = ex.columns(table.name)
+    return table.read(cols, only=OP_COLUMNS) if cols else None
+
+
+def _call_read(ex: Export, strings: pl.DataFrame) -> tuple[Select, dict] | None:
+    """The narrow read of the CUDA calls: as the full read selects them (read.py `read_api`: with a correlation
+    id, and not one of the calls that never launch), without their names."""
+    cols = ex.columns(CUDA_CALLS.name)
+    return CUDA_CALLS.read(cols, strings, only=CALL_COLUMNS) if cols else None
+
+
+def _sound(zones: pl.DataFrame, select: Select, schema: dict) -> bool:
     """Whether what the full read would refuse (a NULL in a column nsys always fills, a time beyond +-2^62 ns)
     is absent from every zone: else the export is read whole, which says what is wrong."""
     for name, column in zip(schema, select.columns):
         if column in select.required and zones.select((pl.col(f"flags_{name}") & 1).sum()).item():
             return False
         if name in ("start", "end") and zones.height and (
-                zones.filter(pl.col("rows") > 0).select(pl.col(f"min_{name}").min() < -ns._TIME_LIMIT,
-                                                        pl.col(f"max_{name}").max() > ns._TIME_LIMIT).row(0) != (
+                zones.filter(pl.col("rows") > 0).select(pl.col(f"min_{name}").min() < -TIME_LIMIT,
+                                                        pl.col(f"max_{name}").max() > TIME_LIMIT).row(0) != (
                     False, False)):
             return False
     return True
 
 
-def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int, int]],
-                ) -> tuple[Trace, Whole] | None:
+def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int, int]], *,
+                pages: bool | None = None, threads: int | None = None) -> tuple[Trace, Whole] | None:
     """The part of the export at `path` that a window can keep, and what the whole export holds (`Whole`); None
     when a table cannot be read from its pages (read the export whole then). `span(ranges, start_ns)`: the
-    window's hull [t0, t1) on the trace's clock, from the NVTX ranges and the capture's start."""
-    ex = ns._Export(path)
+    window's hull [t0, t1) on the trace's clock, from the NVTX ranges and the capture's start. `pages` and
+    `threads`: as export.py `Export` takes them (a part is read only from the pages: with pages=False, None)."""
+    ex = Export(path, pages=pages, threads=threads)
     try:
-        meta = ns._read_meta(ex)
-        strings = ns._read_strings(ex)
-        value, cut = ns.bounded_names(strings.get_column("value"))  # as the full read (read_nsys_sqlite)
+        meta = read_meta(ex)
+        strings = read_strings(ex)
+        value, cut = bounded_names(strings.get_column("value"))  # as the full read (read_nsys_sqlite)
         if cut:
             strings = strings.with_columns(value)
-            meta.notes.append(ns.names_note(cut, "strings (names of kernels, calls or ranges)"))
-        pages = _Pages(ex)
-        span_n = ex.row_span("NVTX_EVENTS") if "NVTX_EVENTS" in ex.tables else (0, 0)
+            meta.notes.append(names_note(cut, "strings (names of kernels, calls or ranges)"))
+        reads = PartialReads(ex)
+        span_n = ex.row_span(NVTX.name) if NVTX.name in ex.tables else (0, 0)
         with progress.step("reading NVTX ranges", span_n[1] - span_n[0], "rows") as step:
-            ranges, marks = ns._read_nvtx(ex, strings, meta, step)
+            ranges, marks = read_nvtx(ex, strings, meta, step)
         try:
             with progress.step("planning the window's reads"):
-                plan = _plan(ex, strings, pages, ranges, marks, span)
+                plan = _plan(ex, strings, reads, ranges, marks, span)
             if plan is None:
                 return None
             whole, devices, kept_ops, kept_api, start_ns, extremes = plan
             meta.start_ns = start_ns  # the whole capture's start (model/trace.py capture_start), not the part's
             ids = kept_ops.get_column("op_id").sort()
-            rows = {t: kept_ops.filter(pl.col("_table") == i).get_column(_ROWID).sort()
-                    for i, t in enumerate(ns._GPU_TABLES)}
+            rows = {t: kept_ops.filter(pl.col("_table") == i).get_column(ROWID).sort()
+                    for i, t in enumerate(GPU_TABLES)}
             with progress.step("reading GPU ops", kept_ops.height, "rows") as step:
-                wide = ns._read_ops(_Planned(ex, pages, rows), strings, step)
+                wide = read_ops(_Planned(ex, reads, rows), strings, step)
             if wide.height != ids.len():  # cannot be: the same rows, read twice
                 raise SpecprofError(f"{path}: the window's GPU ops read {wide.height} rows where {ids.len()} were "
                                     "planned; the export changed while it was read?", path)
             wide = wide.with_columns(op_id=ids)
             with progress.step("reading CUDA API calls", kept_api.len(), "rows") as step:
-                api = ns._read_api(_Planned(ex, pages, {_API: kept_api}), strings, wide, step) if wide.height \
-                    else None
-        except _Unreadable:
+                api = read_api(_Planned(ex, reads, {CUDA_CALLS.name: kept_api}), strings, wide, step) \
+                    if wide.height else None
+        except Unreadable:
             return None
         # in the order a full read reads them
-        order = [*ns._GPU_TABLES, _API, "NVTX_EVENTS"]
+        order = [*GPU_TABLES, CUDA_CALLS.name, NVTX.name]
         meta.extra["tables_read_by"] = {t: ex.read_by[t] for t in sorted(ex.read_by, key=order.index)}
     finally:
         ex.close()
     trim_c_heap()
     # as the full read checks the whole export's span: its ops' from the zones, the calls and ranges it kept
-    ns.check_span(path, {"GPU ops": extremes, "CUDA API calls": api if api is not None else pl.DataFrame(),
+    check_span(path, {"GPU ops": extremes, "CUDA API calls": api if api is not None else pl.DataFrame(),
                          "NVTX ranges": ranges}, "export it again")
     known_gpus = {g["device"] for g in meta.gpus}
     meta.gpus.extend({"device": d, "name": None} for d in devices if d not in known_gpus)
-    trace = Trace(ops=wide if wide.height else empty(OPS_SCHEMA), api=api if api is not None else empty(ns.API_SCHEMA),
+    trace = Trace(ops=wide if wide.height else empty(OPS_SCHEMA), api=api if api is not None else empty(API_SCHEMA),
                   ranges=ranges, marks=marks, meta=meta)
     return trace, whole
 
 
-def _read_zones(pages: _Pages, select: ns.Select | None, schema: dict, zones: list[int]) -> pl.DataFrame:
+def _read_zones(pages: PartialReads, select: Select | None, schema: dict, zones: list[int]) -> pl.DataFrame:
     frames = pages.read(select, schema, zones=zones) if select is not None and zones else []
-    return pl.concat(frames) if frames else pl.DataFrame(schema={**schema, _ROWID: pl.Int64})
+    return pl.concat(frames) if frames else pl.DataFrame(schema={**schema, ROWID: pl.Int64})
 
 
-def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataFrame, marks: pl.DataFrame, span):
+def _plan(ex: Export, strings: pl.DataFrame, pages: PartialReads, ranges: pl.DataFrame, marks: pl.DataFrame,
+          span):
     """(Whole, the devices of the ops, the kept ops' _table, _rowid and op_id, the kept calls' rowids, the
     capture's start, the ops' extreme times), or None where the zones show what only a full read reports."""
-    op_sel = {t: _op_select(ex, t) for t in ns._GPU_TABLES}
-    op_zones = {t: pages.zones(sel, _NARROW_OPS) for t, sel in op_sel.items() if sel is not None}
-    api_sel = _api_select(ex, strings)
-    api_zones = pages.zones(api_sel, _NARROW_API) if api_sel is not None else None
-    if not all(_sound(op_zones[t], op_sel[t], _NARROW_OPS) for t in op_zones) or (
-            api_zones is not None and not _sound(api_zones, api_sel, _NARROW_API)):
+    op_reads = {t.name: _op_read(ex, t) for t in GPU_OPS}
+    op_sel = {t: read[0] if read is not None else None for t, read in op_reads.items()}
+    op_schema = {t: read[1] for t, read in op_reads.items() if read is not None}
+    op_zones = {t: pages.zones(sel, op_schema[t]) for t, sel in op_sel.items() if sel is not None}
+    api_read = _call_read(ex, strings)
+    api_sel, api_schema = api_read if api_read is not None else (None, None)
+    api_zones = pages.zones(api_sel, api_schema) if api_sel is not None else None
+    if not all(_sound(op_zones[t], op_sel[t], op_schema[t]) for t in op_zones) or (
+            api_zones is not None and not _sound(api_zones, api_sel, api_schema)):
         return None
     every = pl.concat([z.filter(pl.col("rows") > 0) for z in op_zones.values()]) if op_zones else None
     count = int(every.get_column("rows").sum()) if every is not None else 0
@@ -358,14 +224,14 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
     whole = Whole(ops=count, first_start=first, last_end=every.get_column("max_end").max() if count else None)
     mask = every.select(pl.col("mask_device").bitwise_or()).item() if count else 0
     devices = [d for d in range(64) if mask >> d & 1]
-    pid_of = pl.col("tid") & pl.lit(ns._PID_MASK, dtype=pl.Int64)
+    pid_of = pl.col("tid") & pl.lit(PID_MASK, dtype=pl.Int64)
 
     def calls(zones: list[int]) -> pl.DataFrame:
-        return _read_zones(pages, api_sel, _NARROW_API, zones).with_columns(pid=pid_of)
+        return _read_zones(pages, api_sel, api_schema, zones).with_columns(pid=pid_of)
 
     def carrying(correlations: pl.Series) -> pl.DataFrame:
         """Every op (pid, correlation) of these correlation ids."""
-        found = [_read_zones(pages, op_sel[t], _NARROW_OPS, _holding(op_zones[t], "correlation", correlations))
+        found = [_read_zones(pages, op_sel[t], op_schema[t], _holding(op_zones[t], "correlation", correlations))
                  .select("pid", "correlation") for t in op_zones]
         return pl.concat(found).unique() if found else pl.DataFrame(schema={"pid": pl.Int64, "correlation": pl.Int64})
 
@@ -378,8 +244,8 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
     extremes = every.select(start=pl.concat_list("min_start", "max_start"), end=pl.concat_list("min_end", "max_end")
                             ).explode("start", "end") if count else pl.DataFrame()
     if not count:
-        return whole, devices, pl.DataFrame(schema={"_table": pl.Int8, _ROWID: pl.Int64, "op_id": pl.Int64}), \
-            pl.Series(_ROWID, [], pl.Int64), start_ns, extremes
+        return whole, devices, pl.DataFrame(schema={"_table": pl.Int8, ROWID: pl.Int64, "op_id": pl.Int64}), \
+            pl.Series(ROWID, [], pl.Int64), start_ns, extremes
     t0, t1 = span(ranges, start_ns)
     inside = (pl.col("start") >= t0) & (pl.col("start") < t1)
 
@@ -389,11 +255,11 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
     c_lo, c_hi = window_calls.get_column("correlation").min(), window_calls.get_column("correlation").max()
     # the ops that can be launched from the window (their correlation ids) or start in it
     ops = []
-    for i, t in enumerate(ns._GPU_TABLES):
+    for i, t in enumerate(GPU_TABLES):
         if t in op_zones:
             z = op_zones[t]
             touched = sorted(set(_touching(z, "correlation", c_lo, c_hi)) | set(_touching(z, "start", t0, t1 - 1)))
-            ops.append(_read_zones(pages, op_sel[t], _NARROW_OPS, touched).with_columns(_table=pl.lit(i, pl.Int8)))
+            ops.append(_read_zones(pages, op_sel[t], op_schema[t], touched).with_columns(_table=pl.lit(i, pl.Int8)))
     ops = pl.concat(ops)
     if api_zones is not None and c_lo is not None:
         related = calls(sorted(set(_touching(api_zones, "correlation", c_lo, c_hi))))
@@ -417,8 +283,8 @@ def _plan(ex: ns._Export, strings: pl.DataFrame, pages: _Pages, ranges: pl.DataF
         at = at.with_columns(_elsewhere=pl.lit(None, pl.Boolean))
     at = at.with_columns(at=pl.when(pl.col("launched").is_not_null()).then("launched")
                          .when(pl.col("_elsewhere").is_null()).then("start"))  # launched elsewhere: outside
-    kept = at.filter((pl.col("at") >= t0) & (pl.col("at") < t1)).select("_table", _ROWID, "start", "end")
-    return (whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(_ROWID).sort(), start_ns,
+    kept = at.filter((pl.col("at") >= t0) & (pl.col("at") < t1)).select("_table", ROWID, "start", "end")
+    return (whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(ROWID).sort(), start_ns,
             extremes)
 
 
@@ -441,22 +307,22 @@ def _first_launch(api_zones: pl.DataFrame, calls, carrying) -> int | None:
 def _launches(calls: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """Of `calls` (every call of some correlation ids), those the full read keeps as launch calls: an op (of
     `ops`, which holds every op of those ids) carries its (process, correlation id); of a runtime call and the
-    driver call it makes, the earlier (nsys_sqlite._read_api)."""
+    driver call it makes, the earlier (read.py `read_api`)."""
     carried = calls.join(ops.select("pid", "correlation").unique(), on=["pid", "correlation"], how="semi")
-    return carried.sort("start", _ROWID).unique(["pid", "correlation"], keep="first", maintain_order=True)
+    return carried.sort("start", ROWID).unique(["pid", "correlation"], keep="first", maintain_order=True)
 
 
-def _numbered(kept: pl.DataFrame, op_zones: dict, op_sel: dict, pages: _Pages) -> pl.DataFrame:
+def _numbered(kept: pl.DataFrame, op_zones: dict, op_sel: dict, pages: PartialReads) -> pl.DataFrame:
     """`kept` (ops: _table, _rowid, start, end) with `op_id`, as the full read numbers them: the place among all
     the export's ops in (start, end) order, ties in (table, rowid) order. Zones wholly before the first kept
     op's start count whole; those that reach into the kept ops' span are read and the ops ranked among them."""
-    cols = ["_table", _ROWID, "op_id"]
+    cols = ["_table", ROWID, "op_id"]
     if kept.is_empty():
-        return kept.select("_table", _ROWID).with_columns(op_id=pl.lit(None, pl.Int64)).select(cols)
+        return kept.select("_table", ROWID).with_columns(op_id=pl.lit(None, pl.Int64)).select(cols)
     lo, hi = kept.get_column("start").min(), kept.get_column("start").max()
     before = 0
     near = []
-    for i, t in enumerate(ns._GPU_TABLES):
+    for i, t in enumerate(GPU_TABLES):
         if t not in op_zones:
             continue
         z = op_zones[t].filter(pl.col("rows") > 0)
@@ -464,6 +330,6 @@ def _numbered(kept: pl.DataFrame, op_zones: dict, op_sel: dict, pages: _Pages) -
         touched = _touching(op_zones[t], "start", lo, hi)
         near.append(_read_zones(pages, op_sel[t], {"start": pl.Int64, "end": pl.Int64}, touched)
                     .with_columns(_table=pl.lit(i, pl.Int8)))
-    ranked = pl.concat(near).sort("start", "end", "_table", _ROWID).with_columns(
+    ranked = pl.concat(near).sort("start", "end", "_table", ROWID).with_columns(
         op_id=pl.int_range(pl.len(), dtype=pl.Int64) + before)
-    return kept.join(ranked, on=["_table", _ROWID], how="left").select(cols)
+    return kept.join(ranked, on=["_table", ROWID], how="left").select(cols)

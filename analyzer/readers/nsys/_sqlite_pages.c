@@ -14,7 +14,7 @@
  * the caller refuses the table (a damaged export is never read as if whole). Text comes out as the bytes the
  * file holds, in the database's text encoding (UTF-8 or UTF-16): the caller decodes it.
  *
- * Python API (module analyzer.readers._sqlite_pages):
+ * Python API (module specprof.analyzer.readers.nsys._sqlite_pages):
  *   leaves(path, root) -> bytes            the table's leaves in rowid order, LEAF_SIZE bytes each (a page
  *                                          number and the rowids the interior pages allow it)
  *   read(path, leaves, columns, kinds, filters, defaults, notnull) -> capsule "arrow_array_stream"
