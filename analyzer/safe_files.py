@@ -1,0 +1,160 @@
+"""Writing files and making folders without following a link: every file specprof writes, in every command, is
+written through here (docs/robustness.md, "Writes").
+
+A folder specprof writes into may hold a link planted under the name it is about to write, before its checks or
+between a check and the write. So no write opens an existing name:
+
+- `replace(path, data)` and `replacing(path)`: the content goes into a new file under a temporary name in the
+  same folder, created with O_CREAT|O_EXCL|O_NOFOLLOW (never an existing file, never through a link), and is
+  then renamed over `path`. A link (or a hard link, or a file) at `path` is replaced, never written through: its
+  target is not touched. A reader never sees a half-written file, and an error leaves no temporary file.
+- `created(path)`: the same for a file written while it grows (the capture's server log): the new file is
+  renamed into place at once and written through its descriptor.
+- `create(path)`: a new file where none may be (O_CREAT|O_EXCL|O_NOFOLLOW): the tracer's sidecar, a probe.
+- `own_folder(path)`: a folder specprof names itself (the capture's `.bootstrap`, a rank's table folder): made
+  if missing; an existing one must be a folder, not a link (`LinkRefused`); it is returned open, and what goes
+  into it is written relative to that descriptor, so a link swapped in afterwards is not followed either.
+- `make_folders(path)`: a folder the user named (`-o DIR`, `--csv DIR`) and its parents, as `os.makedirs`:
+  where the user points is the user's choice, a link included.
+
+The folder that holds a written file is the user's (a path given on the command line, its parents included) and
+is opened as named; `dir_fd` writes into a folder already open. Every function raises OSError (its `strerror`
+says what happened); callers turn it into their one line.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from contextlib import contextmanager
+from typing import IO, Iterator
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class LinkRefused(OSError):
+    """A name specprof writes or writes into is a symbolic link."""
+
+    def __init__(self, path):
+        super().__init__(errno.ELOOP, "a symbolic link, which specprof never writes through", os.fspath(path))
+
+
+def _parent(path, dir_fd: int | None) -> tuple[int, str, bool]:
+    """(the folder's descriptor, the name in it, whether we opened the descriptor and must close it)."""
+    path = os.fspath(path)
+    if dir_fd is not None:
+        if os.sep in path:
+            raise ValueError(f"{path!r}: with dir_fd, a plain name")
+        return dir_fd, path, False
+    folder, name = os.path.split(path)
+    if not name:
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a file name", path)
+    return os.open(folder or os.curdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), name, True
+
+
+def _temporary(name: str) -> str:
+    return f".{name[:120]}.{os.urandom(6).hex()}.tmp"
+
+
+def create(path, *, dir_fd: int | None = None, mode: int = 0o666) -> int:
+    """A new file at `path`, opened for writing (its descriptor): FileExistsError when anything is there, a link
+    (even one that leads nowhere) included."""
+    folder, name, opened = _parent(path, dir_fd)
+    try:
+        return os.open(name, _NEW, mode, dir_fd=folder)
+    finally:
+        if opened:
+            os.close(folder)
+
+
+@contextmanager
+def replacing(path, *, dir_fd: int | None = None, mode: int = 0o666, text: bool = False) -> Iterator[IO]:
+    """A file object (binary, or UTF-8 text with `text`) writing a new file that replaces `path` when the block
+    ends without an exception (module docstring); with one, the new file is removed and `path` is unchanged."""
+    folder, name, opened = _parent(path, dir_fd)
+    try:
+        temporary = _temporary(name)
+        fd = os.open(temporary, _NEW, mode, dir_fd=folder)
+        try:
+            with (os.fdopen(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb")) as fh:
+                yield fh
+            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            try:
+                os.unlink(temporary, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+    finally:
+        if opened:
+            os.close(folder)
+
+
+def replace(path, data: bytes | str, *, dir_fd: int | None = None, mode: int = 0o666) -> None:
+    """`path` replaced by a file holding `data` (bytes, or str written as UTF-8): `replacing`."""
+    with replacing(path, dir_fd=dir_fd, mode=mode, text=isinstance(data, str)) as fh:
+        fh.write(data)
+
+
+def created(path, *, mode: int = 0o666) -> IO[bytes]:
+    """A new, empty file put in place of `path` at once (a link there replaced, not followed), open for writing
+    (binary): for a file written while it grows."""
+    folder, name, _ = _parent(path, None)
+    try:
+        temporary = _temporary(name)
+        fd = os.open(temporary, _NEW, mode, dir_fd=folder)
+        try:
+            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(temporary, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+        return os.fdopen(fd, "wb")
+    finally:
+        os.close(folder)
+
+
+def probe(folder) -> None:
+    """Creates a file of a name nobody can foresee in `folder` and removes it: OSError when `folder` cannot be
+    written."""
+    name = _temporary("specprof-write-test")
+    fd = os.open(os.path.join(folder, name), _NEW, 0o600)
+    os.close(fd)
+    os.unlink(os.path.join(folder, name))
+
+
+def open_folder(path, *, dir_fd: int | None = None) -> int:
+    """The folder at `path` opened without following a link there (`LinkRefused`)."""
+    try:
+        return os.open(path, _FOLDER, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.ENOTDIR and _is_link(path, dir_fd)):
+            raise LinkRefused(path) from None
+        raise
+
+
+def _is_link(path, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def own_folder(path, *, dir_fd: int | None = None, mode: int = 0o777) -> int:
+    """A folder specprof names itself, made if missing, opened (its descriptor, to write into with `dir_fd`): an
+    existing link there is refused (`LinkRefused`), anything but a folder is NotADirectoryError."""
+    try:
+        os.mkdir(path, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        pass
+    return open_folder(path, dir_fd=dir_fd)
+
+
+def make_folders(path) -> None:
+    """A folder the user named, and its parents (`os.makedirs`; a link the user points through is theirs)."""
+    os.makedirs(path, exist_ok=True)
