@@ -60,6 +60,7 @@ from dataclasses import asdict, dataclass
 import platformdirs
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.errors import SpecprofError, clean
 from specprof.analyzer.model.trace import Trace, TraceMeta
@@ -219,9 +220,7 @@ def _read_bytes(name: str, dir_fd: int, limit: int) -> bytes:
 
 
 def _write_bytes(name: str, data: bytes, dir_fd: int) -> None:
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    safe_files.replace(name, data, dir_fd=dir_fd, mode=0o644)  # a new file renamed over `name`: never through a link
 
 
 def read_json(name: str, dir_fd: int, limit: int = JSON_MAX):
