@@ -547,6 +547,16 @@ def test_force_never_deletes_a_server_log_no_manifest_lists(tools, workload, tmp
     assert forced.exit_code == 0, forced.output
 
 
+def test_force_with_a_manifest_nested_too_deep_reads_it_as_listing_nothing(tools, workload, tmp_path):
+    # json.loads raised RecursionError on it, which was not caught: a traceback, exit 1.
+    run_dir = tmp_path / "run"
+    _a_capture(tools, workload, run_dir)
+    (run_dir / "manifest.json").write_text("[" * 50_000)
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert "holds server.log, which no manifest.json there lists" in _refused_one_line(forced, run_dir)
+    assert (run_dir / "server.log").exists()
+
+
 def _outside(tmp_path) -> Path:
     """A file outside the run directory that a link planted in it points at."""
     target = tmp_path / "outside" / "precious.txt"
