@@ -6,10 +6,14 @@ between a check and the write. So no write opens an existing name:
 
 - `replace(path, data)` and `replacing(path)`: the content goes into a new file under a temporary name in the
   same folder, created with O_CREAT|O_EXCL|O_NOFOLLOW (never an existing file, never through a link), and is
-  then renamed over `path`. A link (or a hard link, or a file) at `path` is replaced, never written through: its
-  target is not touched. A reader never sees a half-written file, and an error leaves no temporary file.
+  then renamed over `path`. A symbolic link at `path` is refused (`LinkRefused`), and so is anything there but a
+  regular file (a FIFO, a device: `-o /dev/null` run as root would have replaced the device); a regular file
+  there (a hard link included) is replaced, never written into. Nothing a link points at is touched. A reader
+  never sees a half-written file, and an error leaves no temporary file. (A link planted between the check and
+  the rename is replaced by the rename, not followed.)
 - `created(path)`: the same for a file written while it grows (the capture's server log): the new file is
-  renamed into place at once and written through its descriptor.
+  renamed into place at once and written through its descriptor. `put(source, path)`: the same for a file another
+  program wrote into a folder of our own (nsys's export, torch's trace).
 - `create(path)`: a new file where none may be (O_CREAT|O_EXCL|O_NOFOLLOW): the tracer's sidecar, a probe.
 - `own_folder(path)`: a folder specprof names itself (the capture's `.bootstrap`, a rank's table folder): made
   if missing; an existing one must be a folder, not a link (`LinkRefused`); it is returned open, and what goes
@@ -39,6 +43,25 @@ class LinkRefused(OSError):
 
     def __init__(self, path):
         super().__init__(errno.ELOOP, "a symbolic link, which specprof never writes through", os.fspath(path))
+
+
+class NotAFile(OSError):
+    """A name specprof writes is something other than a regular file or a link (a FIFO, a device, a folder)."""
+
+    def __init__(self, path):
+        super().__init__(errno.EEXIST, "not a regular file, which specprof does not replace", os.fspath(path))
+
+
+def _replaceable(name: str, folder: int, path) -> None:
+    """Raises unless `name` in `folder` is absent or a regular file."""
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise LinkRefused(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotAFile(path)
 
 
 def _parent(path, dir_fd: int | None) -> tuple[int, str, bool]:
@@ -75,11 +98,13 @@ def replacing(path, *, dir_fd: int | None = None, mode: int = 0o666, text: bool 
     ends without an exception (module docstring); with one, the new file is removed and `path` is unchanged."""
     folder, name, opened = _parent(path, dir_fd)
     try:
+        _replaceable(name, folder, path)
         temporary = _temporary(name)
         fd = os.open(temporary, _NEW, mode, dir_fd=folder)
         try:
             with (os.fdopen(fd, "w", encoding="utf-8", newline="") if text else os.fdopen(fd, "wb")) as fh:
                 yield fh
+            _replaceable(name, folder, path)
             os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             try:
@@ -99,10 +124,11 @@ def replace(path, data: bytes | str, *, dir_fd: int | None = None, mode: int = 0
 
 
 def created(path, *, mode: int = 0o666) -> IO[bytes]:
-    """A new, empty file put in place of `path` at once (a link there replaced, not followed), open for writing
-    (binary): for a file written while it grows."""
+    """A new, empty file put in place of `path` at once (a link or anything but a regular file there refused, as
+    `replacing` does), open for writing (binary): for a file written while it grows."""
     folder, name, _ = _parent(path, None)
     try:
+        _replaceable(name, folder, path)
         temporary = _temporary(name)
         fd = os.open(temporary, _NEW, mode, dir_fd=folder)
         try:
@@ -115,6 +141,17 @@ def created(path, *, mode: int = 0o666) -> IO[bytes]:
                 pass
             raise
         return os.fdopen(fd, "wb")
+    finally:
+        os.close(folder)
+
+
+def put(source, path) -> None:
+    """Moves the file at `source` (written by another program into a folder of our own, made by mkdtemp) to
+    `path` on the same file system, as `replacing` puts its new file there."""
+    folder, name, _ = _parent(path, None)
+    try:
+        _replaceable(name, folder, path)
+        os.replace(source, name, dst_dir_fd=folder)
     finally:
         os.close(folder)
 

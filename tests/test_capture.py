@@ -587,24 +587,31 @@ for name in sys.argv[3:]:
 """
 
 
-def test_links_the_workload_plants_in_the_run_directory_are_never_written_through(tools, workload, tmp_path):
+@pytest.mark.parametrize("planted", ["manifest.json", "run.sqlite"])
+def test_links_the_workload_plants_in_the_run_directory_are_never_written_through(tools, workload, tmp_path,
+                                                                                   planted):
     # The workload runs after the run directory was checked; a link it leaves under a name capture writes later
-    # (the manifest) is replaced, never followed; one under the export's name stops the export.
+    # (the manifest) or has nsys write (the export) is refused there: one line, exit 2, the target untouched.
     run_dir = tmp_path / "run"
     target = _outside(tmp_path)
     planting = _script(tmp_path / "planting.py", PLANTING)
     result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", sys.executable, planting, run_dir,
-                    target, "manifest.json", "run.sqlite")
-    assert result.exit_code == 2, result.output
-    assert "run.sqlite became a symbolic link during the run" in result.stderr
-    assert target.read_text() == "a user's own, outside the run"
-    assert not (run_dir / "manifest.json").is_symlink() and read_manifest(run_dir)["exit_codes"]["export"] is None
-    assert [c["argv"][0] for c in tools.calls()] == ["profile"]
+                    target, planted)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert target.read_text() == "a user's own, outside the run" and (run_dir / planted).is_symlink()
+    if planted == "manifest.json":
+        line = _refused_one_line(result, run_dir / "manifest.json")
+        assert "cannot write the manifest (a symbolic link, which specprof never writes through)" in line
+    else:
+        assert f"{run_dir / 'run.sqlite'} became a symbolic link during the run" in result.stderr
+        assert read_manifest(run_dir)["exit_codes"]["export"] is None
+        assert [c["argv"][0] for c in tools.calls()] == ["profile"]
 
 
 @pytest.mark.parametrize("where", ["server.log", ".bootstrap", ".bootstrap/sitecustomize.py"])
 def test_links_planted_after_the_check_are_never_written_through(tools, workload, tmp_path, monkeypatch, where):
-    # Planted between the run directory's check and the write (here: right after --force's deletions).
+    # Planted between the run directory's check and the write (here: right after --force's deletions): refused in
+    # one line before the workload runs, the target untouched.
     run_dir = tmp_path / "run"
     _a_capture(tools, workload, run_dir)
     target = _outside(tmp_path)
@@ -619,14 +626,16 @@ def test_links_planted_after_the_check_are_never_written_through(tools, workload
     monkeypatch.setattr(capture, "_delete_owned", delete_then_plant)
     forced = invoke("--force", "--preset", "reference", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
     assert target.read_text() == "a user's own, outside the run"
-    assert [p.name for p in target.parent.iterdir()] == ["precious.txt"]
-    if where == ".bootstrap":  # a folder capture makes itself: refused, before anything runs
+    assert [p.name for p in target.parent.iterdir()] == ["precious.txt"] and (run_dir / where).is_symlink()
+    assert [c["argv"][0] for c in tools.calls()].count("profile") == 1  # the first capture's only
+    if where == "server.log":
+        line = _refused_one_line(forced, run_dir / "server.log")
+        assert "cannot write the server log there (a symbolic link, which specprof never writes through)" in line
+    else:
         line = _refused_one_line(forced, run_dir / ".bootstrap")
-        assert "cannot write the tracer's bootstrap folder (a symbolic link, which specprof never writes" in line
-        assert [c["argv"][0] for c in tools.calls()].count("profile") == 1
-    else:  # a file: replaced by the capture's own
-        assert forced.exit_code == 0, forced.output
-        assert not (run_dir / where).is_symlink() and (run_dir / where).is_file()
+        name = where.rpartition("/")[2]
+        assert f"cannot write the tracer's bootstrap folder ({name}: a symbolic link, which specprof never writes " \
+               "through)" in line
 
 
 # ------------------------------------------------------------------------------------------------ running

@@ -1,9 +1,9 @@
 """No write goes through a link (analyzer/safe_files.py, docs/robustness.md "Writes"): for every name specprof
 writes (the report, the HTML of `analyze`, each CSV and Parquet table, the Perfetto trace, the results store, the
 tables of several traces, the caches' files), a symbolic link planted under that name before the command runs is
-replaced by the new file or refused, and the file it points at, outside, is never touched. The analyses are of
-real captures (fixtures/reference-k2, reference-k4); the capture's own names are in tests/test_capture.py, the
-tracer's sidecar in tests/test_tracer_sidecar.py."""
+refused (one line; a cache's file is not written, silently, as any cache write that fails), and the file it
+points at, outside, is never touched. The analyses are of real captures (fixtures/reference-k2, reference-k4);
+the capture's own names are in tests/test_capture.py, the tracer's sidecar in tests/test_tracer_sidecar.py."""
 
 from __future__ import annotations
 
@@ -56,14 +56,21 @@ def outside(tmp_path) -> Outside:
 
 # -- the helper (synthetic: no capture involved) ------------------------------------------------------------------
 
-def test_the_helper_replaces_a_link_and_never_follows_one(tmp_path, outside):
+def test_the_helper_never_writes_through_a_link_nor_replaces_one(tmp_path, outside):
     outside.plant(tmp_path / "a")
-    safe_files.replace(tmp_path / "a", "new")
-    assert not (tmp_path / "a").is_symlink() and (tmp_path / "a").read_text() == "new"
-    outside.plant(tmp_path / "b")
-    with safe_files.created(tmp_path / "b") as fh:
-        fh.write(b"grows")
-    assert (tmp_path / "b").read_bytes() == b"grows"
+    for write in (lambda p: safe_files.replace(p, "new"), safe_files.created, lambda p: safe_files.put(tmp_path / "x", p)):
+        (tmp_path / "x").write_text("moved")
+        with pytest.raises(safe_files.LinkRefused) as refused:
+            write(tmp_path / "a")
+        assert refused.value.errno == errno.ELOOP and "never writes through" in refused.value.strerror
+        assert (tmp_path / "a").is_symlink()
+    os.mkfifo(tmp_path / "fifo")  # nor anything but a regular file: a device at `-o /dev/null`, run as root
+    with pytest.raises(safe_files.NotAFile):
+        safe_files.replace(tmp_path / "fifo", b"new")
+    (tmp_path / "file").write_text("old")
+    os.link(tmp_path / "file", tmp_path / "hard")
+    safe_files.replace(tmp_path / "hard", "new")  # a regular file (a hard link here) is replaced, not written into
+    assert (tmp_path / "file").read_text() == "old" and (tmp_path / "hard").read_text() == "new"
     outside.plant(tmp_path / "c")
     with pytest.raises(FileExistsError):
         safe_files.create(tmp_path / "c")
@@ -72,41 +79,53 @@ def test_the_helper_replaces_a_link_and_never_follows_one(tmp_path, outside):
         raise RuntimeError
     assert not (tmp_path / "d").exists()
     (tmp_path / "folder").symlink_to(outside.root)
-    with pytest.raises(safe_files.LinkRefused) as refused:
+    with pytest.raises(safe_files.LinkRefused):
         safe_files.own_folder(tmp_path / "folder")
-    assert refused.value.errno == errno.ELOOP and "never writes through" in refused.value.strerror
     assert outside.untouched()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c", "folder", "outside"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "c", "fifo", "file", "folder", "hard", "outside", "x"]
 
 
 # -- the analyzer's outputs ---------------------------------------------------------------------------------------
 
-def test_the_report_the_html_and_every_table_replace_a_planted_link(tmp_path, outside):
-    first = invoke("analyze", RUN, "-q", "--csv", tmp_path / "learn")
-    assert first.exit_code == 0, first.output
-    tables = sorted(p.stem for p in (tmp_path / "learn").iterdir())
-    assert len(tables) > 20
-    names = [tmp_path / "report.html", tmp_path / "analyze.html"]
-    names += [tmp_path / "csv" / f"{t}.csv" for t in tables] + [tmp_path / "parquet" / f"{t}.parquet" for t in tables]
+def _refused(result, path):
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"specprof: error: {path}: ") and \
+        "a symbolic link, which specprof never writes through" in line, line
+    return line
+
+
+@pytest.mark.parametrize("command", [["report", RUN, "-o", "{out}"], ["analyze", RUN, "-q", "--html", "{out}"],
+                                     ["export", RUN, "--perfetto", "{out}"]], ids=["report", "html", "perfetto"])
+def test_a_link_at_a_report_or_trace_file_is_refused(tmp_path, outside, command):
+    out = tmp_path / "out"
+    outside.plant(out)
+    _refused(invoke(*[str(a).format(out=out) for a in command]), out)
+    assert outside.untouched() and out.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "outside"]  # no temporary file left
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_link_at_any_table_is_refused(tmp_path, outside, fmt):
+    # Every table name, one after the other: a link under each, the tables before it written, then refused there.
+    from specprof.analyzer.app.run import Run
+    from specprof.analyzer.errors import SpecprofError
+    from specprof.analyzer.render import tables
+
+    run = Run.load(str(RUN))
+    names = [f"{name}.{fmt}" for name in tables.frames(run)]
+    assert len(names) > 20
+    folder = tmp_path / "tables"
     for name in names:
-        outside.plant(name)
-    report = invoke("report", RUN, "-o", tmp_path / "report.html")
-    assert report.exit_code == 0, report.output
-    analyzed = invoke("analyze", RUN, "-q", "--html", tmp_path / "analyze.html", "--csv", tmp_path / "csv",
-                      "--parquet", tmp_path / "parquet")
-    assert analyzed.exit_code == 0, analyzed.output
-    assert outside.untouched()
-    assert all(n.is_file() and not n.is_symlink() for n in names)
-    assert (tmp_path / "csv" / "phases.csv").read_bytes() == (tmp_path / "learn" / "phases.csv").read_bytes()
-    assert "<html" in (tmp_path / "report.html").read_text()
-
-
-def test_the_perfetto_trace_replaces_a_planted_link(tmp_path, outside):
-    outside.plant(tmp_path / "run.pftrace")
-    done = invoke("export", RUN, "--perfetto", tmp_path / "run.pftrace")
-    assert done.exit_code == 0, done.output
-    assert outside.untouched() and not (tmp_path / "run.pftrace").is_symlink()
-    assert (tmp_path / "run.pftrace").stat().st_size > 1000
+        outside.plant(folder / name)
+    for name in names:
+        with pytest.raises(SpecprofError) as refused:
+            tables.write(run, str(folder), fmt)
+        assert str(refused.value) == f"{folder / name}: cannot write (a symbolic link, which specprof never " \
+                                     "writes through)"
+        (folder / name).unlink()
+    assert len(tables.write(run, str(folder), fmt)) == len(names)
+    assert outside.untouched() and sorted(p.name for p in folder.iterdir()) == sorted(names)
 
 
 @pytest.mark.parametrize("dangling", [False, True])
@@ -140,7 +159,7 @@ def test_the_folders_of_several_traces_are_never_reached_through_a_link(tmp_path
     assert list(outside.root.iterdir()) == []
 
 
-def test_the_caches_files_replace_a_planted_link(tmp_path, outside, monkeypatch):
+def test_the_caches_files_are_never_written_through_a_link(tmp_path, outside, monkeypatch):
     monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path / "cache"))
     run = tmp_path / "run"
     run.mkdir()
@@ -155,20 +174,24 @@ def test_the_caches_files_replace_a_planted_link(tmp_path, outside, monkeypatch)
         outside.plant(name)
     again = invoke("analyze", run, "-q")
     assert again.exit_code == 0, again.output
-    assert outside.untouched()
-    assert not (entry / "used").is_symlink() and (entry / "used").read_text().isdigit()
+    # `used` is not rewritten; the analysis, no longer whole, is made again in a new folder that replaces its own
+    assert outside.untouched() and (entry / "used").is_symlink()
 
 
-def test_the_export_of_a_report_in_the_cache_replaces_planted_links(fake, tmp_path, outside, monkeypatch):  # noqa: F811
+def test_the_export_of_a_report_in_the_cache_is_never_written_through_a_link(fake, tmp_path, outside,  # noqa: F811
+                                                                              monkeypatch):
     nsys, report, calls = fake
     monkeypatch.setenv("PATH", f"{nsys.parent}:/usr/bin:/bin")
     from specprof.analyzer.readers import trace_cache
 
     folder = Path(trace_cache.location(str(report)))
-    for name in ("key.json", "used", "export.sqlite"):
+    outside.plant(folder / "export.sqlite")
+    _refused(invoke("analyze", report, "-q"), folder / "export.sqlite")
+    (folder / "export.sqlite").unlink()
+    outside.n -= 1
+    for name in ("key.json", "used"):  # the export's stamps: not written, as any cache write that fails
         outside.plant(folder / name)
     done = invoke("analyze", report, "-q")
     assert done.exit_code == 0, done.output
-    assert len(calls()) == 1 and outside.untouched()
-    assert json.loads((folder / "key.json").read_text())["key"]["schema"]
-    assert not any((folder / name).is_symlink() for name in ("key.json", "used", "export.sqlite"))
+    assert len(calls()) == 2 and outside.untouched()
+    assert (folder / "export.sqlite").is_file() and not (folder / "export.sqlite").is_symlink()

@@ -631,7 +631,7 @@ class _Tee:
 
     def __init__(self, path: Path):
         try:
-            self.file = safe_files.created(path)  # a link at `path` is replaced, never written through
+            self.file = safe_files.created(path)  # a new file: a link at `path` is refused, never written through
         except OSError as exc:
             raise SpecprofError(f"{path}: cannot write the server log there ({exc.strerror}); choose another "
                                 "--server-log FILE", str(path)) from None
@@ -682,8 +682,9 @@ def _bootstrap(plan: Plan) -> Plan:
     try:
         made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))
     except OSError as exc:
-        raise SpecprofError(f"{plan.run_dir / BOOTSTRAP}: cannot write the tracer's bootstrap folder "
-                            f"({exc.strerror or exc}); move it away, or capture with --no-tracer",
+        name = os.path.basename(os.fspath(exc.filename or BOOTSTRAP))
+        raise SpecprofError(f"{plan.run_dir / BOOTSTRAP}: cannot write the tracer's bootstrap folder ({name}: "
+                            f"{exc.strerror or exc}); move it away, or capture with --no-tracer",
                             str(plan.run_dir / BOOTSTRAP)) from None
     env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ, plan.gpu_time)
     return dataclasses.replace(plan, env=env)
@@ -866,6 +867,7 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
     record = _facts(plan)
     problems: list[str] = []
     workload = None
+    written = ran = False
     with SignalRelay() as relay:
         steps = _Steps(names, relay)
         try:
@@ -880,20 +882,25 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
             problems = [workload] if workload else []
             if plan.nsys is not None:
                 problems += _post_process(plan, steps, say)
+            ran = True
         finally:
             record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands,
                           signals_forwarded=list(relay.seen), files=run_files(plan.run_dir, plan.server_log))
             try:
                 manifest.write(plan.run_dir, record)
+                written = True
             except OSError as exc:
                 unwritten = f"{plan.run_dir / manifest.MANIFEST}: cannot write the manifest ({exc.strerror or exc})"
-                say(f"error: {unwritten}")
-                problems.append(unwritten)
+                if ran:
+                    problems.insert(0, unwritten)
+                else:  # another error is on its way out: this one is said beside it
+                    say(f"error: {unwritten}")
     if problems:
         code = steps.codes["profile"]
         stopped = steps.stopped_by
         raise CaptureFailed(
-            "; ".join(problems) + f"; what was captured is kept in {plan.run_dir} (see {manifest.MANIFEST})",
+            "; ".join(problems) + f"; what was captured is kept in {plan.run_dir}"
+            + (f" (see {manifest.MANIFEST})" if written else ""),
             str(plan.run_dir),
             exit_code=128 + signal.Signals[stopped] if stopped else code if workload and 0 < code < 256 else 2,
         )

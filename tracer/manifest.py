@@ -64,7 +64,7 @@ def host() -> str:
 
 
 def write(run_dir: Path, manifest: dict) -> Path:
-    """Writes `manifest.json` into `run_dir` as a new file renamed over the name (a link there is replaced, never
+    """Writes `manifest.json` into `run_dir` as a new file renamed over the name (a link there is refused, never
     written through: specprof.analyzer.safe_files)."""
     path = run_dir / MANIFEST
     safe_files.replace(path, json.dumps(manifest, indent=2) + "\n")

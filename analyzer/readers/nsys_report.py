@@ -64,7 +64,7 @@ def _key(report: str) -> dict:
 def _export(nsys: str, report: str, out: str) -> None:
     """`nsys export --type sqlite -o TMP REPORT`, TMP in a folder of our own beside OUT (made by mkdtemp: no one
     else can plant a link in it), then renamed to OUT: an interrupted export never leaves a partial OUT, and a
-    link at OUT is replaced, never written through."""
+    link at OUT is refused, never written through."""
     folder = os.path.dirname(os.path.abspath(out))
     try:
         private = tempfile.mkdtemp(prefix=".export-", dir=folder)
@@ -84,7 +84,7 @@ def _export(nsys: str, report: str, out: str) -> None:
                                 + (f": {said[-1][:200]}" if said else "") + "); is it a whole Nsight Systems "
                                 "report?", report)
         try:
-            os.replace(tmp, out)
+            safe_files.put(tmp, out)
         except OSError as exc:
             raise SpecprofError(f"{out}: cannot put the export there ({exc.strerror})", out) from None
     finally:

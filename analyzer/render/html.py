@@ -84,7 +84,7 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
     """Write the report to `path`; returns the path."""
     text = render(a, manifest)
     try:
-        safe_files.replace(path, text)  # a new file renamed over `path`: a link there is never written through
+        safe_files.replace(path, text)  # a new file renamed over `path`: a link there is refused
     except OSError as exc:
         raise SpecprofError(f"{path}: cannot write the report ({exc.strerror})", path) from None
     return path

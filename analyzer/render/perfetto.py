@@ -268,7 +268,7 @@ def write(a: Analysis, path: str) -> dict:
                   lambda k: f"{meta.threads.get(k['tid']) or 'thread'} {_os_id(k['tid'])}")
     events = pl.concat([x.select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA) for x in (kernels, segments, cpu)])
     try:
-        with safe_files.replacing(path) as fh:  # a new file renamed over `path`: a link there is never followed
+        with safe_files.replacing(path) as fh:  # a new file renamed over `path`: a link there is refused
             for p in tracks.packets:
                 fh.write(p)
             buf = []

@@ -117,7 +117,7 @@ def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
 def write(a: Analysis, directory: str, fmt: str, own_folder: bool = False) -> list[str]:
     """Write every table to `directory` as `<table>.csv` or `<table>.parquet`; returns the paths. `directory` is
     the user's (made with its parents, as named), or with `own_folder` one specprof names itself inside the
-    user's (made, never through a link there). Each file is new, renamed over its name: a link there is replaced,
+    user's (made, never through a link there). Each file is new, renamed over its name: a link there is refused,
     never written through (specprof.analyzer.safe_files)."""
     try:
         if own_folder:

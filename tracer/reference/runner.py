@@ -91,11 +91,11 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
 
 def _export_chrome_trace(prof, path: str) -> None:
     """torch's export, into a folder of our own beside `path` (made by mkdtemp: no one else can plant a link in
-    it), then renamed to `path`: a link there is replaced, never written through."""
+    it), then renamed to `path`: a link there is refused, never written through."""
     folder = tempfile.mkdtemp(prefix=".specprof-trace-", dir=os.path.dirname(os.path.abspath(path)))
     try:
         inside = os.path.join(folder, os.path.basename(path))
         prof.export_chrome_trace(inside)
-        os.replace(inside, path)
+        safe_files.put(inside, path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
