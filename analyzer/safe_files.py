@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from contextlib import contextmanager
 from typing import IO, Iterator
@@ -77,8 +78,18 @@ def _parent(path, dir_fd: int | None) -> tuple[int, str, bool]:
     return os.open(folder or os.curdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), name, True
 
 
+_TEMPORARY = re.compile(r"\.(.{1,120})\.[0-9a-f]{12}\.tmp")
+
+
 def _temporary(name: str) -> str:
     return f".{name[:120]}.{os.urandom(6).hex()}.tmp"
+
+
+def temporary_of(name: str) -> str | None:
+    """The name that `name`, a temporary file of this module (a write cut short by a crash), was to replace;
+    None for any other name."""
+    m = _TEMPORARY.fullmatch(name)
+    return m.group(1) if m else None
 
 
 def create(path, *, dir_fd: int | None = None, mode: int = 0o666) -> int:

@@ -195,3 +195,24 @@ def test_the_export_of_a_report_in_the_cache_is_never_written_through_a_link(fak
     assert done.exit_code == 0, done.output
     assert len(calls()) == 2 and outside.untouched()
     assert (folder / "export.sqlite").is_file() and not (folder / "export.sqlite").is_symlink()
+
+
+def test_the_cache_removes_the_new_files_of_its_writes_cut_short(tmp_path, monkeypatch):
+    # A process killed between writing a new file and renaming it leaves `.NAME.<12 hex>.tmp` in an entry:
+    # specprof's own, removed with the entry (the cache removes only the files it writes).
+    monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.sqlite").symlink_to(RUN / "run.sqlite")
+    assert invoke("analyze", run, "-q").exit_code == 0
+    (entry,) = (tmp_path / "cache" / "traces").iterdir()
+    (analysis,) = entry.glob("analysis-*")
+    for folder, name in ((entry, "used"), (entry, "ops.parquet"), (entry, "specprof-cache.json"),
+                         (analysis, "analysis.json"), (analysis, "sync_timers.json")):
+        (folder / f".{name}.0123456789ab.tmp").write_bytes(b"cut short")
+    (entry / "notes.txt").write_text("a user's own")
+    cleared = invoke("cache", "clear")
+    assert "it holds files that are not the cache's (notes.txt), left as they were" in cleared.stderr
+    assert sorted(p.name for p in entry.iterdir()) == ["notes.txt", "specprof-cache.json"]  # the user's file kept
+    (entry / "notes.txt").unlink()
+    assert invoke("cache", "clear").exit_code == 0 and not entry.exists()
