@@ -19,6 +19,16 @@ from specprof.analyzer.errors import SpecprofError, clean, clean_lines
 
 OUT_OF_MEMORY = ("specprof: error: out of memory (the address-space limit, `ulimit -v`, or the machine's memory "
                  "ran out); raise the limit, or analyse fewer traces at once (--jobs 1)")
+# A crash in native code (analyzer/_scan.c fatal_line) close to a memory limit: an allocation failed there.
+NATIVE_OUT_OF_MEMORY = ("specprof: error: out of memory: a crash in native code with the process close to its "
+                        "memory limit (`ulimit -v`: the address space, or the data size); raise the limit, or analyse "
+                        "fewer traces at once (--jobs 1)")
+# Any other crash in native code is a bug: its signal named, then Python's traceback (faulthandler's).
+FATAL_SIGNALS = {"SIGSEGV": "a segmentation fault", "SIGBUS": "a bus error", "SIGABRT": "an abort",
+                 "SIGILL": "an illegal instruction", "SIGFPE": "an arithmetic fault"}
+CRASH = ("specprof: error: {name} ({what}) in native code: a bug in specprof or in a library it uses; please report "
+         "it to specprof's maintainers with the command, `specprof --version` and this output (Python's traceback "
+         "follows)")
 _NO_MEMORY = ("Cannot allocate memory", "failed to map segment", "can't start new thread", "out of memory",
               "std::bad_alloc")
 
@@ -37,13 +47,7 @@ class _Group(click.Group):
     def main(self, args=None, *rest, **kwargs):
         if args is None:  # the console script, not a test's CliRunner: the whole process is specprof's
             _Group.console = True
-            try:
-                from specprof.analyzer import _scan
-
-                _scan.fatal_line((OUT_OF_MEMORY.replace("out of memory", "a crash in native code, "
-                                          "out of memory as a rule", 1) + "\n").encode())
-            except (ImportError, AttributeError):
-                pass
+            _on_crash()
         return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx):
@@ -57,6 +61,28 @@ class _Group(click.Group):
                 raise
             click.echo(OUT_OF_MEMORY, err=True)
             sys.exit(2)
+
+
+def _on_crash() -> None:
+    """What a crash in native code prints (the console script only): Python's faulthandler is turned on (the
+    traceback), then analyzer/_scan.c's handler goes before it: one out-of-memory line and exit 2 close to a
+    memory limit, else the signal's own line (CRASH), and faulthandler's traceback after it."""
+    import faulthandler
+    import signal
+
+    try:
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
+    except (RuntimeError, ValueError, OSError):  # no usable stderr
+        pass
+    try:
+        from specprof.analyzer import _scan
+
+        crashes = {int(getattr(signal, name)): (CRASH.format(name=name, what=what) + "\n").encode()
+                   for name, what in FATAL_SIGNALS.items()}
+        _scan.fatal_line((NATIVE_OUT_OF_MEMORY + "\n").encode(), crashes)
+    except (ImportError, AttributeError, TypeError):  # not built, or built before this signature
+        pass
 
 
 def _library():

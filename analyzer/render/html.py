@@ -34,6 +34,7 @@ from importlib import resources
 
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.core.categories import kinds_of
 from specprof.analyzer.derived import views
 from specprof.analyzer.derived.analysis import Analysis
@@ -83,8 +84,7 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
     """Write the report to `path`; returns the path."""
     text = render(a, manifest)
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        safe_files.replace(path, text)  # a new file renamed over `path`: a link there is refused
     except OSError as exc:
         raise SpecprofError(f"{path}: cannot write the report ({exc.strerror})", path) from None
     return path

@@ -22,11 +22,11 @@ and argument values are interned (each text written once: a kernel's full name i
 
 from __future__ import annotations
 
-import os
 import struct
 
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.errors import SpecprofError
 
@@ -267,9 +267,8 @@ def write(a: Analysis, path: str) -> dict:
     cpu = _slices(pl.concat([ranges, launches]), lambda k: thread((k["pid"], k["tid"])), tracks,
                   lambda k: f"{meta.threads.get(k['tid']) or 'thread'} {_os_id(k['tid'])}")
     events = pl.concat([x.select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA) for x in (kernels, segments, cpu)])
-    tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "wb") as fh:
+        with safe_files.replacing(path) as fh:  # a new file renamed over `path`: a link there is refused
             for p in tracks.packets:
                 fh.write(p)
             buf = []
@@ -279,12 +278,7 @@ def write(a: Analysis, path: str) -> dict:
                     fh.write(b"".join(buf))
                     buf.clear()
             fh.write(b"".join(buf))
-        os.replace(tmp, path)
     except OSError as exc:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
         raise SpecprofError(f"{path}: cannot write the Perfetto trace ({exc.strerror})", path) from None
     return {"ops": kernels.height, "segments": segments.height, "ranges": ranges.height,
             "launches": launches.height, "tracks": tracks.next - 1}
