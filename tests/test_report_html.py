@@ -8,6 +8,7 @@ element, an <img onerror>, an <svg onload>, a template placeholder, U+2028) come
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -28,8 +29,8 @@ from browser import Page, chromium
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
-PANELS = ("timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics")
-PLOTS = ("timeline", "phase-bars", "cycle-series", "cycle-hist")
+PANELS = ("breakdown", "timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics")
+PLOTS = ("breakdown-chart", "timeline", "phase-bars", "cycle-series", "cycle-hist")
 
 HOSTILE_KERNEL = "</script><script>alert(1)</script><img src=x onerror=alert(2)>{{DATA}}\u2028<!--k"
 HOSTILE_RANGE = "<img src=x onerror=alert(3)>draft_extend"
@@ -329,6 +330,41 @@ def test_economics_chart_titles_are_whole_and_clear_of_the_legend(browser, econo
     head, *rows = got["table"]
     assert [r[0] for r in rows][-2:] == ["K", "break-even ≤ K+1"] and "can pay" not in str(rows)
     assert [r[1:] for r in rows][-2:] == [["4", "4"], ["yes", "yes"]]
+
+
+BREAKDOWN = "[...document.querySelectorAll('#breakdown table.grid tr')].map(r => [...r.cells].map(c => c.textContent))"
+
+
+def _terminal_breakdown(text: str) -> list[list[str]]:
+    """The terminal's "Where a decode cycle goes" table, cell by cell."""
+    lines = text.split("\nWhere a decode cycle goes", 1)[1].splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("phase "))
+    rows = [lines[head]] + list(itertools.takewhile(lambda line: line and not line.startswith(" "), lines[head + 2:]))
+    return [re.split(r"\s{2,}", line.strip()) for line in rows]
+
+
+@pytest.mark.parametrize("run, args", [("reference-k4", ["--baseline", str(FIXTURES / "reference-k0")]),
+                                       ("sglang-dense-k3", []), ("reference-k4-tp2", [])],
+                         ids=["k4-baseline", "dense-k3-no-nsys-twin", "k4-tp2-ranks"])
+def test_the_breakdown_panel_is_the_terminals_table(browser, tmp_path, run, args):
+    # the first panel after the header: the terminal's first table, every cell the same (ms per cycle and share,
+    # under nsys and, with a twin without the profiler, without it)
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["analyze", str(FIXTURES / run), *args, "--html", str(out), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    terminal = _terminal_breakdown(result.stdout)
+    p = Page(browser, out, width=1400)
+    assert p.page.evaluate(BREAKDOWN) == terminal
+    assert p.page.evaluate("document.querySelector('main > section').id") == "panel-breakdown"
+    bars = p.page.evaluate("document.getElementById('breakdown-chart').data.map(t => [t.name, t.y, t.x])")
+    if run == "sglang-dense-k3":
+        assert terminal[0][-3:] == ["without nsys ms", "ratio", "share without"]
+        verify = next(b for b in bars if b[0] == "verify")
+        assert verify[1] == ["without nsys", "under nsys"]
+        assert [f"{x:.3f}" for x in verify[2]] == [r[5:6] + r[1:2] for r in terminal if r[0] == "verify"][0]
+    if run == "reference-k4-tp2":  # a cycle without nsys, but no phase's events there: no column, as the terminal
+        assert "ratio" not in terminal[0] and all(b[1] == ["under nsys"] for b in bars)
+    assert p.console_errors() == []
 
 
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):

@@ -140,3 +140,25 @@ def test_the_two_nsys_versions_are_named(browser, reports):
     assert "nsys-sqlite, exported by nsys 2025.3.2.0" in facts
     assert "recorded by\nNVIDIA Nsight Systems version 2025.3.1.0" in facts
     assert "exported by nsys 2025.3.2.0" in p.page.inner_text("#subtitle")
+
+
+WIDTHS_JS = """[...document.querySelectorAll('.js-plotly-plot')].map(gd =>
+    [gd.id, Math.round(gd.querySelector('.main-svg').getBoundingClientRect().width), gd.clientWidth])"""
+
+
+def test_a_printout_draws_each_chart_at_its_panels_width(browser, reports):
+    # Printed (or saved as a PDF), the panels stand one a row at the paper's width: each chart is drawn again for
+    # it while the page prints, and again for the screen afterwards.
+    p = Page(browser, reports["reference-k4"], width=1400)
+    page = p.page
+    screen = page.evaluate(WIDTHS_JS)
+    assert any(svg < 800 for _, svg, _ in screen)  # two panels a row on the screen
+    page.emulate_media(media="print")
+    page.wait_for_timeout(300)  # the media query's change event comes in a task of its own
+    printed = page.evaluate(WIDTHS_JS)
+    assert all(abs(svg - box) <= 1 and svg > 1200 for _, svg, box in printed), printed
+    assert page.evaluate(LAYOUT) == []
+    page.emulate_media(media="screen")
+    page.wait_for_timeout(300)
+    assert page.evaluate(WIDTHS_JS) == screen and page.evaluate(LAYOUT) == []
+    assert p.console_errors() == []

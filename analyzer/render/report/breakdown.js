@@ -7,24 +7,26 @@ function breakdownPanel(R) {
     baseLayout = R.baseLayout, emptyNote = R.emptyNote;
   var UNTIMED = "(not timed by events)", UNTIMED_COLOR = "#e4e7ec";
 
-  function ratio(x) { return x == null ? "-" : "×" + num(x, 2); }
+  function ratio(x) { return x == null ? "-" : num(x, 2) + "x"; }
   function msOr(x) { return x == null ? "-" : num(x, 3); }
 
   function breakdown() {
     var box = document.getElementById("breakdown"), A = D.analysis || {}, B = A.cycle_breakdown;
+    var help = document.getElementById("breakdown-help");
     if (!B) {
+      help.textContent = "The mean decode cycle, phase by phase, in ms per cycle and as a share of the cycle.";
       emptyNote(box, "No decode cycles to break down: the trace has fewer than two `cycle` ranges with decode work " +
         "(the timeline and the per-phase totals below still hold every op).");
       return;
     }
-    var without = B.cycle_ms.unprofiled_mean != null, several = A.shown && A.shown.ranks > 1;
-    var help = document.getElementById("breakdown-help");
+    // the column without nsys, as the terminal has it: `ratio` is null without it (docs/json.md)
+    var without = B.ratio != null, several = A.shown && A.shown.ranks > 1;
     help.textContent = "The mean decode cycle (" + num(B.cycles, 0) + " cycles" + (several ? " of rank " + B.rank + ", " + B.why : "") +
       ", on device " + B.device + " stream " + B.stream + ", the stream its phases run on), phase by phase: ms per cycle and share " +
       "of the cycle; each phase's times add up to the cycle. " + (without ?
         "Without nsys: the same phases between their CUDA events in the run without the profiler (its period, start to " +
         "start): the shares to act on are those without nsys." :
-        "This run has no twin without the profiler (RUN/no-nsys/): every figure is under nsys.") +
+        "Every figure is under nsys: the run has no twin without the profiler (RUN/no-nsys/) with the phases' CUDA events.") +
       " The same numbers as the terminal's first table.";
 
     // the chart: one stacked bar per run, a segment per phase
@@ -39,7 +41,7 @@ function breakdownPanel(R) {
         customdata: xs.map(function (x, i) { return [msOr(x), pct(shares[i])]; }),
         hovertemplate: "<b>" + esc(r.phase) + "</b> %{y}<br>%{customdata[0]} ms per cycle, %{customdata[1]} of the cycle<extra></extra>" };
     });
-    if (without && B.untimed_unprofiled_ms != null) {
+    if (without) {
       traces.push({ type: "bar", orientation: "h", name: UNTIMED, y: runs, x: [B.untimed_unprofiled_ms, null],
         marker: { color: UNTIMED_COLOR, line: { color: "#98a2b3", width: 0.6 } },
         customdata: [[msOr(B.untimed_unprofiled_ms), pct(B.untimed_unprofiled_share)], ["-", "-"]],

@@ -139,6 +139,18 @@ function app(D) {
     window.specprofReady = true;
     document.body.setAttribute("data-ready", "1");
   });
+  // Printing (and a PDF): while the page prints it is laid out at the paper's width (page.html's print style), and
+  // each chart is drawn again at its panel's width then; afterwards at the screen's again.
+  if (window.matchMedia) window.matchMedia("print").addEventListener("change", function () {
+    document.querySelectorAll(".js-plotly-plot").forEach(function (gd) {
+      Plotly.relayout(gd, { autosize: true });
+      // the timeline's legends wrap to as many rows as the new width needs: its layout is made again for it; the
+      // others are drawn once more at the new width (after the resize alone, plotly left a legend where its
+      // margin had been)
+      if (gd.id === "timeline") timeline.show(timeline.state.w, timeline.state.width);
+      else Plotly.redraw(gd);
+    });
+  });
   window.specprof = { data: D, timeline: timeline, webgl: R.WEBGL };
 }
 

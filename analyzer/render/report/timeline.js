@@ -320,12 +320,11 @@ function makeTimeline(R) {
     return out;
   }
   var redrawing = false;
-  // The plotting area's width: plotly's once drawn, before that the chart's box less its margins (the legends'
-  // rows are counted for it before the first drawing).
+  // The plotting area's width: the chart's box less its margins (the legends' rows are counted for it before
+  // plotly draws at that width: at first, and for a printout).
   var MARGIN_L = 190;
   function plotWidth() {
     var gd = document.getElementById("timeline");
-    if (gd && gd._fullLayout && gd._fullLayout._size) return gd._fullLayout._size.w;
     return Math.max(200, (gd && gd.clientWidth ? gd.clientWidth : window.innerWidth - 80) - MARGIN_L - R.TOOLBAR_PX);
   }
   function redraw(a, b) {
