@@ -43,6 +43,30 @@ def test_the_cli_reference_is_the_clis_help():
         "docs/cli.md is out of date: run python3 scripts/cli_reference.py"
 
 
+def test_the_help_prints_no_broken_range():
+    # click writes an open range as `x<=None`, and a count's 64-bit ceiling as `0<=x<=4611686018427387904`
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    text = reference.render()
+    assert "None]" not in text and "4611686018427387904" not in text and "--baseline-ms MS " in text
+    assert "--skip-warmup N               Leave out the first N cycles of each process (the cycle window N:).  [x>=0]" \
+        in text
+
+
+def test_shell_completion_works_as_documented():
+    # docs/cli.md's lines turn click's completion on; asked as bash asks, it completes an option of analyze
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert 'eval "$(_SPECPROF_COMPLETE=bash_source specprof)"' in doc
+    env = {"_SPECPROF_COMPLETE": "bash_complete", "COMP_WORDS": "specprof analyze --baseline-m", "COMP_CWORD": "2"}
+    out = CliRunner().invoke(main, [], prog_name="specprof", env=env)
+    assert out.exit_code == 0 and out.output.splitlines() == ["plain,--baseline-ms"], out.output
+    out = CliRunner().invoke(main, [], prog_name="specprof", env={**env, "_SPECPROF_COMPLETE": "bash_source"})
+    assert "_specprof_completion()" in out.output
+
+
 def test_readme_links_resolve():
     readme = (ROOT / "README.md").read_text()
     for target in re.findall(r"\]\(([^)#]+)\)", readme):
