@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from specprof.analyzer import progress
 from specprof.analyzer.app import process_tasks, store
 from specprof.analyzer.app import traces as many
-from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.analyze import Options, RunInputs, baseline_exists
 from specprof.analyzer.app.run import Run, baseline_step, open_run
 from specprof.analyzer.derived.compare import compare_charges, differences
 from specprof.analyzer.derived.run_files import fit_sweep, setup_of
@@ -149,7 +149,7 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
         for path in runs:
             yield path, open_run(path, options, db=db).sweep_input
 
-    plain = baseline_step(baseline, None, options) if baseline else None
+    plain = baseline_step(baseline_exists(baseline), None, options) if baseline else None
     return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate, plain, allow_mixed)
 
 
