@@ -75,11 +75,18 @@ def test_readme_links_resolve():
 
 
 def test_readme_commands_are_the_ci_ones():
+    # The setup command makes and uses a venv in the checkout (a system Python may refuse pip, PEP 668); CI runs it
+    # as written (scripts/readme_main: in a fresh copy of the checkout), then, in its own Python, exactly the
+    # README's test command.
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
+    setup = readme.split("\n## Setup", 1)[1]
+    first = next(line[4:] for line in setup.splitlines() if re.match(r"    \S", line))
+    assert first.startswith("python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/specprof analyze ")
+    assert "\n./scripts/readme_main\n" in ci
     test_command = "./scripts/test"
-    assert test_command in readme and ci.strip().splitlines()[-1] == test_command
-    assert "python3 -m pip install -e ." in readme and "python3 -m pip install -q -e ." in ci
+    assert f"\n    {test_command}\n" in readme and ci.strip().splitlines()[-1] == test_command
+    assert "python3 -m pip install -q -e ." in ci
 
 
 # Keys whose children are data (phase, category, reason names), not keys of the contract.
