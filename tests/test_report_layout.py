@@ -81,11 +81,12 @@ AT_LOAD = """window.addEventListener('load', () => {
 });"""
 
 
-def test_every_chart_is_drawn_by_the_load_event(browser, reports):
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_chart_is_drawn_by_the_load_event(browser, reports, width):
     # the data block of a report this size is gzip'd: inflated synchronously, before the load event
     page_text = reports["reference-k4"].read_text(encoding="utf-8")
     assert 'type="application/gzip;base64" id="specprof-data"' in page_text
-    p = Page(browser, reports["reference-k4"], init_script=AT_LOAD)
+    p = Page(browser, reports["reference-k4"], width=width, init_script=AT_LOAD)
     assert set(CHARTS) <= set(p.page.evaluate("window.specprofAtLoad")), p.page.evaluate("window.specprofAtLoad")
     assert p.console_errors() == []
 
@@ -120,8 +121,9 @@ def _mean_colour(png: bytes) -> list[float]:
     return ImageStat.Stat(Image.open(io.BytesIO(png)).convert("RGB")).mean
 
 
-def test_the_idle_kinds_look_different_in_the_legend(browser, reports):
-    p = Page(browser, reports["reference-k4"], width=1400)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_idle_kinds_look_different_in_the_legend(browser, reports, width):
+    p = Page(browser, reports["reference-k4"], width=width)
     swatch = {}
     for item in p.page.query_selector_all("#phase-bars g.legend .traces"):
         name = item.text_content().strip()
@@ -131,8 +133,9 @@ def test_the_idle_kinds_look_different_in_the_legend(browser, reports):
     assert sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5 > 40, swatch
 
 
-def test_the_two_nsys_versions_are_named(browser, reports):
-    p = Page(browser, reports["reference-k4"], width=1400)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_two_nsys_versions_are_named(browser, reports, width):
+    p = Page(browser, reports["reference-k4"], width=width)
     tiles = p.page.inner_text("#tiles")
     facts = p.page.inner_text("#run-facts")
     # the export's own metadata says 2025.3.2.0; the manifest says the nsys that recorded the capture
