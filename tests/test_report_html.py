@@ -392,3 +392,67 @@ def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
     p = Page(browser, out)
     assert p.console_errors() == [] and p.dialogs == []
     assert p.page.locator("#timeline .main-svg").count() >= 1
+
+
+def _gzip_vectors() -> dict[str, tuple[bytes, bytes]]:
+    """name -> (gzip member, what it holds): every kind of deflate block, a header with a file name, and the
+    data block of a real report."""
+    import base64
+    import gzip
+    import io
+    import random
+
+    rng = random.Random(41)
+    text = json.dumps({"ops": [rng.randrange(10 ** 9) for _ in range(20_000)]}).encode()
+    named = io.BytesIO()
+    with gzip.GzipFile(filename="data.json", mode="wb", fileobj=named, mtime=0) as fh:
+        fh.write(text)
+    page = html.render(Analysis(attribute(load_trace(str(K4)))))
+    body = re.search(r'<script type="application/gzip;base64" id="specprof-data">(.*?)</script>', page, re.S).group(1)
+    real = base64.b64decode(body)
+    return {
+        "empty": (gzip.compress(b"", mtime=0), b""),
+        "fixed codes": (gzip.compress(b"hello, hello, hello", mtime=0), b"hello, hello, hello"),
+        "stored blocks": (gzip.compress(text, compresslevel=0, mtime=0), text),
+        "long overlapping copies": (gzip.compress(b"ab" * 100_000, compresslevel=1, mtime=0), b"ab" * 100_000),
+        "incompressible": (gzip.compress(bytes(rng.randrange(256) for _ in range(70_000)), mtime=0), None),
+        "dynamic codes, level 9": (gzip.compress(text, compresslevel=9, mtime=0), text),
+        "a file name in the header": (named.getvalue(), text),
+        "a real report's data block": (real, gzip.decompress(real)),
+    }
+
+
+GUNZIP = """([packed, expected]) => {
+  const bin = atob(packed), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const out = gunzip(bytes);
+  let s = ''; for (let i = 0; i < out.length; i++) s += String.fromCharCode(out[i]);
+  return btoa(s) === expected;
+}"""
+
+
+def test_the_pages_inflate_agrees_with_python_gzip(browser):
+    # The page inflates its gzip'd data block itself (synchronously, so that every chart is drawn by the load
+    # event): main.js's gunzip, run in Chromium on each kind of deflate block, against Python's gzip.
+    import base64
+    import gzip
+
+    source = html._resource("report/main.js")
+    code = source[source.index("function gunzip(src) {"):]
+    code = code[:code.index("\n}\n") + 3]
+    page = browser.new_page()
+    try:
+        page.add_script_tag(content=code)
+        for name, (packed, raw) in _gzip_vectors().items():
+            raw = gzip.decompress(packed) if raw is None else raw
+            args = [base64.b64encode(packed).decode(), base64.b64encode(raw).decode()]
+            assert page.evaluate(GUNZIP, args), name
+        damaged = bytearray(gzip.compress(b"x" * 5000, mtime=0))
+        damaged[12] ^= 0xFF
+        got = page.evaluate("""(packed) => { const bin = atob(packed), b = new Uint8Array(bin.length);
+            for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+            try { gunzip(b); return 'no error'; } catch (e) { return e.message; } }""",
+                            base64.b64encode(bytes(damaged[:40])).decode())
+        assert got.startswith("the report's data block is damaged"), got
+    finally:
+        page.close()
