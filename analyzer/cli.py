@@ -120,6 +120,27 @@ class _Finite(click.FloatRange):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
 
+    def _describe_range(self) -> str:
+        # without bounds there is no range to show (click would print `x<=None`)
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+
+class _Count(click.IntRange):
+    """A count of at least `least`, and at most _MOST, which the help leaves out (click would print
+    `0<=x<=4611686018427387904`)."""
+
+    def __init__(self, least: int = 0):
+        super().__init__(least, _MOST)
+
+    def convert(self, value, param, ctx):
+        number = click.INT.convert(value, param, ctx)
+        if number > _MOST:
+            self.fail(f"{number} is more than any trace holds (at most {_MOST})", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        return f"x>={self.min}"
+
 
 def _remember_all_domains(ctx, param, value):
     if value:
@@ -189,7 +210,7 @@ def _window_options(command):
                      help="Analyse only the GPU work launched from A to B ms after the capture's start (its "
                           "first event: time 0 of the per-cycle table's start ms and of the report's timeline; A: "
                           "or :B leave a side open); the cycles at the edges may be partial."),
-        click.option("--skip-warmup", type=click.IntRange(0, _MOST), metavar="N", callback=_remember_window,
+        click.option("--skip-warmup", type=_Count(), metavar="N", callback=_remember_window,
                      expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
     )):
         command = option(command)
@@ -258,10 +279,10 @@ def main():
               help="Also write the HTML report (docs/report.md) to FILE.")
 @_analysis_options
 @_window_options
-@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0, _MOST), default=10, show_default=True,
+@click.option("--show-cycles", "cycle_limit", type=_Count(), default=10, show_default=True,
               metavar="N",
               help="How many rows the per-cycle table shows (what is analysed: --cycle-window).")
-@click.option("--phases", "phase_limit", type=click.IntRange(0, _MOST), default=20, show_default=True,
+@click.option("--phases", "phase_limit", type=_Count(), default=20, show_default=True, metavar="N",
               help="How many phases the terminal tables show (the JSON has all).")
 @click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
               help="The tracer's sidecar of this run (specprof-sidecar.*.jsonl), for the cross-check and the "
@@ -274,13 +295,13 @@ def main():
 @click.option("--log-interval", type=click.IntRange(1),
               help="The server's --decode-log-interval (iterations per `accept len` line) [default: from the "
                    "server's command line in the sidecar, else SGLang's default, 40].")
-@click.option("--baseline", "baseline_run",
+@click.option("--baseline", "baseline_run", metavar="RUN",
               help="A non-speculative run (run directory, sidecar, or any nsys or Kineto trace) whose step time "
                    "is the baseline of the economics.")
 @click.option("--baseline-range", metavar="NAME",
               help="In a --baseline trace without a sidecar, the range that marks one decode step [default: "
                    "cycle, then decode].")
-@click.option("--baseline-ms", type=_Finite(),
+@click.option("--baseline-ms", type=_Finite(), metavar="MS",
               help="The plain-decode step time in ms, for the economics.")
 @click.option("--steps", type=click.IntRange(0, MAX_STEPS), metavar="K",
               help="Draft steps per cycle, when the traced command line does not say (a cycle accepts at most "
@@ -339,12 +360,13 @@ def runs_command(db_path, as_json):
               help="The HTML file to write.")
 @_analysis_options
 @_window_options
-@click.option("--baseline", "baseline_run",
+@click.option("--baseline", "baseline_run", metavar="RUN",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
-@click.option("--baseline-ms", type=_Finite(),
+@click.option("--baseline-ms", type=_Finite(), metavar="MS",
               help="The plain-decode step time in ms, for the economics panel.")
-def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms):
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
+def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms, quiet):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
@@ -353,7 +375,7 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
     from specprof.analyzer.app.analyze import RunInputs
 
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
-                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms)))
+                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms), quiet=quiet))
 
 
 @main.command("sweep")
@@ -376,7 +398,7 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
                    "accept length.")
 @click.option("--extrapolate", is_flag=True,
               help="Recommend among every predicted step count, not only the measured ones.")
-@click.option("--baseline", "baseline_run",
+@click.option("--baseline", "baseline_run", metavar="RUN",
               help="A plain-decode run (run directory, sidecar or trace): the best K is stated against it, with its "
                    "interval [default: a K = 0 run among RUNS].")
 @click.option("--allow-mixed", is_flag=True,
@@ -435,7 +457,8 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
               help="Write the attributed timeline to FILE as a Perfetto trace (protobuf), for ui.perfetto.dev.")
 @_analysis_options
 @_window_options
-def export_command(trace, perfetto_file, categories_file, grouping, domains, no_cache):
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
+def export_command(trace, perfetto_file, categories_file, grouping, domains, no_cache, quiet):
     """Export the attributed timeline of TRACE for a trace viewer (docs/perfetto.md).
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by `specprof
@@ -444,7 +467,7 @@ def export_command(trace, perfetto_file, categories_file, grouping, domains, no_
     """
     commands = _library()
 
-    _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache)))
+    _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache), quiet))
 
 
 @main.group("cache")

@@ -189,6 +189,25 @@ def test_numbers_that_are_not_finite_are_refused(args):
     assert result.exit_code == 2 and "is not a finite number" in result.output, result.output
 
 
+@pytest.mark.parametrize("command", [["analyze", str(K4)], ["report", str(K4)],
+                                     ["sweep", str(FIXTURES / "reference-k2"), str(K4)]], ids=lambda c: c[0])
+def test_a_baseline_that_is_not_there_names_what_baseline_takes(tmp_path, command):
+    # --baseline takes a run directory, a sidecar or a trace of any kind: the line says so, not "an nsys export"
+    nope = tmp_path / "nope"
+    result = CliRunner().invoke(main, [*command, "--baseline", str(nope), "-o" if command[0] == "report" else "--json",
+                                       *([str(tmp_path / "r.html")] if command[0] == "report" else [])])
+    assert_clean_error(result, nope, ["no such file or directory"])
+    assert "give the non-speculative run's directory, its sidecar (specprof-sidecar.*.jsonl), or its trace" in \
+        result.output
+
+
+@pytest.mark.parametrize("args, words", [(["--skip-warmup", "-1"], "-1 is not in the range x>=0"),
+                                         (["--show-cycles", str(2**63)], "is more than any trace holds")])
+def test_counts_out_of_range_say_the_range_the_help_shows(args, words):
+    result = CliRunner().invoke(main, ["analyze", str(K4), *args])
+    assert result.exit_code == 2 and words in result.output, result.output
+
+
 def _changed(tmp_path, *sql) -> str:
     path = tmp_path / "run.sqlite"
     shutil.copy(K4 / "run.sqlite", path)
