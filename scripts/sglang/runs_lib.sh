@@ -27,8 +27,8 @@ FINISHED=()
 SERVE=${SERVE:-python3 scripts/sglang/serve.py}  # one server run (a test puts a stand-in here)
 log() { echo "== $(date -u +%T) $*"; }
 
-setup_machine() {
-  mkdir -p /tmp/dw && for f in .debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/dw; done
+setup_machine() {  # DEBS_DIR: the carried libdw1/libelf1 packages (default .debs; nsys's importer needs them)
+  mkdir -p /tmp/dw && for f in "${DEBS_DIR:-.debs}"/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/dw; done
   export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
   SITE=${STAGE_HOME:-$HOME/sglang-stage}/site

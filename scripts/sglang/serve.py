@@ -29,7 +29,8 @@
   RUN_DIR/client.json holds each response's output length and SGLang's own `meta_info` (spec_* fields), the
   command lines, and the run's wall-clock `start` and `end` (UTC) with the server's start-up and the
   workload's own times (`levels`: each ramp round's concurrency, requests, start and seconds).
-- Then SIGINT to `specprof capture`, which passes it on to nsys (or the server), and waits for the export.
+- Then SIGINT to `specprof capture`, which passes it on to nsys (or the server), and waits for the export. A
+  capture that exits non-zero (nsys left no report) makes this script exit non-zero too, client.json written.
 - `--dry-run`: print the two command lines (the capture's and the server's) as JSON, run nothing.
 """
 
@@ -261,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(os.path.join(args.run_dir, "client.json"), "w") as fh:
         json.dump(record, fh, indent=1)
     print(f"capture exited with {record['capture_exit']} after {record['total_s']:.0f} s in all", flush=True)
+    if record["capture_exit"] != 0:  # e.g. nsys left no report: the run is not done (runs_lib.sh keeps it apart)
+        raise SystemExit(f"specprof capture exited with {record['capture_exit']}: see {args.run_dir}/capture.log")
 
 
 if __name__ == "__main__":
