@@ -437,7 +437,7 @@ def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_ana
 def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(export):
     from specprof.analyzer import progress
     from specprof.analyzer.app.run import Run
-    from specprof.analyzer.derived.economics import sync_timer_estimate
+    from specprof.analyzer.derived.sync_timers import sync_timer_estimate
 
     def estimate():
         steps = []

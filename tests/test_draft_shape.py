@@ -14,7 +14,7 @@ import re
 from click.testing import CliRunner
 
 from specprof.analyzer.cli import main
-from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived import draft_shape
 from conftest import FIXTURES
 
 
@@ -87,7 +87,7 @@ def test_grouped_decode_steps_are_explained_per_sglang_version(tmp_path):
     out = CliRunner().invoke(main, ["analyze", str(run), "--json", "--baseline", str(FIXTURES / "sglang-plain")])
     notes = json.loads(out.output)["economics"]["notes"]
     assert any("SGLang 0.5.23 declares the option but nothing in it reads it" in n for n in notes)
-    other = econ.shape_notes(econ.DraftShape(steps=4, continuous_steps=4, version="0.5.16"))
+    other = draft_shape.shape_notes(draft_shape.DraftShape(steps=4, continuous_steps=4, version="0.5.16"))
     assert other and "has not checked" in other[0] and "one speculative forward" in other[0]
 
 

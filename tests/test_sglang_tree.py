@@ -21,7 +21,7 @@ from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.cli import main
 from specprof.analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
-from specprof.analyzer.derived.economics import SHAPE_FROM_COMMAND, SHAPE_FROM_LOG
+from specprof.analyzer.derived.draft_shape import SHAPE_FROM_COMMAND, SHAPE_FROM_LOG
 from specprof.analyzer.derived.run_files import shape_of
 from specprof.analyzer.model.run_data import RunData
 from specprof.analyzer.readers.sglang_log import server_args

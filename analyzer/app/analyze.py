@@ -17,7 +17,7 @@ from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from specprof.analyzer.core.categories import Rule, default_rules, load_rules
 from specprof.analyzer.core.window import Window
-from specprof.analyzer.derived.economics import SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
 from specprof.analyzer.derived.run_files import given_step
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.trace import Trace
@@ -105,7 +105,7 @@ def _cache_key(options: Options, rules) -> dict:
 
 
 def sync_timers(path: str, options: Options, a: Attribution) -> SyncTimerEstimate | None:
-    """The synchronize-timer estimate of the attribution `a` of the trace at `path` (derived/economics.py), kept
+    """The synchronize-timer estimate of the attribution `a` of the trace at `path` (derived/sync_timers.py), kept
     beside the cached attribution (app/analysis_cache.py) and read from there when it matches."""
     def compute():
         with progress.step("estimating synchronize timers"):

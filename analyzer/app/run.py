@@ -56,7 +56,7 @@ class Run(Analysis):
 
     @cached_property
     def sync_timers(self):
-        """What synchronize timers at every phase boundary would add (derived/economics.py), through the cache."""
+        """What synchronize timers at every phase boundary would add (derived/sync_timers.py), through the cache."""
         return cached_sync_timers(self.files.trace, self.options, self.attribution)
 
     @cached_property

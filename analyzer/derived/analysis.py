@@ -21,7 +21,9 @@ from specprof.analyzer.derived import breakdown as bd
 from specprof.analyzer.derived import run_files, views
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.crosscheck import CrossCheck
-from specprof.analyzer.derived.economics import DraftShape, Economics, SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.draft_shape import DraftShape
+from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
 from specprof.analyzer.model.run_data import RunData
 
@@ -102,7 +104,7 @@ class Analysis:
 
     @cached_property
     def sync_timers(self) -> SyncTimerEstimate | None:
-        """What synchronize timers at every phase boundary would add to this capture (derived/economics.py):
+        """What synchronize timers at every phase boundary would add to this capture (derived/sync_timers.py):
         None without two consecutive cycles with phases."""
         a = self.attribution
         with progress.step("estimating synchronize timers"):

@@ -19,7 +19,8 @@ from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import crosscheck as cc
 from specprof.analyzer.derived import economics as econ
 from specprof.analyzer.derived.breakdown import CycleBreakdown
-from specprof.analyzer.derived.economics import shape_notes
+from specprof.analyzer.derived import draft_shape as ds
+from specprof.analyzer.derived.draft_shape import shape_notes
 from specprof.analyzer.derived.sweep import Sweep, sweep
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
@@ -318,24 +319,24 @@ def _resolved(data: RunData, name: str, argv: list[str] | None, flags: tuple[str
     return _flag(argv, flags) if argv is not None else None
 
 
-def shape_of(data: RunData) -> econ.DraftShape:
+def shape_of(data: RunData) -> ds.DraftShape:
     """The draft's shape: K, SGLang's --speculative-eagle-topk and --speculative-num-draft-tokens,
     --num-continuous-decode-steps (as the server's log says it ran them, else from the traced command line), and
     the engine's version."""
     argv, _, version = _command(data)
     if argv is None and not data.server_args:
-        return econ.DraftShape()
+        return ds.DraftShape()
     logged = data.server_args or {}
     from_log = any(logged.get(name) is not None for name in ("speculative_num_steps", "speculative_eagle_topk"))
-    return econ.DraftShape(steps=_resolved(data, "speculative_num_steps", argv, _STEP_FLAGS),
+    return ds.DraftShape(steps=_resolved(data, "speculative_num_steps", argv, _STEP_FLAGS),
                            topk=_resolved(data, "speculative_eagle_topk", argv, _TOPK_FLAGS) or 1,
                            num_draft_tokens=_resolved(data, "speculative_num_draft_tokens", argv, _TOKEN_FLAGS),
                            continuous_steps=_resolved(data, "num_continuous_decode_steps", argv,
                                                       _CONTINUOUS_FLAGS) or 1, version=version,
-                           source=econ.SHAPE_FROM_LOG if from_log else econ.SHAPE_FROM_COMMAND)
+                           source=ds.SHAPE_FROM_LOG if from_log else ds.SHAPE_FROM_COMMAND)
 
 
-def draft_shape_of(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> econ.DraftShape:
+def draft_shape_of(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> ds.DraftShape:
     """The draft's shape of the run whose trace `a` is (`shape_of`), from its files `data`; from its manifest alone
     when its sidecar is of another run (the cross-check `check` does not line it up with the trace). K given with
     --steps (`data.steps`) wins."""

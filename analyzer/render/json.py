@@ -312,7 +312,7 @@ def crosscheck(c: CrossCheck) -> dict:
 
 
 def sync_timers(t) -> dict:
-    """derived/economics.py SyncTimerEstimate."""
+    """derived/sync_timers.py SyncTimerEstimate."""
     return {"cycle_ms": ms_or_null(t.cycle_ns), "synced_cycle_ms": ms_or_null(t.synced_cycle_ns),
             "cycle_inflation_pct": num(t.cycle_inflation_pct, 2), "sync_ms": ms_or_null(t.sync_ns),
             "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles,
@@ -328,7 +328,7 @@ def _pair(lo, hi):
 
 
 def draft_shape(shape) -> dict | None:
-    """`draft_shape`: derived/economics.py DraftShape of a run that drafts; null for one that does not."""
+    """`draft_shape`: derived/draft_shape.py DraftShape of a run that drafts; null for one that does not."""
     if shape.kind is None:
         return None
     return {"kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,
