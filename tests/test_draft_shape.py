@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from specprof.analyzer.cli import main
 from specprof.analyzer.derived import draft_shape
+from specprof.analyzer.model.settings import FROM_SERVER_LOG
 from conftest import FIXTURES
 
 
@@ -124,10 +125,10 @@ def test_a_shape_left_to_the_server_is_read_from_its_log(tmp_path):
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert "speculative_eagle_topk=1" in (run / "server.log").read_text()
     from specprof.analyzer.app.run import Run
-    data = Run.load(str(run)).data
-    from specprof.analyzer.derived.run_files import setup_of, shape_of, steps_of
-    assert data.server_args["speculative_num_steps"] == 2
-    assert steps_of(data) == (2, 3) and shape_of(data).topk == 1 and setup_of(data)["topk"] == 1
+    settings = Run.load(str(run)).data.settings
+    assert settings.source("steps") == settings.source("topk") == FROM_SERVER_LOG
+    assert (settings.steps, settings.tokens, settings.topk) == (2, 3, 1)
+    assert draft_shape.draft_shape(settings).topk == 1 and settings.setup["topk"] == 1
     # and a tree where the log says the server ran one (the command line naming no shape)
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -12,12 +12,12 @@ from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run, baseline_step, open_run
 from specprof.analyzer.derived.compare import compare_charges, differences
-from specprof.analyzer.derived.run_files import fit_sweep, setup_of
+from specprof.analyzer.derived.run_files import fit_sweep
 from specprof.analyzer.derived.sweep import Sweep
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.readers import trace_cache
-from specprof.analyzer.model.run_data import RunData
 from specprof.analyzer.readers.inputs import expand, manifest
+from specprof.analyzer.readers.settings import read_settings
 from specprof.analyzer.readers.sglang_log import mean_accept_len, read_server_log
 from specprof.analyzer.render import html, perfetto, terminal
 from specprof.analyzer.render import json as json_render
@@ -98,7 +98,7 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
     runs = [open_run(x, options, db=db) for x in (a, b)]
     if not allow_mixed:
         # (from the manifests alone: a comparison reads no sidecar)
-        setups = [(x, setup_of(RunData(manifest=manifest(r.files.path)))) for x, r in zip((a, b), runs)
+        setups = [(x, read_settings(manifest=manifest(r.files.path)).setup) for x, r in zip((a, b), runs)
                   if isinstance(r, Run)]
         setups = [(x, s) for x, s in setups if s is not None]
         differ = differences(setups) if len(setups) == 2 else []

@@ -21,6 +21,7 @@ from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import run_files
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Side, side_of
+from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
 from specprof.analyzer.derived.run_files import SweepRun
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
@@ -28,7 +29,8 @@ from specprof.analyzer.readers import ground_truth as gt
 from specprof.analyzer.readers import sidecar as sc
 from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
 from specprof.analyzer.readers.nsys_report import exported
-from specprof.analyzer.readers.sglang_log import read_server_log, server_args
+from specprof.analyzer.readers.settings import read_settings
+from specprof.analyzer.readers.sglang_log import read_server_log
 
 
 class Run(Analysis):
@@ -129,8 +131,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     found_log = inputs.server_log is None and files.server_log is not None and sidecars is not None \
         and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
     server_log = inputs.server_log or (files.server_log if found_log else None)
-    if inputs.server_log or files.server_log:  # the settings the server ran with (its start-up line)
-        data.server_args = server_args(inputs.server_log or files.server_log) or None
+    # what the server ran with: its log's start-up line (any log of the run), else the traced command line
+    data.settings = read_settings(inputs.server_log or files.server_log, sidecars, data.manifest)
+    data.manifest_settings = read_settings(manifest=data.manifest)
     if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
         try:
             data.server_log = read_server_log(server_log)
@@ -142,7 +145,7 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
                               "not checked")
             found_log = False
         else:
-            data.log_interval = inputs.log_interval or run_files.log_interval(data)
+            data.log_interval = inputs.log_interval or data.settings.log_interval or DEFAULT_LOG_INTERVAL
     if found_log:
         data.found.append(f"server log found: {server_log}")
     if files.baseline_auto:

@@ -1,17 +1,23 @@
 """The draft's shape (`DraftShape`): chain or tree, K, what verify checks and the most a cycle can accept, and grouped
-decode steps, as the run's settings say (docs/economics.md, "Tree drafts"); `shape_notes`, what it means for the
-economics in plain sentences.
+decode steps, as the run's settings say (`draft_shape`; docs/economics.md, "Tree drafts"); `shape_notes`, what it
+means for the economics in plain sentences.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from specprof.analyzer.model.settings import RunSettings
+
+FROM_STEPS_OPTION = "--steps"  # DraftShape.source: K given by the user, where the run's files say another
+
 
 @dataclass(frozen=True)
 class DraftShape:
     """What the run says of its draft: K (`steps`), SGLang's `--speculative-eagle-topk` (`topk`, 1: a chain) and
-    `--speculative-num-draft-tokens`, `--num-continuous-decode-steps`, the engine's version, and where the shape was
-    read (`source`: SHAPE_FROM_LOG or SHAPE_FROM_COMMAND; None when nothing says)."""
+    `--speculative-num-draft-tokens`, `--num-continuous-decode-steps`, the engine's version, whether K adapts at run
+    time (`adaptive`), and where the shape was read (`source`: model/settings.py FROM_SERVER_LOG or
+    FROM_COMMAND_LINE, or FROM_STEPS_OPTION; None when nothing says)."""
 
     steps: int | None = None
     topk: int = 1
@@ -19,6 +25,7 @@ class DraftShape:
     continuous_steps: int = 1
     version: str | None = None
     source: str | None = None
+    adaptive: bool = False
 
     @property
     def tree(self) -> bool:
@@ -76,10 +83,15 @@ def _steps(n: int) -> str:
     return f"{n} step" + ("" if n == 1 else "s")
 
 
-# Where a run's draft shape was read (DraftShape.source): the server's own start-up line of resolved settings (also
-# the ones it chose itself), else the traced command line.
-SHAPE_FROM_LOG = "the server log's server_args"
-SHAPE_FROM_COMMAND = "the traced command line"
+def draft_shape(settings: RunSettings, steps: int | None = None) -> DraftShape:
+    """The draft's shape the run's `settings` say; `steps`: K given by the user (--steps), which wins where it
+    differs. Its source is where K was read (where nothing says K: where topk was)."""
+    shape = DraftShape(steps=settings.steps, topk=settings.topk or 1, num_draft_tokens=settings.draft_tokens,
+                       continuous_steps=settings.continuous_steps or 1, version=settings.version,
+                       source=settings.source("steps") or settings.source("topk"), adaptive=settings.adaptive)
+    if steps is not None and steps != shape.steps:
+        shape = replace(shape, steps=steps, source=FROM_STEPS_OPTION)
+    return shape
 
 
 # SGLang versions whose source was read for --num-continuous-decode-steps: the option is declared
@@ -88,8 +100,12 @@ CONTINUOUS_STEPS_UNUSED = ("0.5.23",)
 
 
 def shape_notes(shape: DraftShape) -> list[str]:
-    """Plain sentences on a tree draft and on grouped decode steps."""
+    """Plain sentences on a tree draft, on a K that adapts at run time, and on grouped decode steps."""
     out = []
+    if shape.adaptive and shape.speculative:
+        out.append(f"adaptive speculation (--speculative-adaptive): SGLang changes the number of draft steps at run "
+                   f"time with the acceptance and the batch size, so the cycles are of several K; K={shape.steps} is "
+                   "the one it started with, and every number here is over the cycles of every K")
     if shape.tree:
         tokens = shape.verify_tokens
         out.append(f"tree draft (--speculative-eagle-topk {shape.topk}): each of the K={shape.steps} steps keeps "

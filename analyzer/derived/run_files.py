@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -24,6 +23,7 @@ from specprof.analyzer.derived.draft_shape import shape_notes
 from specprof.analyzer.derived.sweep import Sweep, sweep
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
+from specprof.analyzer.model.settings import RunSettings
 from specprof.analyzer.model.sidecars import Sidecars
 from specprof.analyzer.model.trace import Trace
 
@@ -247,123 +247,22 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
 
 # -- sweep --------------------------------------------------------------------------------------------------------
 
-_LOG_INTERVAL_FLAGS = ("--decode-log-interval", "--decode_log_interval")
-_STEP_FLAGS = ("--steps", "-k", "--speculative-num-steps", "--speculative_num_steps")
-_TOKEN_FLAGS = ("--speculative-num-draft-tokens", "--speculative_num_draft_tokens")
-
-
-def _flag(argv: list[str], names: tuple[str, ...]) -> int | None:
-    for i, arg in enumerate(argv):
-        for name in names:
-            value = None
-            if arg == name and i + 1 < len(argv):
-                value = argv[i + 1]
-            elif arg.startswith(name + "="):
-                value = arg[len(name) + 1:]
-            if value is not None:
-                try:
-                    return int(value)
-                except ValueError:
-                    return None
-    return None
-
-
-def log_interval(data: RunData) -> int:
-    """The server's --decode-log-interval: from its command line in the sidecar's headers, else SGLang's."""
-    headers = data.sidecars.headers if data.sidecars else []
-    given = [_flag(h.get("argv") or [], _LOG_INTERVAL_FLAGS) for h in headers]
-    return next((n for n in given if n), None) or cc.DEFAULT_LOG_INTERVAL
-
-
-_TOPK_FLAGS = ("--speculative-eagle-topk", "--speculative_eagle_topk")
-_CONTINUOUS_FLAGS = ("--num-continuous-decode-steps", "--num_continuous_decode_steps")
-_MODEL_FLAGS = ("--model-path", "--model", "--speculative-draft-model-path", "--hidden", "--target-layers",
-                "--draft-error")
-_TP_FLAGS = ("--tp", "--tp-size", "--tensor-parallel-size")
-
-
-def _text_flag(argv: list[str], name: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg[len(name) + 1:]
-    return None
-
-
-def _command(data: RunData) -> tuple[list[str] | None, str | None, str | None]:
-    """(the traced command line, the tracer's preset, the engine's version): the sidecar header's, else the
-    run's manifest's."""
-    argv = preset = version = None
-    if data.sidecars is not None and data.sidecars.headers:
-        head = data.sidecars.headers[0]
-        argv, version = head.get("argv"), (head.get("versions") or {}).get("sglang")
-        preset = data.sidecars.files["preset"][0] if data.sidecars.files.height else None
-    if data.manifest is not None:
-        argv = argv or data.manifest.get("command")
-        preset = preset or data.manifest.get("preset")
-        version = version or (data.manifest.get("versions") or {}).get("sglang")
-    if isinstance(argv, str):
-        argv = shlex.split(argv)
-    if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
-        argv = None
-    return argv, preset, version if isinstance(version, str) else None
-
-
-def _resolved(data: RunData, name: str, argv: list[str] | None, flags: tuple[str, ...]) -> int | None:
-    """A setting as the server ran it: its own log's resolved value (`server_args`: also the ones SGLang chose
-    itself, where the command line left them out), else the traced command line's flag."""
-    given = (data.server_args or {}).get(name)
-    if given is not None:
-        return given
-    return _flag(argv, flags) if argv is not None else None
-
-
-def shape_of(data: RunData) -> ds.DraftShape:
-    """The draft's shape: K, SGLang's --speculative-eagle-topk and --speculative-num-draft-tokens,
-    --num-continuous-decode-steps (as the server's log says it ran them, else from the traced command line), and
-    the engine's version."""
-    argv, _, version = _command(data)
-    if argv is None and not data.server_args:
-        return ds.DraftShape()
-    logged = data.server_args or {}
-    from_log = any(logged.get(name) is not None for name in ("speculative_num_steps", "speculative_eagle_topk"))
-    return ds.DraftShape(steps=_resolved(data, "speculative_num_steps", argv, _STEP_FLAGS),
-                           topk=_resolved(data, "speculative_eagle_topk", argv, _TOPK_FLAGS) or 1,
-                           num_draft_tokens=_resolved(data, "speculative_num_draft_tokens", argv, _TOKEN_FLAGS),
-                           continuous_steps=_resolved(data, "num_continuous_decode_steps", argv,
-                                                      _CONTINUOUS_FLAGS) or 1, version=version,
-                           source=ds.SHAPE_FROM_LOG if from_log else ds.SHAPE_FROM_COMMAND)
-
-
 def draft_shape_of(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> ds.DraftShape:
-    """The draft's shape of the run whose trace `a` is (`shape_of`), from its files `data`; from its manifest alone
+    """The draft's shape of the run whose trace `a` is, from its settings (`data.settings`); from its manifest's alone
     when its sidecar is of another run (the cross-check `check` does not line it up with the trace). K given with
     --steps (`data.steps`) wins."""
-    shape = shape_of(RunData(manifest=data.manifest) if _foreign_sidecar(a, data, check) else data)
-    if data.steps is not None and data.steps != shape.steps:
-        shape = replace(shape, steps=data.steps, source="--steps")
-    return shape
+    return ds.draft_shape(settings_of(a, data, check), data.steps)
+
+
+def settings_of(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> RunSettings:
+    """The settings of the run whose trace `a` is: its files' (`data.settings`), or its manifest's alone where its
+    sidecar is of another run (the cross-check `check` does not line it up with the trace)."""
+    return data.manifest_settings if _foreign_sidecar(a, data, check) else data.settings
 
 
 def _foreign_sidecar(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> bool:
-    """The run's sidecar is of another run: the cross-check `check` does not line it up with the trace's cycles."""
+    """The run's sidecar is of another run: the cross-check `check` does not line up with the trace's cycles."""
     return data.sidecars is not None and check is not None and bool(a.cycles.height) and not cc.aligned(check)
-
-
-def setup_of(data: RunData) -> dict | None:
-    """What makes runs one workload, from the traced command line: engine (the tracer's preset, else the
-    program), model (the target and draft model flags), tp (tensor-parallel size, 1 when not given), topk and
-    continuous_steps (the draft's shape). None when no command line is known."""
-    argv, preset, _ = _command(data)
-    if argv is None:
-        return None
-    engine = preset or next((a for a in argv if "sglang" in a or a == "reference"),
-                            os.path.basename(argv[0]) if argv else None)
-    model = {name.lstrip("-"): _text_flag(argv, name) for name in _MODEL_FLAGS if _text_flag(argv, name)}
-    return {"engine": engine, "model": model, "tp": _resolved(data, "tp_size", argv, _TP_FLAGS) or 1,
-            "topk": _resolved(data, "speculative_eagle_topk", argv, _TOPK_FLAGS) or 1,
-            "continuous_steps": _resolved(data, "num_continuous_decode_steps", argv, _CONTINUOUS_FLAGS) or 1}
 
 
 def draft_forwards(setup: dict | None, steps: int) -> int | None:
@@ -377,38 +276,13 @@ def draft_forwards(setup: dict | None, steps: int) -> int | None:
     return steps if engine == "reference" else None
 
 
-def steps_of(data: RunData) -> tuple[int | None, int | None]:
-    """(draft steps, verify tokens): as the server's log says it ran them (`server_args`: SGLang's resolved
-    settings, also where it chose them itself), else from the traced command line (the sidecar header's argv,
-    else the run's manifest). Tokens default to steps + 1 (a chain draft); SGLang's
-    --speculative-num-draft-tokens wins."""
-    logged = data.server_args or {}
-    if logged.get("speculative_num_steps") is not None:
-        steps = logged["speculative_num_steps"]
-        tokens = logged.get("speculative_num_draft_tokens")
-        return steps, tokens if tokens is not None else steps + 1
-    argvs = [h.get("argv") for h in (data.sidecars.headers if data.sidecars else [])]
-    if data.manifest is not None:
-        argvs.append(data.manifest.get("command"))
-    for argv in argvs:
-        if isinstance(argv, str):
-            argv = shlex.split(argv)
-        if not isinstance(argv, list) or not all(isinstance(x, str) for x in argv):
-            continue
-        steps = _flag(argv, _STEP_FLAGS)
-        if steps is not None:
-            tokens = _flag(argv, _TOKEN_FLAGS)
-            return steps, tokens if tokens is not None else steps + 1
-    return None, None
-
-
 @dataclass
 class SweepRun:
     """One run's inputs to the sweep fit; the results store keeps them (analyzer/app/store.py), so that
     `specprof sweep @ID` needs no files."""
 
     path: str
-    steps: int | None  # draft steps from the traced command line (None when it does not say)
+    steps: int | None  # draft steps, as the run's settings say (None when they do not)
     tokens: int | None
     # draft_ns, verify_ns, total_ns: attributed GPU time per cycle under nsys; draft_busy_ns, verify_busy_ns:
     # the phases' GPU-busy time per cycle
@@ -422,7 +296,7 @@ class SweepRun:
     # draft_ns, verify_ns per cycle of the run without nsys: GPU time between the tracer's CUDA events
     events: pl.DataFrame | None = None
     accept_source: str | None = None  # where accept_len came from
-    setup: dict | None = None  # engine, model, tp, draft shape from the traced command line (`setup_of`)
+    setup: dict | None = None  # engine, model, tp, draft shape (model/settings.py `RunSettings.setup`)
     unaligned: bool = False  # its sidecar did not line up with its trace, so it gave nothing
     plain_step: BaselineStep | None = None  # a K = 0 run's plain-decode step, as `analyze --baseline` takes it
     # cycle, request, correct, twin (its folder): the accept counts of the twin's cycles `periods` are over
@@ -444,7 +318,7 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
     the sweep's cycles). A run without a sidecar gives its phase times alone: no accept counts, no cycles of a
     run without nsys."""
     sidecars, baseline = data.sidecars, data.baseline
-    k, tokens = steps_of(data)
+    k, tokens = data.settings.steps, data.settings.tokens
     # (in the cycles' order: the fit's sums then come out the same every time, and equal to a stored run's; over the
     # headline breakdown's decode cycles, when there is one: the sweep's cycle is the breakdown's)
     per_cycle = a.cycle_phases if breakdown is None or breakdown.per_cycle is None else a.cycle_phases.join(
@@ -463,13 +337,11 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
             else sidecar_step(sidecars, data.path, "sidecar under nsys")
     unaligned = sidecars is not None and bool(a.cycles.height) and check is not None and not cc.aligned(check)
     if sidecars is None or unaligned:  # (a sidecar of another run feeds nothing)
-        if unaligned:
-            k, tokens = steps_of(RunData(manifest=data.manifest))
-        return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
+        settings = data.manifest_settings if unaligned else data.settings
+        return SweepRun(path=data.path, steps=settings.steps, tokens=settings.tokens, cycles=cycles,
                         accepts=pl.DataFrame(schema={"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64}),
-                        accept_len=None, batch=None, setup=setup_of(RunData(manifest=data.manifest)
-                                                                     if unaligned else data),
-                        unaligned=unaligned, plain_step=None if unaligned else plain)
+                        accept_len=None, batch=None, setup=settings.setup, unaligned=unaligned,
+                        plain_step=None if unaligned else plain)
     first, last = _aligned(check)
     under = window_measured(sidecars, first, last, False)
     accept_len, batch, source = under.accept_len, under.batch, "sidecar under nsys"
@@ -496,7 +368,7 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
     return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
                     accepts=under.rounds.select("cycle", "request", "correct"), accept_len=accept_len, batch=batch,
                     periods=periods, events=events, accept_source=source if accept_len is not None else None,
-                    setup=setup_of(data), plain_step=plain, twin_accepts=twin_accepts)
+                    setup=data.settings.setup, plain_step=plain, twin_accepts=twin_accepts)
 
 
 def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,

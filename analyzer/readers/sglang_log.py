@@ -13,9 +13,7 @@ counts the bonus token; `accept rate` = correct drafts / (request-rounds x (draf
 Table: line (1-based), time (the bracketed timestamp as written, local time, or null), tp (rank, or null),
 running (`#running-req`, or null), accept_len, accept_rate (or null), gen_throughput (or null).
 
-At start the server logs its resolved settings, `server_args=ServerArgs(... speculative_num_steps=2,
-speculative_eagle_topk=1, speculative_num_draft_tokens=3, ...)`: the values it runs with, also the ones it chose
-itself where the command line left them out (`server_args` reads the draft's shape and TP size from that line).
+The settings the server logs at start-up (`server_args=ServerArgs(...)`) are read by readers/settings.py.
 """
 
 from __future__ import annotations
@@ -59,32 +57,6 @@ def parse(lines) -> pl.DataFrame:
             float(thr.group(1)) if thr else None,
         ))
     return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
-
-
-# the resolved settings `server_args` reads (integers; SGLang prints None for the ones that do not apply)
-SERVER_ARGS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-               "num_continuous_decode_steps", "tp_size")
-_SERVER_ARGS = re.compile(r"(?<![\w.])(" + "|".join(SERVER_ARGS) + r")=(\d+)\b")
-SERVER_ARGS_LINES = 5000  # the line comes at start-up: a long log is not read to its end for it
-
-
-def server_args(path: str) -> dict[str, int]:
-    """The server's resolved settings among SERVER_ARGS from its `server_args=ServerArgs(...)` start-up line (the
-    first one within SERVER_ARGS_LINES lines); {} when the log has none or cannot be read (it then says nothing
-    of the shape, and the traced command line stands alone)."""
-    try:
-        with open_input(path, "a server log") as fh:
-            for i, line in enumerate(fh):
-                if i >= SERVER_ARGS_LINES:
-                    break
-                if "server_args=ServerArgs(" in line:
-                    out: dict[str, int] = {}
-                    for name, value in _SERVER_ARGS.findall(line):
-                        out.setdefault(name, int(value))
-                    return out
-    except SpecprofError:
-        return {}
-    return {}
 
 
 def read_server_log(path: str) -> pl.DataFrame:
