@@ -14,7 +14,7 @@ from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run, StoredRun, open_run
 from specprof.analyzer.cli import main
 from specprof.analyzer.core.attribution import Attribution
-from specprof.analyzer.derived import run_files
+from specprof.analyzer.derived import run_economics
 from specprof.analyzer.errors import SpecprofError
 from conftest import FIXTURES
 
@@ -58,7 +58,7 @@ def test_compare_reads_no_sidecar_and_sweep_makes_no_economics(counted, monkeypa
     assert out.exit_code == 0, out.output
     assert "read_sidecars" not in counted  # a comparison needs the charges alone
     made = []
-    monkeypatch.setattr(run_files, "economics_of", lambda *a: made.append(a))
+    monkeypatch.setattr(run_economics, "economics_of", lambda *a: made.append(a))
     out = CliRunner().invoke(main, ["sweep", *(str(FIXTURES / f"reference-k{k}") for k in (2, 4, 6))])
     assert out.exit_code == 0, out.output
     assert made == []

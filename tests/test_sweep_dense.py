@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import open_run
 from specprof.analyzer.cli import main
-from specprof.analyzer.derived.run_files import fit_sweep
+from specprof.analyzer.derived.sweep_runs import fit_sweep
 from conftest import FIXTURES
 
 DENSE = [str(FIXTURES / f"sglang-dense-k{k}") for k in (1, 2, 3, 4, 6)]

@@ -98,7 +98,7 @@ def test_without_every_twin_the_sweep_pairs_the_captures_accept_lengths_with_the
     paths = [str(FIXTURES / "sglang-moe-k2"), str(FIXTURES / "sglang-moe-k4")]
     inputs = [Run.load(p, Options()).sweep_input for p in paths]
     inputs[0] = replace(inputs[0], periods=None)
-    from specprof.analyzer.derived.run_files import fit_sweep
+    from specprof.analyzer.derived.sweep_runs import fit_sweep
     s = fit_sweep(list(zip(paths, inputs)))
     assert s.basis == "cycle"
     for path, r in zip(paths, s.runs.iter_rows(named=True)):

@@ -18,7 +18,7 @@ from specprof.analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, At
 from specprof.analyzer.core.categories import Rule, default_rules, load_rules
 from specprof.analyzer.core.window import Window
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
-from specprof.analyzer.derived.run_files import given_step
+from specprof.analyzer.derived.baseline_step import given_step
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.trace import Trace
 from specprof.analyzer.readers.inputs import resolve

@@ -12,7 +12,7 @@ from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run, baseline_step, open_run
 from specprof.analyzer.derived.compare import compare_charges, differences
-from specprof.analyzer.derived.run_files import fit_sweep
+from specprof.analyzer.derived.sweep_runs import fit_sweep
 from specprof.analyzer.derived.sweep import Sweep
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.readers import trace_cache

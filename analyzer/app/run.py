@@ -18,11 +18,11 @@ from specprof.analyzer.app import store
 from specprof.analyzer.app.analyze import Options, RunInputs, attribution, read_trace
 from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
 from specprof.analyzer.core.attribution import Attribution
-from specprof.analyzer.derived import run_files
+from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Side, side_of
 from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
-from specprof.analyzer.derived.run_files import SweepRun
+from specprof.analyzer.derived.sweep_runs import SweepRun
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from specprof.analyzer.readers import ground_truth as gt
@@ -159,7 +159,7 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     if files.baseline_ground_truth:
         data.baseline_ground_truth = gt.read_ground_truth(files.baseline_ground_truth)
     if inputs.baseline_ms is not None:
-        data.baseline_step = run_files.given_step(inputs.baseline_ms)
+        data.baseline_step = given_step(inputs.baseline_ms)
     elif inputs.baseline_run is not None:
         data.baseline_step = baseline_step(inputs.baseline_run, inputs.baseline_range, options)
     return data
@@ -168,17 +168,17 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
 def baseline_step(path: str, step_range: str | None = None, options: Options = Options()) -> BaselineStep:
     """The plain-decode step time of the non-speculative run at `path`: a sidecar file, a trace file, or a run
     directory (its `no-nsys/` sidecars first: no profiler; then its sidecars; then its trace's ranges, the trace
-    read through the caches of `options`; derived/run_files.py `sidecar_step`, `trace_step`)."""
+    read through the caches of `options`; derived/baseline_step.py `sidecar_step`, `trace_step`)."""
     if path.endswith(".jsonl") and os.path.isfile(path):
         paths, where = [path], "sidecar"
     elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
         # the twins without nsys and their repeats; the run under nsys beside them shows their noise
         paths, where = [f for d in twin_dirs(path) for f in sc.find(d)], "sidecar without nsys"
         profiled = sc.find(path)
-        return run_files.sidecar_step(sc.read_sidecars(paths), path, where,
+        return sidecar_step(sc.read_sidecars(paths), path, where,
                                       sc.read_sidecars(profiled) if profiled else None)
     elif os.path.isdir(path) and sc.find(path):
         paths, where = sc.find(path), "sidecar under nsys"
     else:
-        return run_files.trace_step(read_trace(path, options), path, step_range)
-    return run_files.sidecar_step(sc.read_sidecars(paths), path, where)
+        return trace_step(read_trace(path, options), path, step_range)
+    return sidecar_step(sc.read_sidecars(paths), path, where)

@@ -18,7 +18,8 @@ from functools import cached_property
 from specprof.analyzer import progress
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import breakdown as bd
-from specprof.analyzer.derived import run_files, views
+from specprof.analyzer.derived import run_economics, sweep_runs, views
+from specprof.analyzer.derived.crosscheck import crosscheck_of
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.crosscheck import CrossCheck
 from specprof.analyzer.derived.draft_shape import DraftShape
@@ -44,7 +45,7 @@ class Analysis:
         """The cross-check against the tracer's sidecar and the profiler's inflation (docs/crosscheck.md): None
         without a sidecar."""
         with progress.step("cross-checking with the sidecar"):
-            return run_files.crosscheck_of(self.attribution, self.data)
+            return crosscheck_of(self.attribution, self.data)
 
     @cached_property
     def ranks(self) -> Ranks:
@@ -91,16 +92,16 @@ class Analysis:
 
     @cached_property
     def draft_shape(self) -> DraftShape:
-        """The draft's shape, chain or tree (derived/run_files.py `draft_shape_of`: the server log's resolved
+        """The draft's shape, chain or tree (derived/run_economics.py `draft_shape_of`: the server log's resolved
         settings, else the traced command line); `DraftShape.kind` None for a run that does not draft."""
-        return run_files.draft_shape_of(self.attribution, self.data, self.crosscheck)
+        return run_economics.draft_shape_of(self.attribution, self.data, self.crosscheck)
 
     @cached_property
     def economics(self) -> Economics | None:
         """Does speculation pay (docs/economics.md): None without a sidecar or a baseline step time."""
         check, breakdown = self.crosscheck, self.cycle_breakdown  # (each its own step)
         with progress.step("the economics"):
-            return run_files.economics_of(self.attribution, self.data, check, breakdown)
+            return run_economics.economics_of(self.attribution, self.data, check, breakdown)
 
     @cached_property
     def sync_timers(self) -> SyncTimerEstimate | None:
@@ -130,11 +131,11 @@ class Analysis:
         return None if b is None else views.breakdown_summary(b)
 
     @cached_property
-    def sweep_input(self) -> run_files.SweepRun:
+    def sweep_input(self) -> sweep_runs.SweepRun:
         """This run's inputs to the sweep's fit (derived/sweep.py): over the headline breakdown's decode cycles."""
         check, breakdown = self.crosscheck, self.cycle_breakdown
         with progress.step("the sweep's inputs"):
-            return run_files.sweep_run(self.shown, self.data, check, breakdown)
+            return sweep_runs.sweep_run(self.shown, self.data, check, breakdown)
 
 
 def _attribution_field(name: str) -> property:

@@ -128,7 +128,7 @@ def _document(a: Analysis) -> dict:
         # Additive: the sums the header and the report's tiles show (derived/views.py `totals`).
         "totals": totals(tot),
         "notes": a.notes,
-        # Additive: the draft's shape, chain or tree (derived/run_files.py `draft_shape_of`); null without drafts.
+        # Additive: the draft's shape, chain or tree (derived/run_economics.py `draft_shape_of`); null without drafts.
         "draft_shape": draft_shape(a.draft_shape),
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
