@@ -447,7 +447,7 @@ def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(ex
                 steps.append(name)
         progress.listen(seen)
         try:
-            est = Run.load(str(export), Options()).sync_timers
+            est = Run.load(str(export), Options()).analysis().sync_timers
         finally:
             progress.unlisten(seen)
         return est, "estimating synchronize timers" in steps

@@ -125,7 +125,7 @@ def test_a_shape_left_to_the_server_is_read_from_its_log(tmp_path):
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert "speculative_eagle_topk=1" in (run / "server.log").read_text()
     from specprof.analyzer.app.run import Run
-    settings = Run.load(str(run)).data.settings
+    settings = Run.load(str(run)).data().settings
     assert settings.source("steps") == settings.source("topk") == FROM_SERVER_LOG
     assert (settings.steps, settings.tokens, settings.topk) == (2, 3, 1)
     assert draft_shape.draft_shape(settings).topk == 1 and settings.setup["topk"] == 1

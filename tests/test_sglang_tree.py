@@ -44,7 +44,7 @@ def analysed():
 
     def get(folder) -> Run:
         if folder not in cache:
-            cache[folder] = Run.load(str(folder), Options(cache=False), RunInputs(baseline_run=str(PLAIN)))
+            cache[folder] = Run.load(str(folder), Options(cache=False), RunInputs(baseline_run=str(PLAIN))).analysis()
         return cache[folder]
 
     return get

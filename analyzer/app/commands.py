@@ -72,7 +72,7 @@ def _several(traces: list[str], options: Options, inputs: RunInputs, outputs: ma
 
 def export_trace(path: str, perfetto_file: str, options: Options = Options()) -> Output:
     """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
-    counts = perfetto.write(Run.load(path, options), perfetto_file)
+    counts = perfetto.write(Run.load(path, options).attribution(), perfetto_file)
     return Output(stderr=[terminal.exported(perfetto_file, counts)])
 
 
@@ -84,8 +84,8 @@ def list_runs(db_path: str, as_json: bool = False) -> Output:
 
 def write_report(run: str, output: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
-    loaded = Run.load(run, options, inputs)
-    html.write(loaded, output, manifest=loaded.manifest)
+    a = Run.load(run, options, inputs).analysis()
+    html.write(a, output, manifest=a.data.manifest)
     return Output(stderr=[terminal.report_written(output)])
 
 
@@ -105,7 +105,7 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
         if differ:
             raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
                                 "measure different things; --allow-mixed compares them anyway)")
-    result = compare_charges(*(r.side for r in runs))
+    result = compare_charges(*(r.side() for r in runs))
     out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
     if fail_pct is not None and result.slower_than(fail_pct):
         out.stderr.append(terminal.slower(result, fail_pct))
@@ -144,7 +144,7 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
 
     def inputs():  # one run at a time: a run's problem is said before the next run is analysed
         for path in runs:
-            yield path, open_run(path, options, db=db).sweep_input
+            yield path, open_run(path, options, db=db).sweep_input()
 
     plain = baseline_step(baseline, None, options) if baseline else None
     return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate, plain, allow_mixed)

@@ -25,7 +25,6 @@ import functools
 import os
 import shutil
 import tempfile
-from functools import cached_property
 
 from specprof.analyzer import progress
 from specprof.analyzer.app import parallel
@@ -77,8 +76,7 @@ class ProcessRun(Run):
         self.pid = pid
         self.split = split
 
-    @cached_property
-    def attribution(self) -> Attribution:
+    def read_attribution(self) -> Attribution:
         trace = nsys.read_nsys_sqlite(self.files.trace, process=self.pid, split=self.split)
         if self.options.window:
             with progress.step("selecting the window"):
@@ -127,7 +125,8 @@ def _task(task: tuple[str, str, int, nsys.Split], options: Options, outputs: man
     path, export, pid, split = task
     run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid, split)
     out = many.produce(run, outputs, alone=False)
-    return out, int(run.ops["device"].min()), os_pid(run.trace.meta, pid)
+    a = run.attribution()
+    return out, int(a.ops["device"].min()), os_pid(a.trace.meta, pid)
 
 
 def _ranks(procs: list[tuple[int, int, int]], files: RunFiles) -> list[int]:

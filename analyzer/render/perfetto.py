@@ -27,7 +27,7 @@ import struct
 
 import polars as pl
 
-from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.errors import SpecprofError
 
 SEQUENCE = 1  # the one packet sequence of the file (trusted_packet_sequence_id)
@@ -197,8 +197,9 @@ def _arg(k: str, v: pl.Expr) -> pl.Expr:
     return pl.struct(k=pl.lit(k), v=v.cast(pl.Utf8))
 
 
-def write(a: Analysis, path: str) -> dict:
-    """Write the Perfetto trace of `a` to `path`; returns what it holds (counts), for the command's message."""
+def write(a: Attribution, path: str) -> dict:
+    """Write the Perfetto trace of the attribution `a` (an Analysis reads as its attribution too) to `path`; returns
+    what it holds (counts), for the command's message."""
     tracks = _Tracks()
     meta = a.trace.meta
     gpu_names = {g.get("device"): g.get("name") for g in meta.gpus}
