@@ -32,6 +32,7 @@ from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.core.attribution import Attribution, attribute
+from specprof.analyzer.derived.analysis import estimate_sync_timers
 from specprof.analyzer.core.window import select
 from specprof.analyzer.derived.ranks import os_pid, sidecar_ranks
 from specprof.analyzer.errors import SpecprofError
@@ -69,7 +70,8 @@ def _processes(export: str, size: int, mtime_ns: int) -> tuple[int, ...]:
 class ProcessRun(Run):
     """One process of the export at `files.trace` (its globalPid `pid`), as a run of its own: its GPU ops, CUDA
     calls and NVTX events only, and no other file of the run (the sidecars and the run without nsys are the
-    whole run's)."""
+    whole run's). Neither its attribution nor its synchronize-timer estimate goes through the caches, which keep
+    the whole export's."""
 
     def __init__(self, path: str, options: Options, files: RunFiles, pid: int, split: nsys.Split | None = None):
         super().__init__(path, options, RunInputs(), files)
@@ -83,6 +85,9 @@ class ProcessRun(Run):
                 trace = select(trace, self.options.window, self.options.grouping)
         o = self.options
         return attribute(trace, grouping=o.grouping, rules=o.rule_list, domains=o.domains)
+
+    def sync_timers(self, a: Attribution):
+        return estimate_sync_timers(a)
 
 
 def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 1, dask=None) -> many.Several:
