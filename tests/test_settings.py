@@ -1,9 +1,9 @@
-"""A run's settings (analyzer/model/settings.py `RunSettings`), read once from its files by analyzer/readers/settings.py:
-the server log's `server_args=ServerArgs(...)` start-up line first, else the traced command line (the sidecar
-header's argv, else the manifest's). On the real captures of fixtures/ (SGLang 0.5.16 and the reference engine);
-the flag names against the installed SGLang 0.5.23's source; the damaged values (25 and 5,000 digits) and the
-adaptive speculation no capture here ran are the real SGLang K = 4 run with its log or command line rewritten, and
-say so."""
+"""A run's settings (analyzer/model/settings.py `RunSettings`), read once from its files by
+analyzer/readers/settings.py: the server log's `server_args=ServerArgs(...)` start-up line first, else the traced
+command line (the sidecar header's argv, else the manifest's). On the real captures of fixtures/ (SGLang 0.5.16 and
+the reference engine); the flag names against the installed SGLang 0.5.23's source; the damaged values (25 and
+5,000 digits) and the adaptive speculation no capture here ran are the real SGLang K = 4 run with its log or
+command line rewritten, and say so."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.cli import main
 from specprof.analyzer.derived.draft_shape import draft_shape, shape_notes
-from specprof.analyzer.model.settings import FROM_COMMAND_LINE, FROM_PRESET, FROM_SERVER_LOG, RunSettings
+from specprof.analyzer.model.settings import FROM_COMMAND_LINE, FROM_SERVER_LOG, FROM_TRACER, RunSettings
 from specprof.analyzer.readers import settings as reader
 from specprof.analyzer.readers.inputs import manifest
 from specprof.analyzer.readers.settings import LARGEST, MODEL_FLAGS, SETTINGS, read_settings, server_args
@@ -47,7 +47,8 @@ def test_every_sglang_capture_reads_what_its_server_ran(name):
     s = settings_of(folder)
     command = manifest(str(folder))["command"]
     assert (s.engine, s.version, s.tp_size, s.continuous_steps, s.log_interval) == ("sglang", "0.5.16", 1, 1, 10)
-    assert s.source("engine") == FROM_PRESET and s.command_line and s.notes == ()
+    assert s.source("engine") == s.source("version") == FROM_TRACER and s.command_line and s.notes == ()
+    assert s.source("model") == FROM_COMMAND_LINE
     assert s.target_model == command[command.index("--model-path") + 1] and s.source("target_model") == FROM_SERVER_LOG
     assert s.adaptive is False and s.adaptive_config is None and s.source("adaptive") == FROM_SERVER_LOG
     assert s.setup == {"engine": "sglang", "model": s.model, "tp": 1, "topk": s.topk or 1, "continuous_steps": 1}
@@ -72,7 +73,7 @@ def test_every_sglang_capture_reads_what_its_server_ran(name):
 def test_every_reference_capture_reads_its_command_line(name):
     s = settings_of(FIXTURES / name)
     assert (s.engine, s.steps, s.version) == ("reference", steps_in_name(name), None)
-    assert s.source("steps") == FROM_COMMAND_LINE and s.source("engine") == FROM_PRESET
+    assert s.source("steps") == FROM_COMMAND_LINE and s.source("engine") == FROM_TRACER and s.source("version") is None
     assert s.tp_size == (2 if name.endswith("tp2") else None) and s.setup["tp"] == (2 if name.endswith("tp2") else 1)
     assert (s.topk, s.draft_tokens, s.log_interval, s.target_model, s.adaptive) == (None, None, None, None, False)
     assert s.tokens == s.steps + 1 and s.notes == ()

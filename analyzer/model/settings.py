@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 # Where a setting was read (`RunSettings.sources`).
 FROM_SERVER_LOG = "the server log's server_args"  # SGLang's start-up line: also what it chose itself
 FROM_COMMAND_LINE = "the traced command line"  # the tracer's sidecar header's argv, else the manifest's command
-FROM_PRESET = "the tracer's preset"  # the engine, as the tracer named it (sglang, reference)
+# the engine as the tracer named it (its preset: sglang, reference) and its version, as the tracer recorded them in
+# its sidecar header, else `specprof capture` in the manifest
+FROM_TRACER = "the tracer's record"
 
 
 @dataclass(frozen=True)

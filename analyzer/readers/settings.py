@@ -20,7 +20,7 @@ import re
 import shlex
 
 from specprof.analyzer.errors import SpecprofError
-from specprof.analyzer.model.settings import FROM_COMMAND_LINE, FROM_PRESET, FROM_SERVER_LOG, RunSettings
+from specprof.analyzer.model.settings import FROM_COMMAND_LINE, FROM_SERVER_LOG, FROM_TRACER, RunSettings
 from specprof.analyzer.model.sidecars import Sidecars
 from specprof.analyzer.readers.files import open_input
 
@@ -83,20 +83,23 @@ def read_settings(server_log: str | None = None, sidecars: Sidecars | None = Non
         preset = manifest.get("preset") if isinstance(manifest, dict) else None
     engine = preset if isinstance(preset, str) and preset else None
     if engine is not None:
-        sources["engine"] = FROM_PRESET
+        sources["engine"] = FROM_TRACER
     elif argv:
         engine = next((a for a in argv if "sglang" in a or a == "reference"), os.path.basename(argv[0]))
         sources["engine"] = FROM_COMMAND_LINE
-    version = next((v for v in (_version(h) for h in headers if isinstance(h, dict)) if v is not None), None) \
-        if headers else None
+    version = next((v for v in (_version(h) for h in headers if isinstance(h, dict)) if v is not None), None)
     if version is None and isinstance(manifest, dict):
         version = _version(manifest)
+    if version is not None:
+        sources["version"] = FROM_TRACER
     model = {}
     if argv is not None:
         for flag in MODEL_FLAGS:
             text = _flag(argv, (flag,), TEXT, notes)
             if text:
                 model[flag.lstrip("-")] = text
+    if model:
+        sources["model"] = FROM_COMMAND_LINE
     return RunSettings(engine=engine, version=version, model=model, command_line=argv is not None, sources=sources,
                        notes=tuple(dict.fromkeys(notes)), adaptive=bool(values.pop("adaptive", False)), **values)
 
