@@ -33,7 +33,7 @@ FUNCTIONS = {
     "specprof.analyzer.core.summary": ["stream_table", "cycle_table", "phase_table", "category_table", "launch_table",
                               "device_table", "top_kernels", "unattributed_table", "pair_tables", "range_busy",
                               "union_length"],
-    "specprof.analyzer.derived.economics": ["sync_timer_estimate", "_launch_rows", "_launched"],
+    "specprof.analyzer.derived.sync_timers": ["sync_timer_estimate", "_launch_rows", "_launched"],
 }
 # modules that import those functions by name: their names are pointed at the wrappers too
 USERS = ("specprof.analyzer.core.attribution", "specprof.analyzer.core.summary", "specprof.analyzer.core.projection", "specprof.analyzer.core.accounting",

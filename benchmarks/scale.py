@@ -23,7 +23,7 @@ import polars as pl
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from specprof.analyzer.core.attribution import attribute  # noqa: E402
-from specprof.analyzer.derived.analysis import Analysis  # noqa: E402
+from specprof.analyzer.derived.analysis import Analysis, analyse  # noqa: E402
 from specprof.analyzer.model.trace import Trace  # noqa: E402
 from specprof.analyzer.readers.inputs import manifest  # noqa: E402
 from specprof.analyzer.readers.load import load_trace  # noqa: E402
@@ -71,7 +71,7 @@ def scaled_analysis(path: str = FIXTURE, ops: int = 1_000_000) -> Analysis:
     """The analysis of enough time-shifted copies of the capture at `path` to hold at least `ops` GPU ops."""
     trace = load_trace(path)
     copies = max(1, math.ceil(ops / trace.ops.height))
-    return Analysis(attribute(scaled_trace(trace, copies)))
+    return analyse(attribute(scaled_trace(trace, copies)))
 
 
 def main(argv=None) -> int:

@@ -96,10 +96,10 @@ def measure(path: str, cache: bool = True, tracer_only: bool = False, cycle_wind
     progress.listen(rec)
     t0, c0 = time.perf_counter(), time.process_time()
     with progress.step("total"):
-        # as `specprof analyze` does (app/run.py): each result computed on first use, each a step of its own
-        result = Run.load(path, Options(domains=domains, cache=cache, window=window))
+        # as `specprof analyze` does (app/traces.py): the analysis made whole, each result a step of its own, then
+        # rendered
+        result = Run.load(path, Options(domains=domains, cache=cache, window=window)).analysis()
         trace = result.trace
-        result.attribution, result.crosscheck, result.cycle_breakdown, result.economics, result.ranks
         with progress.step("rendering JSON"):
             text = json_render.render(result)
     rec.stop = True

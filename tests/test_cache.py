@@ -437,7 +437,7 @@ def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_ana
 def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(export):
     from specprof.analyzer import progress
     from specprof.analyzer.app.run import Run
-    from specprof.analyzer.derived.economics import sync_timer_estimate
+    from specprof.analyzer.derived.sync_timers import sync_timer_estimate
 
     def estimate():
         steps = []
@@ -447,7 +447,7 @@ def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(ex
                 steps.append(name)
         progress.listen(seen)
         try:
-            est = Run.load(str(export), Options()).sync_timers
+            est = Run.load(str(export), Options()).analysis().sync_timers
         finally:
             progress.unlisten(seen)
         return est, "estimating synchronize timers" in steps

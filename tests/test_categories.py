@@ -22,7 +22,7 @@ from specprof.analyzer.cli import main
 from specprof.analyzer.core import categories
 from specprof.analyzer.core.attribution import attribute
 from specprof.analyzer.core.categories import categorize, default_rules, function_name, kinds_of
-from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.analysis import analyse
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.labels import COMMUNICATION
 from specprof.analyzer.readers.load import load_trace
@@ -781,7 +781,7 @@ def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
 
     from specprof.analyzer.render import html
 
-    a = Analysis(attribute(load_trace(str(FIXTURES / "reference-k4-tp2"))))
+    a = analyse(attribute(load_trace(str(FIXTURES / "reference-k4-tp2"))))
     cats = [(c["name"], c["color"], c["idle"]) for c in html.view_model(a)["categories"]]
     names = [n for n, _, _ in cats]
     assert ("allreduce", "#D62728", False) in cats
@@ -793,7 +793,7 @@ def test_the_report_draws_communication_by_kind_in_reds_after_the_compute():
                           "ns": [5_000_000, 50_000_000, 1_000_000]})
     # (with several ranks the report draws the headline rank's categories: each rank gets the synthetic rows)
     per_pair = a.attribution.pairs.select("pid", "device").join(extra, how="cross")
-    b = Analysis(dataclasses.replace(a.attribution,
+    b = analyse(dataclasses.replace(a.attribution,
                                      categories=pl.concat([a.categories, extra.cast(a.categories.schema)]),
                                      pair_categories=pl.concat([a.attribution.pair_categories,
                                                                 per_pair.cast(a.attribution.pair_categories.schema)]),

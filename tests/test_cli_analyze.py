@@ -115,12 +115,12 @@ def test_json_text_survives_hostile_phase_names():
     from dataclasses import replace
 
     from specprof.analyzer.core.attribution import attribute
-    from specprof.analyzer.derived.analysis import Analysis
+    from specprof.analyzer.derived.analysis import analyse
     from specprof.analyzer.render import json as json_render
 
     t = attribute(load_trace(str(K4)))
     hostile = '}, {"index": 7, "x": "specprof-cycles-0"}\n]"cycles": ['
-    a = Analysis(replace(t, cycle_phases=t.cycle_phases.with_columns(
+    a = analyse(replace(t, cycle_phases=t.cycle_phases.with_columns(
         phase=pl.when(pl.col("phase") == "verify").then(pl.lit(hostile)).otherwise(pl.col("phase")))))
     text = json_render.render(a)
     doc = json.loads(text)

@@ -70,7 +70,7 @@ def test_json(analyses):
     assert doc["schema"] == "specprof.compare/1" and doc["unit"] == "cycle"
     assert doc["total"]["change_pct"] == pytest.approx(17.71, abs=0.01)
     # per cycle: the headline breakdown's cycle (one rank's decode cycles on its cycle stream)
-    assert doc["total"]["a_ms"] == pytest.approx(Run.load(K4).cycle_breakdown.mean_ns / 1e6, abs=1e-5)
+    assert doc["total"]["a_ms"] == pytest.approx(Run.load(K4).analysis().cycle_breakdown.mean_ns / 1e6, abs=1e-5)
     # the named phases, and the time charged to no phase ("(cycle)": the worker between its phases;
     # "(unattributed)": the engine between cycles)
     assert {p["phase"] for p in doc["phases"]} == {"draft", "verify", "draft_extend", "accept", "(cycle)",

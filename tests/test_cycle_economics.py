@@ -32,7 +32,7 @@ def run_json(*args) -> dict:
 
 @pytest.mark.parametrize("run", ["sglang-k4", "sglang-k2", "sglang-plain", "reference-k4", "reference-k4-tp2"])
 def test_the_shares_of_one_cycle_add_up_to_one_and_the_times_to_the_cycle(run):
-    b = Run.load(str(FIXTURES / run)).cycle_breakdown
+    b = Run.load(str(FIXTURES / run)).analysis().cycle_breakdown
     assert b.phases["share"].sum() == pytest.approx(1.0, abs=1e-9)
     assert b.phases["ns_per_cycle"].sum() == pytest.approx(b.mean_ns, abs=len(b.phases))  # rounding per phase
     assert ((b.phases["busy_share"] >= 0) & (b.phases["busy_share"] <= 1)).all()
@@ -41,7 +41,7 @@ def test_the_shares_of_one_cycle_add_up_to_one_and_the_times_to_the_cycle(run):
 
 def test_the_breakdown_cycle_is_the_cycle_the_sidecar_measured():
     # SGLang K = 4 under nsys: the sidecar's start-to-start period over the same window is 4.360 ms.
-    a = Run.load(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4")).analysis()
     b = a.cycle_breakdown
     sidecar = a.economics.estimates.filter(a.economics.estimates["source"] == "sidecar under nsys").row(0, named=True)
     assert b.mean_ns == pytest.approx(sidecar["cycle_ns"], rel=0.002)
@@ -152,5 +152,5 @@ def test_estimate_rows_are_pure_functions_of_their_numbers():
 
 def test_inputs_can_name_the_step_count(export_alone):
     # the export alone: no sidecar, no command line that says K
-    a = Run.load(str(export_alone("reference-k4")), inputs=RunInputs(baseline_ms=1.0, steps=6))
+    a = Run.load(str(export_alone("reference-k4")), inputs=RunInputs(baseline_ms=1.0, steps=6)).analysis()
     assert a.economics.estimates["break_even_reachable"].to_list() == [True]

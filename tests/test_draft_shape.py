@@ -14,7 +14,8 @@ import re
 from click.testing import CliRunner
 
 from specprof.analyzer.cli import main
-from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived import draft_shape
+from specprof.analyzer.model.settings import FROM_SERVER_LOG
 from conftest import FIXTURES
 
 
@@ -87,7 +88,7 @@ def test_grouped_decode_steps_are_explained_per_sglang_version(tmp_path):
     out = CliRunner().invoke(main, ["analyze", str(run), "--json", "--baseline", str(FIXTURES / "sglang-plain")])
     notes = json.loads(out.output)["economics"]["notes"]
     assert any("SGLang 0.5.23 declares the option but nothing in it reads it" in n for n in notes)
-    other = econ.shape_notes(econ.DraftShape(steps=4, continuous_steps=4, version="0.5.16"))
+    other = draft_shape.shape_notes(draft_shape.DraftShape(steps=4, continuous_steps=4, version="0.5.16"))
     assert other and "has not checked" in other[0] and "one speculative forward" in other[0]
 
 
@@ -124,10 +125,10 @@ def test_a_shape_left_to_the_server_is_read_from_its_log(tmp_path):
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert "speculative_eagle_topk=1" in (run / "server.log").read_text()
     from specprof.analyzer.app.run import Run
-    data = Run.load(str(run)).data
-    from specprof.analyzer.derived.run_files import setup_of, shape_of, steps_of
-    assert data.server_args["speculative_num_steps"] == 2
-    assert steps_of(data) == (2, 3) and shape_of(data).topk == 1 and setup_of(data)["topk"] == 1
+    settings = Run.load(str(run)).data().settings
+    assert settings.source("steps") == settings.source("topk") == FROM_SERVER_LOG
+    assert (settings.steps, settings.tokens, settings.topk) == (2, 3, 1)
+    assert draft_shape.draft_shape(settings).topk == 1 and settings.setup["topk"] == 1
     # and a tree where the log says the server ran one (the command line naming no shape)
     tree = tmp_path / "tree"
     tree.mkdir()

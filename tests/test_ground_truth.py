@@ -137,7 +137,7 @@ def test_the_check_from_the_engine_events_is_the_per_instance_comparison(run):
     from specprof.analyzer.app.run import Run
 
     truth, per_inst, _, _ = compare(run)
-    check = Run.load(str(run), Options(cache=False)).crosscheck.ground_truth
+    check = Run.load(str(run), Options(cache=False)).analysis().crosscheck.ground_truth
     rows = {r["phase"]: r for r in check.iter_rows(named=True)}
     assert set(rows) == {"draft", "verify", "draft_extend"}  # accept launches no GPU work on the stream
     for phase, r in rows.items():

@@ -15,7 +15,7 @@ from specprof.analyzer.app import run as run_module
 from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.core import accounting, categories, projection, summary
-from specprof.analyzer.derived import analysis, breakdown, run_files
+from specprof.analyzer.derived import analysis, breakdown
 from specprof.analyzer.readers.nsys import read as nsys_read
 from specprof.analyzer.render import json as json_render
 from conftest import FIXTURES, ROOT
@@ -28,8 +28,8 @@ WORK = [
     (projection, "project"), (categories, "categorize"),
     (accounting, "with_prev_end"), (accounting, "cpu_waits"), (accounting, "charges"),
     (summary, "cycle_table"), (summary, "phase_table"), (summary, "category_table"),
-    (run_module, "read_run_data"), (run_files, "crosscheck_of"), (breakdown, "breakdowns"),
-    (run_files, "economics_of"), (analysis, "per_rank"),
+    (run_module, "read_run_data"), (analysis, "crosscheck_of"), (breakdown, "breakdowns"),
+    (analysis, "economics_of"), (analysis, "per_rank"),
 ]
 
 
@@ -45,7 +45,7 @@ def test_every_piece_of_an_analysis_runs_inside_a_progress_step(monkeypatch):
 
     for module, name in WORK:
         monkeypatch.setattr(module, name, watched(f"{module.__name__}.{name}", getattr(module, name)))
-    json_render.render(Run.load(str(RUN), Options(cache=False)))  # what `specprof analyze --json` computes
+    json_render.render(Run.load(str(RUN), Options(cache=False)).analysis())  # what `specprof analyze --json` computes
     ran = {f"{m.__name__}.{n}" for m, n in WORK}
     assert ran <= set(seen), ran - set(seen)
     outside = {name for name, stacks in seen.items() if any(not stack for stack in stacks)}

@@ -15,6 +15,7 @@ import pytest
 
 from specprof.analyzer.app import store
 from specprof.analyzer.app.run import Run
+from specprof.analyzer.derived.analysis import sweep_input_of
 from specprof.analyzer.readers.inputs import locate
 from specprof.analyzer.derived import economics as econ
 from specprof.analyzer.derived import views
@@ -34,7 +35,7 @@ SGLANG_WITH_EVENTS = ["sglang-k2", "sglang-k4", "sglang-k4-nooverlap", "sglang-p
 @pytest.fixture(scope="module", params=RUNS)
 def run(request):
     path = str(FIXTURES / request.param)
-    return path, Run.load(path)
+    return path, Run.load(path).analysis()
 
 
 def _row(text: str, title: str, name: str) -> list[str]:
@@ -101,7 +102,7 @@ def test_each_quantity_has_one_value_everywhere(run, tmp_path):
     # the sweep's cycle
     files = locate(path)
     if files.sidecars and a.cycles.height:
-        sr = a.sweep_input
+        sr = sweep_input_of(a)
         assert sr.cycles.height == b.cycles
         assert sr.cycles["total_ns"].mean() == pytest.approx(b.mean_ns, abs=1)
         if "verify" in per_phase:
@@ -112,7 +113,7 @@ def test_every_rank_of_a_tp2_capture_breaks_down_its_own_period():
     # Each rank's sidecar period (start to start, under nsys, over the cycles the capture holds) against its
     # breakdown: within 2 %. The headline is one rank's (about 8.1 ms), never the two ranks' cycles in one series.
     path = str(FIXTURES / "reference-k4-tp2")
-    a = Run.load(path)
+    a = Run.load(path).analysis()
     sides = sc.read_sidecars(locate(path).sidecars)
     by_pid = {r["trace_pid"]: r for r in a.crosscheck.alignment.iter_rows(named=True)}
     assert len(a.ranks.breakdowns) == 2
@@ -175,7 +176,7 @@ def test_both_boundaries_of_a_phase_cost_its_events_one_record_call(name):
     # pop put it 52.6 us late. The launch-bound drafts (most of their time the stream idle, so a late event lands
     # that much later) then agree with their events within 3 %: sglang-k2's -1.53 % (events 908.7 us, attributed
     # 894.8), sglang-moe-k2's -1.54 % (1203.2 against 1184.7 us); every other phase within 0.9 %.
-    a = Run.load(str(FIXTURES / name))
+    a = Run.load(str(FIXTURES / name)).analysis()
     gt = {r["phase"]: r for r in a.crosscheck.ground_truth.iter_rows(named=True)}
     for phase, measured in EVENT_GAPS[name].items():
         start_gap, end_gap = _event_gaps(name, phase)
@@ -190,7 +191,7 @@ def test_both_boundaries_of_a_phase_cost_its_events_one_record_call(name):
 def test_the_phases_table_gives_each_phase_what_its_events_measured(name):
     # Verify, draft and draft_extend per instance (the Phases table) against their CUDA events, same run: within
     # 3 %. Idle time of the side streams (two copy streams, busy 1 ms in a 524 ms window) is charged to no phase.
-    a = Run.load(str(FIXTURES / name))
+    a = Run.load(str(FIXTURES / name)).analysis()
     events = {r["phase"]: r["events_ns"] for r in a.crosscheck.ground_truth.iter_rows(named=True)}
     per_inst = {r["phase"]: r["attributed"] / r["instances"] for r in a.phases.iter_rows(named=True) if r["instances"]}
     for phase in events:
@@ -202,7 +203,7 @@ def test_the_phases_table_gives_each_phase_what_its_events_measured(name):
 
 
 def test_sglang_k4_breakdown_has_the_unprofiled_column():
-    a = Run.load(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4")).analysis()
     b = a.cycle_breakdown
     un = {r["phase"]: r["unprofiled_ns_per_cycle"] for r in b.phases.iter_rows(named=True)}
     assert round(un["verify"] / 1e6, 3) == 0.990 and round(un["draft"] / 1e6, 3) == 0.708
@@ -220,7 +221,7 @@ def test_sglang_k4_breakdown_has_the_unprofiled_column():
 def test_the_report_header_leads_with_one_ranks_cycle(tmp_path):
     from browser import Page, chromium
 
-    a = Run.load(str(FIXTURES / "sglang-k4"))
+    a = Run.load(str(FIXTURES / "sglang-k4")).analysis()
     out = html.write(a, str(tmp_path / "r.html"))
     with chromium() as browser:
         p = Page(browser, tmp_path / "r.html")
@@ -239,7 +240,7 @@ def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_pa
 
     monkeypatch.setenv("SPECPROF_CACHE_DIR", str(tmp_path))
     path = str(FIXTURES / "reference-k4-tp2")
-    first = Run.load(path, Options(cache=True))
+    first = Run.load(path, Options(cache=True)).analysis()
     assert first.ranks.count == 2 and first.cycle_breakdown is not None  # (a run computes on first use)
 
     def recomputed(*args, **kw):
@@ -247,7 +248,7 @@ def test_a_cached_run_recomputes_neither_the_per_rank_tables_nor_a_tiling(tmp_pa
 
     monkeypatch.setattr(summary, "pair_tables", recomputed)
     monkeypatch.setattr(accounting, "tile", recomputed)
-    again = Run.load(path, Options(cache=True))
+    again = Run.load(path, Options(cache=True)).analysis()
     assert again.ranks.phases.equals(first.ranks.phases) and again.ranks.ranks.equals(first.ranks.ranks)
     assert [b.phases.equals(c.phases) for b, c in zip(again.ranks.breakdowns, first.ranks.breakdowns)] == [True, True]
 

@@ -15,7 +15,7 @@ from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.cli import main
 from specprof.analyzer.core.attribution import attribute
-from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.analysis import analyse
 from specprof.analyzer.model.trace import Trace, TraceMeta
 from specprof.analyzer.render import perfetto
 from conftest import FIXTURES
@@ -63,7 +63,7 @@ def read(path):
 
 @pytest.mark.parametrize("run", ["reference-k4", "reference-k4-tp2", "sglang-k4", "torch-k4"])
 def test_the_file_holds_every_op_segment_range_and_flow_of_the_analysis(run, tmp_path):
-    a = Run.load(str(FIXTURES / run), Options(cache=False))
+    a = Run.load(str(FIXTURES / run), Options(cache=False)).analysis()
     out = tmp_path / "t.pftrace"
     counts = perfetto.write(a, str(out))
     tracks, slices = read(out)
@@ -110,7 +110,7 @@ def test_names_from_the_trace_stay_inside_their_field(tmp_path):
                            "name": ['draft"\n{}'], "domain": [None]})
     trace = Trace(ops=ops, api=api, ranges=ranges, marks=pl.DataFrame(), meta=TraceMeta(path="synthetic",
                                                                                         format="nsys-sqlite"))
-    a = Analysis(attribute(trace))
+    a = analyse(attribute(trace))
     out = tmp_path / "t.pftrace"
     perfetto.write(a, str(out))
     _, slices = read(out)
@@ -126,7 +126,7 @@ def test_export_command_with_a_window(tmp_path):
     assert str(out) in result.stderr and "ui.perfetto.dev" in result.stderr
     tracks, slices = read(out)
     cycles = {s["args"].get("cycle") for s in slices if "kernels" in tracks[s["track"]].name}
-    a = Run.load(str(FIXTURES / "reference-k4"), Options(cache=False))
+    a = Run.load(str(FIXTURES / "reference-k4"), Options(cache=False)).analysis()
     window_cycles = a.cycles.filter(pl.col("index").is_between(10, 19))["cycle"].cast(pl.Utf8).to_list()
     assert cycles - {None} == set(window_cycles)
 

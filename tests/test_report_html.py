@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from specprof.analyzer.cli import main
 from specprof.analyzer.core.attribution import attribute
-from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.analysis import analyse
 from specprof.analyzer.readers.inputs import manifest
 from specprof.analyzer.readers.load import load_trace
 from specprof.analyzer.render import html
@@ -39,7 +39,7 @@ HOSTILE_DOMAIN = "<svg onload=alert(4)>"
 
 @pytest.fixture(scope="module")
 def k4_analysis():
-    return Analysis(attribute(load_trace(str(K4))))
+    return analyse(attribute(load_trace(str(K4))))
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +270,7 @@ LEGENDS = """(() => {
 def test_every_legend_entry_is_shown_whole(browser, tmp_path, width):
     # A real SGLang capture: eight phase entries ((unattributed) last) and seven categories; at 700 px they wrap
     # to several rows, and no entry may be cut off or drawn over another legend's.
-    out = html.write(Analysis(attribute(load_trace(str(FIXTURES / "sglang-k4")))), str(tmp_path / "r.html"))
+    out = html.write(analyse(attribute(load_trace(str(FIXTURES / "sglang-k4")))), str(tmp_path / "r.html"))
     p = Page(browser, Path(out), width=width)
     got = p.page.evaluate(LEGENDS)
     shown = got["legend"] + got["legend2"]
@@ -370,7 +370,7 @@ def test_the_breakdown_panel_is_the_terminals_table(browser, tmp_path, run, args
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
     """A third-party capture with no cycle ranges: windows are time slices, and every panel still draws."""
     src = shared_dir / "nsys_sqlite" / "nsysai_h100_2gpu_1s.sqlite"
-    a = Analysis(attribute(load_trace(str(src))))
+    a = analyse(attribute(load_trace(str(src))))
     out = html.write(a, str(tmp_path / "r.html"))
     vm = data_of(Path(out).read_text(encoding="utf-8"))
     assert vm["cycles"]["n"] == 0 and set(vm["timeline"]["windows"]["kind"]) == {"slice"}
@@ -386,7 +386,7 @@ def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
 
 def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
     """Two kernels and no ranges: the data block stays plain JSON (no gzip), and the page still draws."""
-    a = Analysis(attribute(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite"))))
+    a = analyse(attribute(load_trace(str(shared_dir / "nsys_sqlite" / "nsysai_mock.sqlite"))))
     out = Path(html.write(a, str(tmp_path / "r.html")))
     assert '<script type="application/json" id="specprof-data">' in out.read_text(encoding="utf-8")
     p = Page(browser, out)

@@ -32,7 +32,7 @@ def analysed():
     def get(name: str, **options):
         key = (name, tuple(sorted(options.items())))
         if key not in cache:
-            cache[key] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(**options))
+            cache[key] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(**options)).analysis()
         return cache[key]
 
     return get

@@ -48,7 +48,7 @@ def analysed():
     def get(name: str) -> Run:
         if name not in cache:
             baseline = None if name.endswith("plain") else str(FIXTURES / "sglang-dense-plain")
-            cache[name] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(baseline_run=baseline))
+            cache[name] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(baseline_run=baseline)).analysis()
         return cache[name]
 
     return get

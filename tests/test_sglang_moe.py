@@ -44,7 +44,7 @@ def analysed():
     def get(name: str) -> Run:
         if name not in cache:
             baseline = None if name == PLAIN else str(FIXTURES / PLAIN)
-            cache[name] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(baseline_run=baseline))
+            cache[name] = Run.load(str(FIXTURES / name), Options(cache=False), RunInputs(baseline_run=baseline)).analysis()
         return cache[name]
 
     return get
@@ -196,7 +196,7 @@ def test_the_moe_k2_log_leaves_out_the_runs_last_cycles():
     assert covered["tokens"].sum() / covered["requests"].sum() == pytest.approx(2.0796, abs=1e-4)
     assert after["requests"].to_list() == [8, 8, 8, 8, 8, 6, 3, 1]
     assert after["tokens"].sum() / after["requests"].sum() == pytest.approx(1.92, abs=1e-9)
-    accept = Run.load(folder, Options(cache=False)).crosscheck.accept
+    accept = Run.load(folder, Options(cache=False)).analysis().crosscheck.accept
     assert accept.sidecar_pooled == pytest.approx(2.0732, abs=1e-4) and 0.005 < accept.gap < 0.006
 
 
@@ -354,7 +354,7 @@ def test_under_nsys_the_gpu_waits_for_the_hosts_launches_before_each_graph():
     between the 26 ops it launches one by one (the inputs of its CUDA graph), 0.71 ms more before the graph's
     first kernel, and 0.12 ms inside the graph; the draft 0.57 ms between its eager ops and 0.15 ms before its
     graph. Plain decoding, whose host stays ahead of the GPU under nsys, waits 0.02 and 0.06 ms."""
-    k2 = Run.load(str(FIXTURES / "sglang-moe-k2"))
+    k2 = Run.load(str(FIXTURES / "sglang-moe-k2")).analysis()
     verify, draft = idle_per_instance(k2, "verify"), idle_per_instance(k2, "draft")
     assert verify == pytest.approx({"eager": 1.030, "before_graph": 0.713, "in_graph": 0.116}, abs=0.002)
     assert draft == pytest.approx({"eager": 0.570, "before_graph": 0.147, "in_graph": 0.015}, abs=0.002)
@@ -364,7 +364,7 @@ def test_under_nsys_the_gpu_waits_for_the_hosts_launches_before_each_graph():
     eager = k2.attribution.ops.filter((pl.col("phase") == "verify")
                                       & (pl.col("launch_name").cast(pl.Utf8) != "cudaGraphLaunch"))
     assert eager.height == 26 * 40  # each verify's ops launched one by one
-    plain = idle_per_instance(Run.load(str(FIXTURES / PLAIN)), "decode")
+    plain = idle_per_instance(Run.load(str(FIXTURES / PLAIN)).analysis(), "decode")
     assert plain["eager"] < 0.03 and plain["before_graph"] < 0.07
 
 

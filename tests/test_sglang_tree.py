@@ -21,10 +21,9 @@ from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.cli import main
 from specprof.analyzer.derived.crosscheck import GT_FLOOR_NS, GT_TOLERANCE
-from specprof.analyzer.derived.economics import SHAPE_FROM_COMMAND, SHAPE_FROM_LOG
-from specprof.analyzer.derived.run_files import shape_of
-from specprof.analyzer.model.run_data import RunData
-from specprof.analyzer.readers.sglang_log import server_args
+from specprof.analyzer.derived.draft_shape import draft_shape
+from specprof.analyzer.model.settings import FROM_COMMAND_LINE, FROM_SERVER_LOG
+from specprof.analyzer.readers.settings import read_settings, server_args
 from specprof.analyzer.readers.sidecar import find, read_sidecars
 from browser import Page, chromium
 from conftest import FIXTURES, ROOT
@@ -36,7 +35,7 @@ PLAIN = FIXTURES / "sglang-dense-plain"
 DESCRIPTION = ("tree, topk 4, 3 steps, 8 draft tokens (verify checks 8 tokens per request; a cycle accepts at most "
                "4: one path and the bonus token); from the server log's server_args")
 SHAPE = {"kind": "tree", "steps": 3, "topk": 4, "num_draft_tokens": 8, "verify_tokens": 8, "max_accept_len": 4,
-         "source": SHAPE_FROM_LOG, "description": DESCRIPTION}
+         "source": FROM_SERVER_LOG, "description": DESCRIPTION}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +44,7 @@ def analysed():
 
     def get(folder) -> Run:
         if folder not in cache:
-            cache[folder] = Run.load(str(folder), Options(cache=False), RunInputs(baseline_run=str(PLAIN)))
+            cache[folder] = Run.load(str(folder), Options(cache=False), RunInputs(baseline_run=str(PLAIN))).analysis()
         return cache[folder]
 
     return get
@@ -69,9 +68,8 @@ def test_the_capture_is_the_dense_target_with_a_tree_draft():
         assert "--disable-overlap-schedule" in argv
         # what the server says it ran (its start-up line of resolved settings)
         logged = server_args(str(sub / "server.log"))
-        assert {k: logged[k] for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                       "speculative_num_draft_tokens", "tp_size")} == {
-            "speculative_num_steps": 3, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8, "tp_size": 1}
+        assert {k: logged[k] for k in ("steps", "topk", "draft_tokens", "tp_size")} == {
+            "steps": 3, "topk": 4, "draft_tokens": 8, "tp_size": 1}
         assert "disable_overlap_schedule=True" in (sub / "server.log").read_text()
     assert "disable_overlap_schedule=False" in (CHAIN / "server.log").read_text()
 
@@ -118,14 +116,14 @@ def test_every_sglang_capture_reads_with_its_own_shape(folder):
     folder is named for, plain decoding no draft at all."""
     run = folder if folder.name.startswith("sglang-") else folder.parent
     # what analyze reads the shape from: the sidecar's header, the manifest, the server log's start-up line
-    data = RunData(sidecars=read_sidecars(find(str(folder))), manifest=read_json(folder / "manifest.json"),
-                   server_args=server_args(str(folder / "server.log")) or None)
-    shape, argv_only = shape_of(data), shape_of(RunData(sidecars=data.sidecars, manifest=data.manifest))
-    assert argv_only.source == SHAPE_FROM_COMMAND
+    sidecars, manifest = read_sidecars(find(str(folder))), read_json(folder / "manifest.json")
+    shape = draft_shape(read_settings(str(folder / "server.log"), sidecars, manifest))
+    argv_only = draft_shape(read_settings(None, sidecars, manifest))
     if run.name.endswith("plain"):
         assert shape.kind is None and argv_only.kind is None and shape.description is None
         return
-    assert shape.source == SHAPE_FROM_LOG
+    assert argv_only.source == FROM_COMMAND_LINE
+    assert shape.source == FROM_SERVER_LOG
     assert (shape.steps, shape.topk, shape.verify_tokens) == (argv_only.steps, argv_only.topk, argv_only.verify_tokens)
     if run == TREE:
         assert (shape.kind, shape.steps, shape.topk, shape.num_draft_tokens) == ("tree", 3, 4, 8)

@@ -100,7 +100,7 @@ def test_runs_lists_every_run(stored):
 
 
 def test_compare_by_run_id_equals_compare_of_the_files(stored):
-    a, b = Run.load(K4), Run.load(K6)
+    a, b = Run.load(K4).analysis(), Run.load(K6).analysis()
     files = compare(a, b)
     out = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", stored, "--json"])
     assert out.exit_code == 0, out.output
@@ -145,7 +145,7 @@ def test_errors_about_stored_runs_are_one_line(stored, tmp_path):
 
 def test_untrusted_names_are_stored_as_data(tmp_path):
     # Synthetic names (no capture has hostile ones): a phase and a kernel named like SQL stay text.
-    a = Run.load(K4)
+    a = Run.load(K4).analysis()
     evil = "x'); DROP TABLE runs; --"
     a.attribution.phases = a.phases.with_columns(phase=pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(evil))
                                                  .otherwise(pl.col("phase")))
@@ -225,7 +225,7 @@ def record_file(tmp_path_factory):
 
     from specprof.analyzer.readers.inputs import resolve
 
-    a = Run.load(K4)
+    a = Run.load(K4).analysis()
     rec = store.record(a, path=K4, trace_path=resolve(K4), options=store.options_of())
     path = tmp_path_factory.mktemp("record") / "record.pickle"
     path.write_bytes(pickle.dumps(rec))

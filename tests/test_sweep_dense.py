@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from specprof.analyzer.app.analyze import Options
 from specprof.analyzer.app.run import open_run
 from specprof.analyzer.cli import main
-from specprof.analyzer.derived.run_files import fit_sweep
+from specprof.analyzer.derived.sweep_runs import fit_sweep
 from conftest import FIXTURES
 
 DENSE = [str(FIXTURES / f"sglang-dense-k{k}") for k in (1, 2, 3, 4, 6)]
@@ -58,7 +58,7 @@ def test_sglang_draft_is_fitted_over_its_forward_passes(doc, text):
 def test_a_negative_fixed_cost_is_flagged_with_its_likely_cause():
     # The same captures with the engine not known (as plain exports from an engine specprof does not know): the
     # draft is fitted over K, its fixed cost is negative beyond its interval, and that contradicts the model.
-    inputs = [(p, replace(open_run(p, Options()).sweep_input, setup=None)) for p in DENSE]
+    inputs = [(p, replace(open_run(p, Options()).sweep_input(), setup=None)) for p in DENSE]
     s = fit_sweep(inputs)
     d = s.fit("draft")
     assert d["x"] == "steps" and d["fixed_ns"] == pytest.approx(-0.4068e6, abs=0.001e6)

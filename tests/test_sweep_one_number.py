@@ -11,6 +11,7 @@ import pytest
 from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.commands import load_sweep
 from specprof.analyzer.app.run import Run
+from specprof.analyzer.derived.analysis import sweep_input_of
 from conftest import FIXTURES
 
 SETS = {
@@ -29,7 +30,7 @@ def test_the_sweep_shows_analyzes_headline_for_each_run(name):
     rows = {r["steps"]: r for r in s.predictions.filter(s.predictions["measured"]).iter_rows(named=True)}
     table = {r["path"]: r for r in s.runs.iter_rows(named=True)}
     for path in paths:
-        run = Run.load(path, Options(), RunInputs(baseline_run=base))
+        run = Run.load(path, Options(), RunInputs(baseline_run=base)).analysis()
         head = run.economics.headline
         assert head["source"] == "sidecar without nsys" and not head["profiled"]
         me = table[path]
@@ -43,14 +44,14 @@ def test_the_sweep_shows_analyzes_headline_for_each_run(name):
         assert row["speedup_lo"] == pytest.approx(head["speedup_lo"], rel=1e-9)
         assert row["speedup_hi"] == pytest.approx(head["speedup_hi"], rel=1e-9)
         # what the store keeps for the run is that number too
-        assert run.sweep_input.accept_len == head["accept_len"]
+        assert sweep_input_of(run).accept_len == head["accept_len"]
 
 
 def test_the_moe_k4_capture_and_its_twin_accept_differently():
     # The run under nsys's window accepts 2.500 per request-round, its twin without nsys 2.481: the sweep pairs
     # the twin's with the twin's cycle (5.718 ms), and pools the acceptance per position over the same cycles.
     path, base = str(FIXTURES / "sglang-moe-k4"), str(FIXTURES / "sglang-moe-plain")
-    est = Run.load(path, Options(), RunInputs(baseline_run=base)).economics.estimates
+    est = Run.load(path, Options(), RunInputs(baseline_run=base)).analysis().economics.estimates
     by = {r["source"]: r for r in est.iter_rows(named=True)}
     assert by["sidecar under nsys"]["accept_len"] == pytest.approx(2.500, abs=5e-4)
     assert by["sidecar without nsys"]["accept_len"] == pytest.approx(2.481, abs=5e-4)
@@ -60,7 +61,7 @@ def test_the_moe_k4_capture_and_its_twin_accept_differently():
     assert round(k4["speedup"], 2) == 1.00 and round(by["sidecar without nsys"]["speedup"], 2) == 1.00
     # the acceptance per position is pooled over the twins' request-rounds, the cycles the accept lengths are
     # over: position 1 is reached by every one of them, and each run's accept length is 1 + their mean correct
-    inputs = [Run.load(p, Options()).sweep_input for p in (str(FIXTURES / "sglang-moe-k2"), path)]
+    inputs = [Run.load(p, Options()).sweep_input() for p in (str(FIXTURES / "sglang-moe-k2"), path)]
     acc = s.acceptance.row(0, named=True)
     assert acc["reached"] == sum(x.twin_accepts.height for x in inputs) == 640
     assert acc["accepted"] == 456  # (458 over the captures' cycles under nsys)
@@ -96,13 +97,13 @@ def test_without_every_twin_the_sweep_pairs_the_captures_accept_lengths_with_the
     # twin's over other cycles; the acceptance per position is pooled over the captures' request-rounds.
     from dataclasses import replace
     paths = [str(FIXTURES / "sglang-moe-k2"), str(FIXTURES / "sglang-moe-k4")]
-    inputs = [Run.load(p, Options()).sweep_input for p in paths]
+    inputs = [Run.load(p, Options()).sweep_input() for p in paths]
     inputs[0] = replace(inputs[0], periods=None)
-    from specprof.analyzer.derived.run_files import fit_sweep
+    from specprof.analyzer.derived.sweep_runs import fit_sweep
     s = fit_sweep(list(zip(paths, inputs)))
     assert s.basis == "cycle"
     for path, r in zip(paths, s.runs.iter_rows(named=True)):
-        est = Run.load(path, Options()).economics.estimates
+        est = Run.load(path, Options()).analysis().economics.estimates
         under = next(x for x in est.iter_rows(named=True) if x["source"] == "sidecar under nsys")
         assert r["accept_len"] == under["accept_len"] and r["accept_source"] == "sidecar under nsys"
     assert s.runs["accept_len"].to_list() == pytest.approx([2.094, 2.500], abs=5e-4)

@@ -58,7 +58,7 @@ def test_an_undisturbed_segment_replays_as_captured():
     # synthetic: one stream, one op launched well ahead of its start (queued); no synchronize waits at all when
     # the GPU is idle at the synchronize: the replay keeps its gap, so host and GPU give the captured times
     import numpy as np
-    from specprof.analyzer.derived.economics import _synced_segment
+    from specprof.analyzer.derived.sync_timers import _synced_segment
     launch = np.array([100, 200]); start = np.array([150, 400]); end = np.array([300, 500])
     ready = np.array([110, 210]); gap = np.array([40, 100]); stream = np.array([1, 1])
     memcpy = np.array([False, False])

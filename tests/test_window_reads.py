@@ -110,10 +110,10 @@ def test_the_analysis_of_a_window_read_in_part_is_the_same(fixture, monkeypatch)
     whole (the page reader turned off for the window's read: the path taken before)."""
     path = str(FIXTURES / fixture)
     for window in (Window.of(cycles=(10, 40)), Window.of(time_ns=(50_000_000, 150_000_000))):
-        part = json_render.render(Run.load(path, Options(cache=False, window=window)))
+        part = json_render.render(Run.load(path, Options(cache=False, window=window)).analysis())
         with monkeypatch.context() as m:
             m.setattr(window_reads, "read_window", lambda *a, **k: None)
-            cut = json_render.render(Run.load(path, Options(cache=False, window=window)))
+            cut = json_render.render(Run.load(path, Options(cache=False, window=window)).analysis())
         assert json.loads(part) == json.loads(cut)
 
 

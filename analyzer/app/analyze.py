@@ -18,8 +18,9 @@ from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.core.attribution import ALL_DOMAINS, DEFAULT_GROUPING, Attribution, attribute
 from specprof.analyzer.core.categories import Rule, default_rules, load_rules
 from specprof.analyzer.core.window import Window
-from specprof.analyzer.derived.economics import SyncTimerEstimate, sync_timer_estimate
-from specprof.analyzer.derived.run_files import given_step
+from specprof.analyzer.derived.analysis import estimate_sync_timers
+from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
+from specprof.analyzer.derived.baseline_step import given_step
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.trace import Trace
 from specprof.analyzer.readers.inputs import resolve
@@ -117,13 +118,10 @@ def _cache_key(options: Options, rules) -> dict:
 
 
 def sync_timers(path: str, options: Options, a: Attribution) -> SyncTimerEstimate | None:
-    """The synchronize-timer estimate of the attribution `a` of the trace at `path` (derived/economics.py), kept
+    """The synchronize-timer estimate of the attribution `a` of the trace at `path` (derived/sync_timers.py), kept
     beside the cached attribution (app/analysis_cache.py) and read from there when it matches."""
-    def compute():
-        with progress.step("estimating synchronize timers"):
-            return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
     if not options.cache or a.trace.meta.format != "nsys-sqlite":
-        return compute()
+        return estimate_sync_timers(a)
     export, key, code = resolve(path), _cache_key(options, options.rule_list), code_hash()
     with progress.step("reading the cached synchronize-timer estimate"):
         doc = analysis_cache.load_result(export, key, "sync_timers", code)
@@ -133,7 +131,7 @@ def sync_timers(path: str, options: Options, a: Attribution) -> SyncTimerEstimat
                                                                  "phases": analysis_cache.doc_frame(doc["phases"])})
         except Exception:
             pass
-    est = compute()
+    est = estimate_sync_timers(a)
     phases = analysis_cache.frame_doc(est.phases) if est is not None else None
     if est is None or phases is not None:
         fields_ = {} if est is None else {f.name: getattr(est, f.name) for f in fields(est) if f.name != "phases"}

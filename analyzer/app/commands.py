@@ -12,12 +12,12 @@ from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs, baseline_exists
 from specprof.analyzer.app.run import Run, baseline_step, open_run
 from specprof.analyzer.derived.compare import compare_charges, differences
-from specprof.analyzer.derived.run_files import fit_sweep, setup_of
+from specprof.analyzer.derived.sweep_runs import fit_sweep
 from specprof.analyzer.derived.sweep import Sweep
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.readers import trace_cache
-from specprof.analyzer.model.run_data import RunData
 from specprof.analyzer.readers.inputs import expand, manifest
+from specprof.analyzer.readers.settings import read_settings
 from specprof.analyzer.readers.sglang_log import mean_accept_len, read_server_log
 from specprof.analyzer.render import html, perfetto, terminal
 from specprof.analyzer.render import json as json_render
@@ -73,7 +73,7 @@ def _several(traces: list[str], options: Options, inputs: RunInputs, outputs: ma
 def export_trace(path: str, perfetto_file: str, options: Options = Options(), quiet: bool = False) -> Output:
     """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
     progress.enable(progress.wanted(quiet))  # bars on stderr once the work has taken seconds, as `analyze`
-    counts = perfetto.write(Run.load(path, options), perfetto_file)
+    counts = perfetto.write(Run.load(path, options).attribution(), perfetto_file)
     return Output(stderr=[terminal.exported(perfetto_file, counts)])
 
 
@@ -87,8 +87,8 @@ def write_report(run: str, output: str, options: Options = Options(), inputs: Ru
                  quiet: bool = False) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
     progress.enable(progress.wanted(quiet))
-    loaded = Run.load(run, options, inputs)
-    html.write(loaded, output, manifest=loaded.manifest)
+    a = Run.load(run, options, inputs).analysis()
+    html.write(a, output, manifest=a.data.manifest)
     return Output(stderr=[terminal.report_written(output)])
 
 
@@ -101,14 +101,14 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
     runs = [open_run(x, options, db=db) for x in (a, b)]
     if not allow_mixed:
         # (from the manifests alone: a comparison reads no sidecar)
-        setups = [(x, setup_of(RunData(manifest=manifest(r.files.path)))) for x, r in zip((a, b), runs)
+        setups = [(x, read_settings(manifest=manifest(r.files.path)).setup) for x, r in zip((a, b), runs)
                   if isinstance(r, Run)]
         setups = [(x, s) for x, s in setups if s is not None]
         differ = differences(setups) if len(setups) == 2 else []
         if differ:
             raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
                                 "measure different things; --allow-mixed compares them anyway)")
-    result = compare_charges(*(r.side for r in runs))
+    result = compare_charges(*(r.side() for r in runs))
     out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
     if fail_pct is not None and result.slower_than(fail_pct):
         out.stderr.append(terminal.slower(result, fail_pct))
@@ -147,7 +147,7 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
 
     def inputs():  # one run at a time: a run's problem is said before the next run is analysed
         for path in runs:
-            yield path, open_run(path, options, db=db).sweep_input
+            yield path, open_run(path, options, db=db).sweep_input()
 
     plain = baseline_step(baseline_exists(baseline), None, options) if baseline else None
     return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate, plain, allow_mixed)

@@ -25,7 +25,6 @@ import functools
 import os
 import shutil
 import tempfile
-from functools import cached_property
 
 from specprof.analyzer import progress
 from specprof.analyzer.app import parallel
@@ -33,6 +32,7 @@ from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run
 from specprof.analyzer.core.attribution import Attribution, attribute
+from specprof.analyzer.derived.analysis import estimate_sync_timers
 from specprof.analyzer.core.window import select
 from specprof.analyzer.derived.ranks import os_pid, sidecar_ranks
 from specprof.analyzer.errors import SpecprofError
@@ -70,21 +70,24 @@ def _processes(export: str, size: int, mtime_ns: int) -> tuple[int, ...]:
 class ProcessRun(Run):
     """One process of the export at `files.trace` (its globalPid `pid`), as a run of its own: its GPU ops, CUDA
     calls and NVTX events only, and no other file of the run (the sidecars and the run without nsys are the
-    whole run's)."""
+    whole run's). Neither its attribution nor its synchronize-timer estimate goes through the caches, which keep
+    the whole export's."""
 
     def __init__(self, path: str, options: Options, files: RunFiles, pid: int, split: nsys.Split | None = None):
         super().__init__(path, options, RunInputs(), files)
         self.pid = pid
         self.split = split
 
-    @cached_property
-    def attribution(self) -> Attribution:
+    def read_attribution(self) -> Attribution:
         trace = nsys.read_nsys_sqlite(self.files.trace, process=self.pid, split=self.split)
         if self.options.window:
             with progress.step("selecting the window"):
                 trace = select(trace, self.options.window, self.options.grouping)
         o = self.options
         return attribute(trace, grouping=o.grouping, rules=o.rule_list, domains=o.domains)
+
+    def sync_timers(self, a: Attribution):
+        return estimate_sync_timers(a)
 
 
 def analyze_all(path: str, options: Options, outputs: many.Outputs, jobs: int = 1, dask=None) -> many.Several:
@@ -127,7 +130,8 @@ def _task(task: tuple[str, str, int, nsys.Split], options: Options, outputs: man
     path, export, pid, split = task
     run = ProcessRun(path, options, RunFiles(path=path, trace=export), pid, split)
     out = many.produce(run, outputs, alone=False)
-    return out, int(run.ops["device"].min()), os_pid(run.trace.meta, pid)
+    a = run.attribution()
+    return out, int(a.ops["device"].min()), os_pid(a.trace.meta, pid)
 
 
 def _ranks(procs: list[tuple[int, int, int]], files: RunFiles) -> list[int]:

@@ -1,8 +1,10 @@
-"""One run, loaded once (`Run`): its files found once (readers/inputs.py `locate`), its trace read and attributed
-on first use through the caches (app/analyze.py), its other files (sidecars, the run without nsys, ground truth,
-the server log, a baseline) read on first use into one `RunData`, and every result computed on first use and
-kept (derived/analysis.py `Analysis`: the cross-check, the economics, the per-rank results, the cycle
-breakdown, the sweep's inputs; here: its side of a comparison and its rows for the results store).
+"""One run, loaded once (`Run`): its files found when it is loaded (readers/inputs.py `locate`), and what the user
+gave besides checked; then, once the command says what it needs, its trace read and attributed through the caches
+(app/analyze.py), its other files (sidecars, the run without nsys, ground truth, the server log, a baseline) read
+into one `RunData` (its settings resolved there: readers/settings.py), each once, and what the command shows made
+of them (derived/analysis.py): every value the renderers show (`analysis()`: an `Analysis`, made whole before
+anything is written), its side of a comparison (`side()`: the trace alone), its inputs to the sweep
+(`sweep_input()`: no economics), its rows for the results store (`record(analysis)`).
 
 A run of the results store (`@ID`) is a `StoredRun`: what compare and sweep need of it, read from the store.
 `open_run` gives either from what the user wrote.
@@ -11,33 +13,38 @@ A run of the results store (`@ID`) is a `StoredRun`: what compare and sweep need
 from __future__ import annotations
 
 import os
-from functools import cached_property
 
 from specprof.analyzer import progress
 from specprof.analyzer.app import store
 from specprof.analyzer.app.analyze import Options, RunInputs, attribution, read_trace
 from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
 from specprof.analyzer.core.attribution import Attribution
-from specprof.analyzer.derived import run_files
-from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.derived.analysis import Analysis, analyse, pace, sweep_input, sweep_input_of
+from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
 from specprof.analyzer.derived.compare import Side, side_of
-from specprof.analyzer.derived.run_files import SweepRun
+from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
+from specprof.analyzer.derived.sweep_runs import SweepRun
+from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from specprof.analyzer.readers import ground_truth as gt
 from specprof.analyzer.readers import sidecar as sc
 from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
 from specprof.analyzer.readers.nsys_report import exported
-from specprof.analyzer.readers.sglang_log import read_server_log, server_args
+from specprof.analyzer.readers.settings import read_settings
+from specprof.analyzer.readers.sglang_log import read_server_log
 
 
-class Run(Analysis):
+class Run:
     """The run at `path` (a trace file, a run directory made by `specprof capture`, or a trace file inside one),
-    analysed with `options`, with what the user gave besides its trace (`inputs`); `files`: its files."""
+    analysed with `options`, with what the user gave besides its trace (`inputs`); `files`: its files. Nothing is
+    read until a command asks for what it shows, and each file is read once whatever it asks for."""
 
     def __init__(self, path: str, options: Options, inputs: RunInputs, files: RunFiles):
-        # (Analysis.__init__ is not called: the attribution and the data are read on first use, below)
         self.path, self.options, self.inputs, self.files = path, options, inputs, files
+        self._attribution: Attribution | None = None
+        self._data: RunData | None = None
+        self._analysis: Analysis | None = None
 
     @classmethod
     def load(cls, path: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Run:
@@ -50,32 +57,47 @@ class Run(Analysis):
                                 "give the sidecar too (--sidecar FILE, or a run directory)", inputs.server_log)
         return cls(path, options, inputs, files)
 
-    @cached_property
     def attribution(self) -> Attribution:
+        """The attribution of the run's trace, read and attributed on the first call (`read_attribution`)."""
+        if self._attribution is None:
+            self._attribution = self.read_attribution()
+        return self._attribution
+
+    def read_attribution(self) -> Attribution:
+        """Read and attribute the run's trace, through the caches (app/analyze.py `attribution`)."""
         return attribution(self.files.trace, self.options)
 
-    @cached_property
-    def sync_timers(self):
-        """What synchronize timers at every phase boundary would add (derived/economics.py), through the cache."""
-        return cached_sync_timers(self.files.trace, self.options, self.attribution)
+    def sync_timers(self, a: Attribution) -> SyncTimerEstimate | None:
+        """What synchronize timers at every phase boundary would add to the attribution `a` of the run's trace
+        (derived/sync_timers.py), kept beside its cached attribution (app/analyze.py `sync_timers`)."""
+        return cached_sync_timers(self.files.trace, self.options, a)
 
-    @cached_property
     def data(self) -> RunData:
-        """The run's files besides its trace, each read once."""
-        with progress.step("reading the run's files"):
-            return read_run_data(self.files, self.inputs, self.options)
+        """The run's files besides its trace, read on the first call."""
+        if self._data is None:
+            with progress.step("reading the run's files"):
+                self._data = read_run_data(self.files, self.inputs, self.options)
+        return self._data
 
-    @property
-    def manifest(self) -> dict | None:
-        """What `specprof capture` recorded about the run (`manifest.json`), or None."""
-        return self.data.manifest
+    def analysis(self) -> Analysis:
+        """Every value the renderers show (derived/analysis.py `analyse`), made on the first call: every file read
+        and every result made (or its error raised) before any output is written."""
+        if self._analysis is None:
+            self._analysis = analyse(self.attribution(), self.data(), self.sync_timers)
+        return self._analysis
 
-    @cached_property
     def side(self) -> Side:
-        """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py)."""
-        return side_of(self.attribution, self.pace)
+        """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py), from
+        the trace alone where the analysis is not made."""
+        a = self.attribution()
+        return side_of(a, self._analysis.cycle_breakdown if self._analysis is not None else pace(a))
 
-    @cached_property
+    def sweep_input(self) -> SweepRun:
+        """This run's inputs to the sweep's fit (derived/sweep_runs.py): no economics made for them."""
+        if self._analysis is not None:
+            return sweep_input_of(self._analysis)
+        return sweep_input(self.attribution(), self.data())
+
     def store_key(self) -> dict:
         """The analysis options that change this run's results, as the results store keys the run by them."""
         o, i = self.options, self.inputs
@@ -83,26 +105,24 @@ class Run(Analysis):
                                 i.server_log, i.baseline_run, i.baseline_ms, i.log_interval if i.server_log else None,
                                 window=o.window.describe() if o.window else None)
 
-    @cached_property
-    def record(self) -> store.Record:
-        """This run's rows for the results store: its manifest, and the sweep's inputs when it has sidecars."""
-        sweep = self.sweep_input if self.files.sidecars else None
-        return store.record(self, path=self.path, trace_path=self.files.trace, options=self.store_key,
-                            manifest=self.manifest, sweep=sweep)
+    def record(self, a: Analysis) -> store.Record:
+        """This run's rows for the results store from its analysis `a`: its manifest, and the sweep's inputs when it
+        has sidecars."""
+        sweep = sweep_input_of(a) if self.files.sidecars else None
+        return store.record(a, path=self.path, trace_path=self.files.trace, options=self.store_key(),
+                            manifest=a.data.manifest, sweep=sweep)
 
 
 class StoredRun:
     """A run of the results store `db`, written `@ID` (`arg`): its side of a comparison and its sweep's inputs,
-    read from the store on first use."""
+    read from the store."""
 
     def __init__(self, db, arg: str):
         self.db, self.path, self.id = db, arg, store.parse_run_id(arg)
 
-    @cached_property
     def side(self) -> Side:
         return store.charges(self.db, self.id)
 
-    @cached_property
     def sweep_input(self) -> SweepRun:
         return store.stored_sweep_run(self.db, self.path)
 
@@ -129,8 +149,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     found_log = inputs.server_log is None and files.server_log is not None and sidecars is not None \
         and sidecars.accepts.height > 0  # a log is compared with accept counts: a speculative run's
     server_log = inputs.server_log or (files.server_log if found_log else None)
-    if inputs.server_log or files.server_log:  # the settings the server ran with (its start-up line)
-        data.server_args = server_args(inputs.server_log or files.server_log) or None
+    # what the server ran with: its log's start-up line (any log of the run), else the traced command line
+    data.settings = read_settings(inputs.server_log or files.server_log, sidecars, data.manifest)
+    data.manifest_settings = read_settings(manifest=data.manifest)
     if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
         try:
             data.server_log = read_server_log(server_log)
@@ -142,7 +163,7 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
                               "not checked")
             found_log = False
         else:
-            data.log_interval = inputs.log_interval or run_files.log_interval(data)
+            data.log_interval = inputs.log_interval or data.settings.log_interval or DEFAULT_LOG_INTERVAL
     if found_log:
         data.found.append(f"server log found: {server_log}")
     if files.baseline_auto:
@@ -156,7 +177,7 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     if files.baseline_ground_truth:
         data.baseline_ground_truth = gt.read_ground_truth(files.baseline_ground_truth)
     if inputs.baseline_ms is not None:
-        data.baseline_step = run_files.given_step(inputs.baseline_ms)
+        data.baseline_step = given_step(inputs.baseline_ms)
     elif inputs.baseline_run is not None:
         data.baseline_step = baseline_step(inputs.baseline_run, inputs.baseline_range, options)
     return data
@@ -165,17 +186,17 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
 def baseline_step(path: str, step_range: str | None = None, options: Options = Options()) -> BaselineStep:
     """The plain-decode step time of the non-speculative run at `path`: a sidecar file, a trace file, or a run
     directory (its `no-nsys/` sidecars first: no profiler; then its sidecars; then its trace's ranges, the trace
-    read through the caches of `options`; derived/run_files.py `sidecar_step`, `trace_step`)."""
+    read through the caches of `options`; derived/baseline_step.py `sidecar_step`, `trace_step`)."""
     if path.endswith(".jsonl") and os.path.isfile(path):
         paths, where = [path], "sidecar"
     elif os.path.isdir(path) and sc.find(os.path.join(path, BASELINE_DIR)):
         # the twins without nsys and their repeats; the run under nsys beside them shows their noise
         paths, where = [f for d in twin_dirs(path) for f in sc.find(d)], "sidecar without nsys"
         profiled = sc.find(path)
-        return run_files.sidecar_step(sc.read_sidecars(paths), path, where,
+        return sidecar_step(sc.read_sidecars(paths), path, where,
                                       sc.read_sidecars(profiled) if profiled else None)
     elif os.path.isdir(path) and sc.find(path):
         paths, where = sc.find(path), "sidecar under nsys"
     else:
-        return run_files.trace_step(read_trace(path, options), path, step_range)
-    return run_files.sidecar_step(sc.read_sidecars(paths), path, where)
+        return trace_step(read_trace(path, options), path, step_range)
+    return sidecar_step(sc.read_sidecars(paths), path, where)

@@ -32,7 +32,7 @@ from specprof.analyzer.derived import views
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Side
 from specprof.analyzer.derived.ranks import per_rank
-from specprof.analyzer.derived.run_files import SweepRun
+from specprof.analyzer.derived.sweep_runs import SweepRun
 from specprof.analyzer.errors import SpecprofError
 
 SCHEMA = "specprof.store/4"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns; 4: the twin columns
@@ -265,7 +265,7 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         "accept_len": _clean(head["accept_len"]) if head else None, "batch": _clean(head["batch"]) if head else None,
         "period_unprofiled_ns": None, "speedup": _clean(head["speedup"]) if head else None,
         **_manifest_columns(manifest), "specprof_version": __version__,
-        # the setup the sweep compares runs by (engine, model, tp, draft shape: run_files.setup_of), as JSON
+        # the setup the sweep compares runs by (engine, model, tp, draft shape: model/settings.py RunSettings.setup), as JSON
         "setup": json.dumps(sweep.setup, sort_keys=True) if sweep is not None and sweep.setup is not None else None,
     }
     tables = {

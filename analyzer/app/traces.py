@@ -1,5 +1,5 @@
-"""What `specprof analyze` makes of each trace, one or several: the one pipeline (`produce`: a Run's terminal text
-or JSON document, its store rows, its tables, its HTML report), run in this process for one trace, and for
+"""What `specprof analyze` makes of each trace, one or several: the one pipeline (`produce`: a Run's analysis made
+whole, then its store rows, its tables, its HTML report, its terminal text or JSON document), run in this process for one trace, and for
 several traces each on its own, in parallel with `--jobs N` or on Dask (app/parallel.py), into a small
 `TraceOutput`; then one row per trace, and the skew across them when they are ranks of one run.
 
@@ -89,32 +89,33 @@ def produce(run: Run, outputs: Outputs, alone: bool = True, html_file: str | Non
     """The one pipeline: what `outputs` asks for of `run`, made and written in this order: its store rows, its
     tables (--csv/--parquet), its HTML report (`html_file`), its JSON document or terminal text. `alone`: the
     command's only trace (its tables go into the folders given, its JSON is the document's text); else one of
-    several (its tables go into a folder of its own, which `analyze_all` names, its JSON a dict)."""
-    meta = run.trace.meta
+    several (its tables go into a folder of its own, which `analyze_all` names, its JSON a dict). Every file of the
+    run is read and every value made (`Run.analysis`, and its store rows) before the first output is written."""
+    a = run.analysis()
+    record = run.record(a) if outputs.store else None
+    meta = a.trace.meta
     out = TraceOutput(path=run.path, rank=meta.rank, world_size=meta.extra.get("world_size"),
-                      absolute="base_time_ns" in meta.extra)
-    if outputs.store:
-        out.record = run.record
+                      absolute="base_time_ns" in meta.extra, record=record)
     for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):
         if folder:
             if not alone:  # a folder of its own; `analyze_all` names it once every trace's rank is known
                 folder = os.path.join(folder, ".partial-" + hashlib.sha1(run.path.encode()).hexdigest()[:16])
-            tables.write(run, folder, fmt, own_folder=not alone)
+            tables.write(a, folder, fmt, own_folder=not alone)
             out.tables[fmt] = folder
     if html_file:
-        html.write(run, html_file, manifest=run.manifest)
+        html.write(a, html_file, manifest=a.data.manifest)
     with progress.step("rendering"):
         if outputs.as_json:
             if alone:
-                out.text = json_render.render(run)
+                out.text = json_render.render(a)
             else:
-                out.doc = json_render.to_dict(run)
+                out.doc = json_render.to_dict(a)
         elif outputs.text:
-            out.text = terminal.render(run, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
+            out.text = terminal.render(a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
     if not alone:
-        out.row = summary_row(run)
-        out.phase_ns = dict(run.phases.select("phase", "attributed").iter_rows())
-        out.span = (int(run.ops["start"].min()), int(run.ops["end"].max()))
+        out.row = summary_row(a)
+        out.phase_ns = dict(a.phases.select("phase", "attributed").iter_rows())
+        out.span = (int(a.ops["start"].min()), int(a.ops["end"].max()))
     return out
 
 

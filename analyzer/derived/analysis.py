@@ -1,138 +1,156 @@
-"""`Analysis`: the attribution of one trace with what its run's other files add to it, the result that every
-renderer takes (schema `specprof.analysis/3`, docs/json.md).
+"""`Analysis`: the attribution of one trace with what its run's other files add to it: every value a renderer shows
+(schema `specprof.analysis/3`, docs/json.md), made once, before anything is rendered (`analyse`).
 
-It holds the `Attribution` and the run's parsed files (model/run_data.py `RunData`) and computes each further
-result on first use, once: the cross-check, the draft's shape, the economics, the per-rank results with each rank's cycle
-breakdown, the headline breakdown and the sweep's inputs, and the views every renderer shows (derived/views.py: the
-phases' shares and per-instance times, the sums, the breakdown's totals and picks). Every table and field of the attribution reads as an
-attribute of its own (`a.phases`, `a.ops`, `a.trace`, `a.segments`, ...); with several ranks, the per-phase and
-per-cycle tables (`phases`, `categories`, `cycles`, `cycle_phases`) are the headline rank's (derived/ranks.py
-`focus`). app/run.py's `Run` is an Analysis that reads its trace and files on first use.
+`analyse(attribution, data)` makes, in this order and each inside its progress step: the cross-check, the per-rank
+results with each rank's cycle breakdown, the headline breakdown, the headline rank's attribution (`shown`), the
+draft's shape, the economics, the synchronize-timer estimate, and the views every renderer shows beside the tables
+(derived/views.py: the phases' shares and per-instance times, the sums, the breakdown's totals). An `Analysis`
+holds these values and computes nothing more: its fields are plain values, and every table and field of the
+attribution reads as an attribute of its own (`a.phases`, `a.ops`, `a.trace`, `a.segments`, ...); with several
+ranks, the per-phase and per-cycle tables (`phases`, `categories`, `cycles`, `cycle_phases`) are the headline
+rank's (derived/ranks.py `focus`).
+
+A command that shows less makes less: `pace` (a comparison: the headline breakdown from the trace alone, no file
+of the run read) and `sweep_input` (the sweep: the cross-check, the breakdown and the sweep's inputs, no
+economics). app/run.py's `Run` reads a run's files and calls these; `analyse(attribute(trace))` is the analysis
+of a trace alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
-from functools import cached_property
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import polars as pl
 
 from specprof.analyzer import progress
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import breakdown as bd
-from specprof.analyzer.derived import run_files, views
+from specprof.analyzer.derived import views
 from specprof.analyzer.derived.breakdown import CycleBreakdown
-from specprof.analyzer.derived.crosscheck import CrossCheck
-from specprof.analyzer.derived.economics import DraftShape, Economics, SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of
+from specprof.analyzer.derived.draft_shape import DraftShape
+from specprof.analyzer.derived.economics import Economics
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
+from specprof.analyzer.derived.run_economics import draft_shape_of, economics_of
+from specprof.analyzer.derived.sweep_runs import SweepRun, sweep_run
+from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
 from specprof.analyzer.model.run_data import RunData
 
 # The attribution's tables that are one rank's with several ranks (the headline rank's: `shown`).
 PER_RANK_TABLES = ("phases", "categories", "cycles", "cycle_phases")
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class Analysis:
-    """The attribution `attribution` of one trace and the parsed files `data` of its run (none: a trace
-    alone)."""
+    """One trace's attribution, its run's parsed files, and every result made of them (`analyse`)."""
 
-    def __init__(self, attribution: Attribution, data: RunData | None = None):
-        self.attribution = attribution
-        self.data = data if data is not None else RunData()
+    attribution: Attribution
+    data: RunData
+    # the cross-check against the tracer's sidecar and the profiler's inflation (docs/crosscheck.md): None without a
+    # sidecar
+    crosscheck: CrossCheck | None
+    # per-rank attribution, skew across ranks, the communication wait/transfer split (docs/multirank.md), and each
+    # rank's cycle breakdown with the run without the profiler beside it (`breakdowns`)
+    ranks: Ranks
+    # where one decode cycle goes, phase by phase, on the stream the cycle runs on, of the rank that sets the pace
+    # (derived/breakdown.py): None with fewer than two cycles
+    cycle_breakdown: CycleBreakdown | None
+    shown: Attribution  # the attribution whose per-phase and per-cycle tables are the headline rank's
+    # the draft's shape, chain or tree, from the run's settings (derived/run_economics.py `draft_shape_of`);
+    # `DraftShape.kind` None for a run that does not draft
+    draft_shape: DraftShape
+    economics: Economics | None  # does speculation pay (docs/economics.md): None without a sidecar or a baseline
+    # what synchronize timers at every phase boundary would add (derived/sync_timers.py): None without two
+    # consecutive cycles with phases
+    sync_timers: SyncTimerEstimate | None
+    phase_rows: pl.DataFrame  # the phase table with its per-instance times, shares and top busy categories
+    totals: dict  # the sums the header and the report's tiles show (views.totals)
+    breakdown_summary: dict | None  # the headline breakdown's figures beyond its tables: None without one
+    notes: list[str]  # the attribution's notes, then the run's settings' (a value in its files not taken)
 
-    @cached_property
-    def crosscheck(self) -> CrossCheck | None:
-        """The cross-check against the tracer's sidecar and the profiler's inflation (docs/crosscheck.md): None
-        without a sidecar."""
-        with progress.step("cross-checking with the sidecar"):
-            return run_files.crosscheck_of(self.attribution, self.data)
 
-    @cached_property
-    def ranks(self) -> Ranks:
-        """Per-rank attribution, skew across ranks, the communication wait/transfer split (docs/multirank.md), and
-        each rank's cycle breakdown with the run without the profiler beside it (`breakdowns`)."""
-        sidecars, baseline = self.data.sidecars, self.data.baseline
-        with progress.step("per-rank results"):
-            m = per_rank(self.attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
-        check = self.crosscheck
-        events, period = unprofiled_events(check.inflation if check is not None else None)
-        with progress.step("breaking the cycles down"):
-            every = bd.breakdowns(self.attribution, m.ranks)
-        # With several ranks, a phase's events are one rank's only where they come from the reference engine's
-        # ground truth (rank 0's file); the sidecars' events are pooled over the ranks, which no rank's breakdown
-        # may show. The period without the profiler is every rank's.
-        pooled = sidecars is not None and baseline is not None and bool(sidecars.gpu_time.height) \
-            and bool(baseline.gpu_time.height)
-        m.breakdowns = [bd.with_unprofiled(b, events if len(every) < 2 or (b.rank == 0 and not pooled) else None,
-                                           period) for b in every]
-        return m
+def analyse(attribution: Attribution, data: RunData | None = None,
+            sync_timers: Callable[[Attribution], SyncTimerEstimate | None] | None = None) -> Analysis:
+    """Every result of the attribution `attribution` with its run's parsed files `data` (none: a trace alone);
+    `sync_timers`: how the synchronize-timer estimate is made (app/analyze.py's keeps it in the cache), else here."""
+    data = data if data is not None else RunData()
+    check = checked(attribution, data)
+    ranks = ranked(attribution, data, check)
+    breakdown = headline(ranks)
+    shown = focus(attribution, ranks, breakdown.rank if breakdown is not None else None)
+    shape = draft_shape_of(attribution, data, check)
+    with progress.step("the economics"):
+        economics = economics_of(attribution, data, check, breakdown)
+    sync = (sync_timers or estimate_sync_timers)(attribution)
+    return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
+                    shown=shown, draft_shape=shape, economics=economics, sync_timers=sync,
+                    phase_rows=views.phase_rows(shown.phases, shown.categories),
+                    totals=views.totals(shown.phases, shown.unattributed, shown.devices),
+                    breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),
+                    notes=attribution.notes + list(data.settings.notes))
 
-    @cached_property
-    def cycle_breakdown(self) -> CycleBreakdown | None:
-        """Where one decode cycle goes, phase by phase, on the stream the cycle runs on, of the rank that sets the
-        pace (derived/breakdown.py): None with fewer than two cycles."""
-        top = self.ranks.straggler()
-        return bd.headline(self.ranks.breakdowns, top["rank"] if top is not None else None)
 
-    @cached_property
-    def pace(self) -> CycleBreakdown | None:
-        """The headline breakdown's rank, cycles and stream from the trace alone (no file of the run read, no column
-        without the profiler): what a comparison needs. Ranks numbered in device order."""
-        if "cycle_breakdown" in self.__dict__:
-            return self.cycle_breakdown
-        m = per_rank(self.attribution)
-        top = m.straggler()
-        return bd.headline(bd.breakdowns(self.attribution, m.ranks), top["rank"] if top is not None else None)
+def checked(attribution: Attribution, data: RunData) -> CrossCheck | None:
+    """The cross-check against the run's sidecar (derived/crosscheck.py `crosscheck_of`): None without one."""
+    with progress.step("cross-checking with the sidecar"):
+        return crosscheck_of(attribution, data)
 
-    @cached_property
-    def shown(self) -> Attribution:
-        """The attribution whose per-phase and per-cycle tables are the headline rank's (all of it with one rank)."""
-        b = self.cycle_breakdown
-        return focus(self.attribution, self.ranks, b.rank if b is not None else None)
 
-    @cached_property
-    def draft_shape(self) -> DraftShape:
-        """The draft's shape, chain or tree (derived/run_files.py `draft_shape_of`: the server log's resolved
-        settings, else the traced command line); `DraftShape.kind` None for a run that does not draft."""
-        return run_files.draft_shape_of(self.attribution, self.data, self.crosscheck)
+def ranked(attribution: Attribution, data: RunData, check: CrossCheck | None) -> Ranks:
+    """The per-rank results (derived/ranks.py), each rank's cycle breakdown with the run without the profiler beside
+    it (`check`'s inflation: its events and period)."""
+    sidecars, baseline = data.sidecars, data.baseline
+    with progress.step("per-rank results"):
+        m = per_rank(attribution, sidecar_ranks(sidecars.files if sidecars is not None else None))
+    events, period = unprofiled_events(check.inflation if check is not None else None)
+    with progress.step("breaking the cycles down"):
+        every = bd.breakdowns(attribution, m.ranks)
+    # With several ranks, a phase's events are one rank's only where they come from the reference engine's ground
+    # truth (rank 0's file); the sidecars' events are pooled over the ranks, which no rank's breakdown may show. The
+    # period without the profiler is every rank's.
+    pooled = sidecars is not None and baseline is not None and bool(sidecars.gpu_time.height) \
+        and bool(baseline.gpu_time.height)
+    m.breakdowns = [bd.with_unprofiled(b, events if len(every) < 2 or (b.rank == 0 and not pooled) else None, period)
+                    for b in every]
+    return m
 
-    @cached_property
-    def economics(self) -> Economics | None:
-        """Does speculation pay (docs/economics.md): None without a sidecar or a baseline step time."""
-        check, breakdown = self.crosscheck, self.cycle_breakdown  # (each its own step)
-        with progress.step("the economics"):
-            return run_files.economics_of(self.attribution, self.data, check, breakdown)
 
-    @cached_property
-    def sync_timers(self) -> SyncTimerEstimate | None:
-        """What synchronize timers at every phase boundary would add to this capture (derived/economics.py):
-        None without two consecutive cycles with phases."""
-        a = self.attribution
-        with progress.step("estimating synchronize timers"):
-            return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+def headline(ranks: Ranks) -> CycleBreakdown | None:
+    """The cycle breakdown of the rank that sets the pace (the straggler): None with fewer than two cycles."""
+    top = ranks.straggler()
+    return bd.headline(ranks.breakdowns, top["rank"] if top is not None else None)
 
-    # What every renderer shows beside the tables (derived/views.py), computed once per analysis.
 
-    @cached_property
-    def phase_rows(self):
-        """The phase table with each phase's per-instance time, shares, busy and idle time and top busy categories
-        (views.phase_rows), of the headline rank."""
-        return views.phase_rows(self.phases, self.categories)
+def estimate_sync_timers(a: Attribution) -> SyncTimerEstimate | None:
+    """What synchronize timers at every phase boundary would add to the capture (derived/sync_timers.py)."""
+    with progress.step("estimating synchronize timers"):
+        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
 
-    @cached_property
-    def totals(self) -> dict:
-        """The sums the header and the report's tiles show (views.totals)."""
-        return views.totals(self.phases, self.unattributed, self.devices)
 
-    @cached_property
-    def breakdown_summary(self) -> dict | None:
-        """The headline breakdown's figures beyond its tables (views.breakdown_summary): None without one."""
-        b = self.cycle_breakdown
-        return None if b is None else views.breakdown_summary(b)
+def pace(attribution: Attribution) -> CycleBreakdown | None:
+    """The headline breakdown's rank, cycles and stream from the trace alone (no file of the run read, no column
+    without the profiler): what a comparison needs. Ranks numbered in device order."""
+    m = per_rank(attribution)
+    top = m.straggler()
+    return bd.headline(bd.breakdowns(attribution, m.ranks), top["rank"] if top is not None else None)
 
-    @cached_property
-    def sweep_input(self) -> run_files.SweepRun:
-        """This run's inputs to the sweep's fit (derived/sweep.py): over the headline breakdown's decode cycles."""
-        check, breakdown = self.crosscheck, self.cycle_breakdown
-        with progress.step("the sweep's inputs"):
-            return run_files.sweep_run(self.shown, self.data, check, breakdown)
+
+def sweep_input(attribution: Attribution, data: RunData) -> SweepRun:
+    """The run's inputs to the sweep's fit (derived/sweep_runs.py) over the headline breakdown's decode cycles: the
+    cross-check and the breakdown made for it, and no economics."""
+    check = checked(attribution, data)
+    ranks = ranked(attribution, data, check)
+    breakdown = headline(ranks)
+    shown = focus(attribution, ranks, breakdown.rank if breakdown is not None else None)
+    with progress.step("the sweep's inputs"):
+        return sweep_run(shown, data, check, breakdown)
+
+
+def sweep_input_of(a: Analysis) -> SweepRun:
+    """`sweep_input` of a made analysis, from its own cross-check and breakdown (the results store's rows)."""
+    with progress.step("the sweep's inputs"):
+        return sweep_run(a.shown, a.data, a.crosscheck, a.cycle_breakdown)
 
 
 def _attribution_field(name: str) -> property:
@@ -145,4 +163,5 @@ def _shown_field(name: str) -> property:
 
 
 for _name in [f.name for f in fields(Attribution) if not f.name.startswith("_")] + ["segments", "home_charges"]:
-    setattr(Analysis, _name, _shown_field(_name) if _name in PER_RANK_TABLES else _attribution_field(_name))
+    if _name != "notes":
+        setattr(Analysis, _name, _shown_field(_name) if _name in PER_RANK_TABLES else _attribution_field(_name))

@@ -82,7 +82,7 @@ def differences(setups: list[tuple[str, dict]]) -> list[str]:
     out = []
     for key, word in (("engine", "engines"), ("model", "models"), ("tp", "tensor-parallel sizes"),
                       ("topk", "draft tree widths (--speculative-eagle-topk)"),
-                      ("continuous_steps", "--num-continuous-decode-steps")):
+                      ("continuous_steps", "grouped decode steps (--num-continuous-decode-steps)")):
         seen = {}
         for run, s in setups:
             value = s.get(key)

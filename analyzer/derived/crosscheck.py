@@ -58,13 +58,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
+from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived.economics import cycle_periods, run_of
 from specprof.analyzer.derived.intervals import t975
 from specprof.analyzer.model.numeric import np
+from specprof.analyzer.model.run_data import RunData
 from specprof.analyzer.model.sidecars import Sidecars
 from specprof.analyzer.model.stats import QUANTILE
 from specprof.analyzer.model.trace import Trace
@@ -749,3 +751,26 @@ def crosscheck(trace: Trace, sidecars: Sidecars, baseline: Sidecars | None = Non
         if result.accept is None:
             notes.append("accept length: the sidecar has no accept counts to compare with the server log")
     return result
+
+
+# -- the cross-check of a run: its attribution against its files ----------------------------------------------
+
+def crosscheck_of(a: Attribution, data: RunData) -> CrossCheck | None:
+    """The cross-check of the attribution `a` against its run's sidecars (and the run without nsys, ground truth
+    and the server log, where `data` has them); None without a sidecar. The files the loader found without
+    being given are said first in its notes."""
+    if data.sidecars is None:
+        return None
+    truth = data.ground_truth
+    check = crosscheck(a.trace, data.sidecars, data.baseline, truth if data.baseline is not None else None,
+                          data.baseline_ground_truth, data.server_log, data.log_interval)
+    check.notes[:0] = data.found
+    events = data.sidecars
+    if not events.gpu_time.height and truth is not None:
+        # the reference engine's own in-stream CUDA events of this run, when the tracer recorded none
+        recorded = reference_events(truth, events)
+        if recorded is not None:
+            events = replace(events, gpu_time=recorded)
+            check.notes.append(f"ground truth: the reference engine's CUDA events ({data.ground_truth_file})")
+    check.ground_truth = ground_truth_check(a.ops, a.charges, a.cycles, check, events)
+    return check

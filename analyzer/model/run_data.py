@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import polars as pl
 
+from specprof.analyzer.model.settings import RunSettings
 from specprof.analyzer.model.sidecars import Sidecars
 
 BASELINE_DIR = "no-nsys"  # in a run directory: the same workload run without the profiler
@@ -36,9 +37,11 @@ class RunData:
     baseline_ground_truth: pl.DataFrame | None = None  # ... of the run without the profiler
     server_log: pl.DataFrame | None = None  # the `accept len` lines of SGLang's log (readers/sglang_log.py)
     log_interval: int | None = None  # iterations per `accept len` line (with `server_log`)
-    # the server's resolved settings from its log's start-up line (readers/sglang_log.py `server_args`): the draft's
-    # shape and TP size it ran with, also where the command line left them to the server; None without a log
-    server_args: dict | None = None
+    # what the server ran with (readers/settings.py `read_settings`): its log's start-up line first, else the traced
+    # command line (the sidecar header's, else the manifest's)
+    settings: RunSettings = field(default_factory=RunSettings)
+    # ... from the manifest alone: what holds where the sidecar is of another run (it does not line up with the trace)
+    manifest_settings: RunSettings = field(default_factory=RunSettings)
     baseline_step: BaselineStep | None = None  # a plain decode's step time, given or measured
     steps: int | None = None  # the draft steps K, given where the traced command line does not say
     manifest: dict | None = None  # what `specprof capture` recorded (the traced command line)

@@ -23,9 +23,7 @@ applies from the next cycle the worker starts on; a K the worker switched to bet
 before the next one ran no cycle (the accept counts of one batch size's cycles moved its K, then the next
 cycle's batch size chose another).
 
-At start the server logs its resolved settings, `server_args=ServerArgs(... speculative_num_steps=2,
-speculative_eagle_topk=1, speculative_num_draft_tokens=3, ...)`: the values it runs with, also the ones it chose
-itself where the command line left them out (`server_args` reads the draft's shape and TP size from that line).
+The settings the server logs at start-up (`server_args=ServerArgs(...)`) are read by readers/settings.py.
 """
 
 from __future__ import annotations
@@ -94,32 +92,6 @@ def read_step_switches(path: str) -> pl.DataFrame:
     """The step-count switches of a server log file (empty: the server did not change K, or is not adaptive)."""
     with open_input(path, "a server log") as fh:
         return step_switches(fh)
-
-
-# the resolved settings `server_args` reads (integers; SGLang prints None for the ones that do not apply)
-SERVER_ARGS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-               "num_continuous_decode_steps", "tp_size")
-_SERVER_ARGS = re.compile(r"(?<![\w.])(" + "|".join(SERVER_ARGS) + r")=(\d+)\b")
-SERVER_ARGS_LINES = 5000  # the line comes at start-up: a long log is not read to its end for it
-
-
-def server_args(path: str) -> dict[str, int]:
-    """The server's resolved settings among SERVER_ARGS from its `server_args=ServerArgs(...)` start-up line (the
-    first one within SERVER_ARGS_LINES lines); {} when the log has none or cannot be read (it then says nothing
-    of the shape, and the traced command line stands alone)."""
-    try:
-        with open_input(path, "a server log") as fh:
-            for i, line in enumerate(fh):
-                if i >= SERVER_ARGS_LINES:
-                    break
-                if "server_args=ServerArgs(" in line:
-                    out: dict[str, int] = {}
-                    for name, value in _SERVER_ARGS.findall(line):
-                        out.setdefault(name, int(value))
-                    return out
-    except SpecprofError:
-        return {}
-    return {}
 
 
 def read_server_log(path: str) -> pl.DataFrame:

@@ -128,7 +128,7 @@ def _document(a: Analysis) -> dict:
         # Additive: the sums the header and the report's tiles show (derived/views.py `totals`).
         "totals": totals(tot),
         "notes": a.notes,
-        # Additive: the draft's shape, chain or tree (derived/run_files.py `draft_shape_of`); null without drafts.
+        # Additive: the draft's shape, chain or tree (derived/run_economics.py `draft_shape_of`); null without drafts.
         "draft_shape": draft_shape(a.draft_shape),
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
@@ -312,7 +312,7 @@ def crosscheck(c: CrossCheck) -> dict:
 
 
 def sync_timers(t) -> dict:
-    """derived/economics.py SyncTimerEstimate."""
+    """derived/sync_timers.py SyncTimerEstimate."""
     return {"cycle_ms": ms_or_null(t.cycle_ns), "synced_cycle_ms": ms_or_null(t.synced_cycle_ns),
             "cycle_inflation_pct": num(t.cycle_inflation_pct, 2), "sync_ms": ms_or_null(t.sync_ns),
             "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles,
@@ -328,7 +328,7 @@ def _pair(lo, hi):
 
 
 def draft_shape(shape) -> dict | None:
-    """`draft_shape`: derived/economics.py DraftShape of a run that drafts; null for one that does not."""
+    """`draft_shape`: derived/draft_shape.py DraftShape of a run that drafts; null for one that does not."""
     if shape.kind is None:
         return None
     return {"kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,

@@ -27,7 +27,7 @@ import struct
 import polars as pl
 
 from specprof.analyzer import progress, safe_files
-from specprof.analyzer.derived.analysis import Analysis
+from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.errors import SpecprofError
 
 SEQUENCE = 1  # the one packet sequence of the file (trusted_packet_sequence_id)
@@ -197,8 +197,8 @@ def _arg(k: str, v: pl.Expr) -> pl.Expr:
     return pl.struct(k=pl.lit(k), v=v.cast(pl.Utf8))
 
 
-def write(a: Analysis, path: str) -> dict:
-    """Write the Perfetto trace of `a` to `path`; returns what it holds (counts), for the command's message. Both
+def write(a: Attribution, path: str) -> dict:
+    """Write the Perfetto trace of the attribution `a` (an Analysis reads as its attribution too) to `path`; returns what it holds (counts), for the command's message. Both
     steps show a progress bar once they have taken seconds (analyzer/progress.py)."""
     with progress.step("building the Perfetto tracks"):
         tracks, events, counts = _events(a)
@@ -220,7 +220,7 @@ def write(a: Analysis, path: str) -> dict:
     return counts
 
 
-def _events(a: Analysis) -> tuple[_Tracks, pl.DataFrame, dict]:
+def _events(a: Attribution) -> tuple[_Tracks, pl.DataFrame, dict]:
     """The tracks of `a`'s trace, its slices as events (EVENT_SCHEMA) and their counts."""
     tracks = _Tracks()
     meta = a.trace.meta
