@@ -407,7 +407,7 @@ def _gzip_vectors() -> dict[str, tuple[bytes, bytes]]:
     named = io.BytesIO()
     with gzip.GzipFile(filename="data.json", mode="wb", fileobj=named, mtime=0) as fh:
         fh.write(text)
-    page = html.render(Analysis(attribute(load_trace(str(K4)))))
+    page = html.render(analyse(attribute(load_trace(str(K4)))))
     body = re.search(r'<script type="application/gzip;base64" id="specprof-data">(.*?)</script>', page, re.S).group(1)
     real = base64.b64decode(body)
     return {
