@@ -36,6 +36,7 @@ from specprof.analyzer.derived.run_economics import draft_shape_of, economics_of
 from specprof.analyzer.derived.sweep_runs import SweepRun, sweep_run
 from specprof.analyzer.derived.sync_calls import SyncCalls, sync_calls
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.whole_run import WholeRun, whole_run_of
 from specprof.analyzer.model.run_data import RunData
 
 # The attribution's tables that are one rank's with several ranks (the headline rank's: `shown`).
@@ -72,6 +73,9 @@ class Analysis:
     totals: dict  # the sums the header and the report's tiles show (views.totals)
     breakdown_summary: dict | None  # the headline breakdown's figures beyond its tables: None without one
     notes: list[str]  # the attribution's notes, then the run's settings' (a value in its files not taken)
+    # the workload as its client saw it, beside the economics' steady state (derived/whole_run.py): None without the
+    # run's client records
+    whole_run: WholeRun | None = None
 
 
 def analyse(attribution: Attribution, data: RunData | None = None,
@@ -93,7 +97,8 @@ def analyse(attribution: Attribution, data: RunData | None = None,
                     phase_rows=views.phase_rows(shown.phases, shown.categories),
                     totals=views.totals(shown.phases, shown.unattributed, shown.devices),
                     breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),
-                    notes=attribution.notes + list(data.settings.notes))
+                    notes=attribution.notes + list(data.settings.notes),
+                    whole_run=whole_run_of(data, economics))
 
 
 def checked(attribution: Attribution, data: RunData) -> CrossCheck | None:

@@ -185,6 +185,7 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
         "crosscheck": _optional(a.crosscheck),
         "economics": _optional(a.economics),
+        "whole_run": _optional(getattr(a, "whole_run", None)),
         # The JSON contract (docs/json.md; its cycles are `cycles` above): the numbers the page shows are these.
         "analysis": json_doc.document(a),
     }

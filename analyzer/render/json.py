@@ -18,6 +18,7 @@ from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.whole_run import PARTS as WHOLE_RUN_PARTS
 from specprof.analyzer.derived.ranks import Ranks
 from specprof.analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
 from specprof.analyzer.render.format import ms, ms_or_null, num, us_or_null
@@ -133,6 +134,8 @@ def _document(a: Analysis) -> dict:
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
+        # Additive (docs/economics.md): the workload as its client saw it; null without client records.
+        "whole_run": whole_run(a.whole_run) if getattr(a, "whole_run", None) is not None else None,
         "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
         "sync_calls": sync_calls(a.sync_calls) if getattr(a, "sync_calls", None) else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
@@ -346,6 +349,22 @@ def draft_shape(shape) -> dict | None:
     return {"kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,
             "verify_tokens": shape.verify_tokens, "max_accept_len": shape.max_accept_len, "source": shape.source,
             "description": shape.description}
+
+
+def whole_run(w) -> dict:
+    """`whole_run`: derived/whole_run.py `WholeRun`, times in ms."""
+    def one(r) -> dict:
+        split = None if r.split is None else {
+            "parts_ms": {p: ms(r.split.parts[p]) for p in WHOLE_RUN_PARTS}, "cycles": r.split.cycles,
+            "stall_cycles": r.split.stalls, "steady_period_ms": ms(r.split.steady_ns), "aligned": r.split.aligned}
+        return {"client_records": r.path, "under_nsys": r.profiled, "requests": r.requests, "tokens": r.tokens,
+                "wall_ms": ms(r.wall_ns), "tokens_per_s": num(r.tokens_per_s, 3), "split": split}
+    return {"runs": [one(r) for r in w.runs], "baseline": [one(r) for r in w.baseline],
+            "tokens_per_s": num(w.tokens_per_s.value, 3),
+            "baseline_tokens_per_s": num(w.baseline_tokens_per_s.value, 3) if w.baseline_tokens_per_s else None,
+            "speedup": num(w.speedup, 6), "speedup_lo": num(w.speedup_lo, 6), "speedup_hi": num(w.speedup_hi, 6),
+            "steady_speedup": num(w.steady_speedup, 6), "decode_speedup": num(w.decode_speedup, 6),
+            "lines": w.lines}
 
 
 def economics(e: Economics) -> dict:

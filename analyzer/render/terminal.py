@@ -13,6 +13,7 @@ from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.whole_run import PARTS as WHOLE_RUN_PARTS
 from specprof.analyzer.derived.ranks import Ranks
 from specprof.analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
 from specprof.analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
@@ -321,6 +322,18 @@ def economics(e: Economics) -> str:
     return text
 
 
+def whole_run(w) -> str:
+    rows = [[side, clean(r.path), f"{r.requests:,}", f"{r.tokens:,}", f_ms_or_dash(r.wall_ns), f_num(r.tokens_per_s, 0)]
+            + ([f_ms_or_dash(r.split.parts[p]) for p in WHOLE_RUN_PARTS] if r.split is not None
+               else ["-"] * len(WHOLE_RUN_PARTS))
+            for side, runs in (("run", w.runs), ("baseline", w.baseline)) for r in runs]
+    text = ("Whole run as the client saw it (client.json: output tokens over the client's wall clock for the whole "
+            "workload; its parts measured by the sidecar; docs/economics.md)\n"
+            + table(["side", "client records", "requests", "tokens", "wall ms", "tokens/s"]
+                    + [f"{p} ms" for p in WHOLE_RUN_PARTS], rows, "llrrrr" + "r" * len(WHOLE_RUN_PARTS)))
+    return text + ("\n" + bullets(w.lines) if w.lines else "")
+
+
 def sync_timers(t) -> str:
     rows = [[clean(r["phase"], 32), f"{r['instances']:,}", f_ms_or_dash(r["events_ns"]), f_ms_or_dash(r["timer_ns"]),
              "-" if r["inflation_pct"] is None else f"{r['inflation_pct']:+.1f}%"] for r in t.phases.iter_rows(named=True)]
@@ -427,6 +440,8 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
         parts.append(crosscheck(a.crosscheck))
     if a.economics is not None:
         parts.append(economics(a.economics))
+    if getattr(a, "whole_run", None) is not None:
+        parts.append(whole_run(a.whole_run))
     if getattr(a, "sync_timers", None) is not None:
         parts.append(sync_timers(a.sync_timers))
     if getattr(a, "sync_calls", None) is not None:
