@@ -26,6 +26,7 @@ import polars as pl
 from specprof.analyzer import progress
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import breakdown as bd
+from specprof.analyzer.derived.answer import answer
 from specprof.analyzer.derived import views
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of
@@ -76,6 +77,8 @@ class Analysis:
     # the workload as its client saw it, beside the economics' steady state (derived/whole_run.py): None without the
     # run's client records
     whole_run: WholeRun | None = None
+    # the answer first: what the summary at the top shows, picked from the results above (derived/answer.py)
+    answer: dict | None = None
 
 
 def analyse(attribution: Attribution, data: RunData | None = None,
@@ -91,14 +94,17 @@ def analyse(attribution: Attribution, data: RunData | None = None,
     with progress.step("the economics"):
         economics = economics_of(attribution, data, check, breakdown)
     sync = (sync_timers or estimate_sync_timers)(attribution)
+    bsum = None if breakdown is None else views.breakdown_summary(breakdown)
     return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
                     shown=shown, draft_shape=shape, economics=economics, sync_timers=sync,
                     sync_calls=synchronize_calls(attribution),
                     phase_rows=views.phase_rows(shown.phases, shown.categories),
                     totals=views.totals(shown.phases, shown.unattributed, shown.devices),
-                    breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),
+                    breakdown_summary=bsum,
                     notes=attribution.notes + list(data.settings.notes),
-                    whole_run=whole_run_of(data, economics))
+                    whole_run=whole_run_of(data, economics),
+                    answer=answer(breakdown, bsum, economics, check, shape, data.path or attribution.trace.meta.path,
+                                  profiled=True))
 
 
 def checked(attribution: Attribution, data: RunData) -> CrossCheck | None:

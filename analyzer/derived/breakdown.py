@@ -133,7 +133,8 @@ def headline(per_rank: list[CycleBreakdown], straggler: int | None = None) -> Cy
 def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: int | None) -> CycleBreakdown:
     """`b` with the column of the run without the profiler: `events` (phase, ns: mean GPU time per cycle between
     the phase's CUDA events in that run) and `period_ns` (its mean cycle period). Shares of the unprofiled column
-    are of that period; a phase without events has none. Without events, only the period is set."""
+    are of that period; a phase without events has none. Without events, only the period is set. The phases are
+    then ordered by their time without the profiler, largest first (those without events last, by their own time)."""
     if events is None or events.is_empty():
         return replace(b, unprofiled_mean_ns=None if period_ns is None else int(period_ns))
     ev = events.select(pl.col("phase").cast(pl.Utf8), un=pl.col("ns").cast(pl.Float64))
@@ -143,4 +144,7 @@ def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: i
         ratio=pl.when(pl.col("un") > 0).then(pl.col("ns_per_cycle") / pl.col("un")),
         unprofiled_share=(pl.col("un") / period_ns) if period_ns else pl.lit(None, pl.Float64),
     ).select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA)
+    # Largest first by the time without the profiler, the one to act on; the phases without events after them.
+    phases = phases.sort(["unprofiled_ns_per_cycle", "ns_per_cycle", "phase"], descending=[True, True, False],
+                         nulls_last=True, maintain_order=True)
     return replace(b, phases=phases, unprofiled_mean_ns=None if period_ns is None else int(period_ns))

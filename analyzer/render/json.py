@@ -98,6 +98,8 @@ def _document(a: Analysis) -> dict:
             "window": meta.extra.get("window"),
             "start_ns": meta.start_ns,
         },
+        # Additive: the answer first, the values of the summary at the top of `analyze` (derived/answer.py).
+        "summary": summary(a.answer),
         "cycle_breakdown": cycle_breakdown(a.cycle_breakdown, a.breakdown_summary),
         # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
         "category_parents": dict(sorted(a.category_parents.items())),
@@ -150,6 +152,28 @@ def totals(t: dict) -> dict:
             "unattributed_attributed_ms": ms(t["unattributed_attributed"]),
             "unattributed_share": num(t["unattributed_share"], 6), "device_wall_ms": ms(t["device_wall"]),
             "device_busy_ms": ms(t["device_busy"]), "device_busy_share": num(t["device_busy_share"], 6)}
+
+
+def summary(ans: dict | None) -> dict | None:
+    """`summary`: the values of the summary at the top of `analyze` (derived/answer.py), times in ms."""
+    if ans is None:
+        return None
+    c, p = ans["cycle"], ans["pays"]
+    cycle = None if c is None else {
+        "basis": c["basis"], "period_ms": ms(c["period_ns"]), "untimed_share": num(c["untimed_share"], 6),
+        "phases": [{"phase": r["phase"], "ms": ms(r["ns"]), "share": num(r["share"], 6)} for r in c["phases"]]}
+    pays = {"speedup": None, "why": p["why"]} if p["speedup"] is None else {
+        # as `economics.estimates` gives the same values
+        "speedup": num(p["speedup"], 4), "speedup_ci": _pair(num(p["speedup_lo"], 4), num(p["speedup_hi"], 4)),
+        "outcome": p["outcome"], "source": p["source"], "accept_len": num(p["accept_len"], 4),
+        "cycle_ms": ms_or_null(p["cycle_ns"]), "baseline_ms": ms_or_null(p["baseline_ns"]),
+        "break_even_accept_len": num(p["break_even_accept_len"], 4)}
+    t = ans["trust"]
+    return {"cycle": cycle, "pays": pays,
+            "trust": {"ground_truth_max_diff_pct": num(t["ground_truth_pct"], 6),
+                      "ground_truth_within": t["ground_truth_within"], "period_ratio": num(t["period_ratio"], 6),
+                      "period_ratio_lo": num(t["period_ratio_lo"], 6), "period_ratio_hi": num(t["period_ratio_hi"], 6)},
+            "next": ans["next"]}
 
 
 def cycle_breakdown(b, s: dict | None = None) -> dict | None:

@@ -426,8 +426,57 @@ def _rank_lines(a: Analysis) -> str:
     return "\n".join(lines)
 
 
-def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
-    parts = [header(a)]
+# The words the summary and the tables use, one short key each (printed under the summary).
+LEGEND = (
+    "key: cycle period = one decode cycle, start to next start (what tokens/s sees); sidecar = the tracer's record "
+    "of each cycle;",
+    "  twin = the same workload run without nsys (RUN/no-nsys); cpu_wait = GPU idle waiting for the host; launch = "
+    "GPU idle after a launch call;",
+    "  break-even = the accept length at which speculation ties plain decoding (a cycle accepts at most K+1)")
+
+
+def _answer_lines(ans: dict) -> list[str]:
+    c, p, t = ans["cycle"], ans["pays"], ans["trust"]
+    lines = []
+    if c is not None and c["phases"]:
+        phases = ", ".join(f"{clean(r['phase'], 24)} {pct(r['share'], 0)} ({f_ms(r['ns'])} ms)" for r in c["phases"])
+        untimed = (f", not timed by events {pct(c['untimed_share'], 0)}"
+                   if c["untimed_share"] is not None and c["untimed_share"] >= 0.05 else "")
+        lines.append(f"  where a cycle goes ({c['basis']}): cycle period {f_ms(c['period_ns'])} ms; {phases}{untimed}")
+    if p["speedup"] is not None:
+        word = {"wins": "pays", "loses": "does not pay", "wash": "a wash"}.get(p["outcome"], "?")
+        lines.append(f"  does speculation pay: {word}, {f_x(p['speedup'])}{_ci(p['speedup_lo'], p['speedup_hi'], 2)} "
+                     f"against plain decoding (accept length {f_num(p['accept_len'])}, cycle period "
+                     f"{f_ms_or_dash(p['cycle_ns'])} ms, plain step {f_ms_or_dash(p['baseline_ns'])} ms; "
+                     f"{clean(p['source'])})")
+    else:
+        lines.append(f"  does speculation pay: not known ({p['why']})")
+    trust = []
+    if t["ground_truth_pct"] is not None:
+        trust.append(f"attributed GPU time within {t['ground_truth_pct']:.1f}% of in-stream CUDA events"
+                     + ("" if t["ground_truth_within"] else " (some phases outside tolerance)"))
+    if t["period_ratio"] is not None:
+        trust.append(f"nsys stretched the cycle period {f_x(t['period_ratio'])}"
+                     + _ci(t["period_ratio_lo"], t["period_ratio_hi"], 2))
+    lines.append("  how far to trust it: " + ("; ".join(trust) if trust else "no in-stream events or run without "
+                                                                               "nsys to check against"))
+    lines.append(f"  next: {clean(ans['next'])}")
+    return lines
+
+
+def summary(a: Analysis) -> str | None:
+    """The answer first: at most 10 lines (derived/answer.py), then the one-line key to the words used."""
+    if a.answer is None:
+        return None
+    return "\n".join([f"Summary of {clean(a.data.path or a.trace.meta.path)}", *_answer_lines(a.answer),
+                      *("  " + line for line in LEGEND)])
+
+
+def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20, brief: bool = False) -> str:
+    first = summary(a)
+    if brief:
+        return (first or header(a)) + "\n"
+    parts = ([first] if first else []) + [header(a)]
     breakdown = cycle_breakdown(a)
     if breakdown:
         parts.append(breakdown)
