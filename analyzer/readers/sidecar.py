@@ -176,6 +176,8 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
             seen_index.add(index)
             start, end = line.interval("cycle", record.get("start_ns"), record.get("end_ns"))
             batch = line.int("batch_size", nullable=True, minimum=0)
+            steps = line.int("steps", nullable=True, minimum=0)  # absent before the tracer recorded them: null
+            tokens = line.int("draft_tokens", nullable=True, minimum=1)
             accept = record.get("accept")
             requests = correct = accept_len = None
             if accept is not None:
@@ -199,8 +201,8 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
                 phases.append((file_no, pid, index, frame[0], p_start, p_end, True))
                 verify = verify or frame[0] == "verify"
                 decode = decode or frame[0] in DECODE_PHASES
-            cycles.append((file_no, pid, rank, index, start, end, batch, requests, correct, accept_len, verify,
-                           decode))
+            cycles.append((file_no, pid, rank, index, start, end, batch, steps, tokens, requests, correct,
+                           accept_len, verify, decode))
         elif kind == "range":
             name = line.str("name")
             start, end = line.interval(f"range {name!r}", record.get("start_ns"), record.get("end_ns"))
