@@ -18,6 +18,7 @@ import polars as pl
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import crosscheck as cc
 from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived import groups as gr
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.economics import shape_notes
 from specprof.analyzer.derived.sweep import Sweep, sweep
@@ -96,7 +97,7 @@ def sidecar_step(sides: Sidecars, path: str, where: str, profiled: Sidecars | No
                          "hold it (repeat the baseline without nsys to measure its noise)")
             m = econ.Measure(m.value, max(m.half, m.value - t.value), m.n, max(m.runs, 2), "runs")
     source = f"{path}: {where}, {m.n} steps" + (f" of {batch:g} requests" if batch is not None else "")
-    return BaselineStep(int(round(m.value)), source, notes, batch, m)
+    return BaselineStep(int(round(m.value)), source, notes, batch, m, sides)
 
 
 def given_step(baseline_ms: float) -> BaselineStep:
@@ -235,8 +236,13 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
     if economics is not None:
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
+    if economics is not None and feeding is not None:
+        economics.groups = gr.economics_groups(economics, feeding, data.baseline, *_aligned(check), step, shape.steps,
+                                               cc.profiler_name(a.trace))
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
+    if economics is not None and economics.groups is not None and economics.groups.several:
+        batch = None  # the per-batch-size table compares like with like
     if head is not None and head["batch"] is not None and batch is not None \
             and abs(batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {batch:g} requests per step, this run {head['batch']:g} "
