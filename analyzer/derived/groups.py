@@ -63,11 +63,12 @@ class BatchGroups:
 
     @property
     def several(self) -> bool:
-        """The headline source's cycles fall in more than one group (batch size or K)."""
+        """The headline source's cycles fall in more than one group (batch size or K) of MIN_GROUP_CYCLES cycles
+        or more (a run's few cycles at other sizes, while its load rises or drains, make no second group)."""
         if not self.rows.height:
             return False
         head = self.rows["source"][0]
-        return self.rows.filter(pl.col("source") == head).height > 1
+        return self.rows.filter((pl.col("source") == head) & (pl.col("cycles") >= MIN_GROUP_CYCLES)).height > 1
 
 
 def edges_of(sizes: pl.DataFrame, thresholds: list[int] | None = None) -> list[tuple[int, int, bool]]:
@@ -92,7 +93,7 @@ def edges_of(sizes: pl.DataFrame, thresholds: list[int] | None = None) -> list[t
             lo += 1
         while hi in exact and hi > lo:
             hi -= 1
-        groups.append((lo, hi, lo == hi))
+        groups.append((lo, hi, False))
     return sorted(groups)
 
 
@@ -101,6 +102,7 @@ def _label(lo: int, hi: int) -> str:
 
 
 def grouped(cycles: pl.DataFrame, edges: list[tuple[int, int, bool]], steps: int | None) -> pl.DataFrame:
+    exact = {a for a, b, x in edges if x}
     """`cycles` with the group columns (GROUP_SCHEMA) added: its batch-size group by `edges`, its K (the cycle's
     own, else `steps`, the run's; null for a plain step). A cycle in no group has null `batch`."""
     lo = pl.lit(None, dtype=pl.Int64)
@@ -115,7 +117,7 @@ def grouped(cycles: pl.DataFrame, edges: list[tuple[int, int, bool]], steps: int
     return out.with_columns(
         batch=pl.when(pl.col("batch_lo") == pl.col("batch_hi")).then(pl.col("batch_lo").cast(pl.Utf8))
         .otherwise(pl.col("batch_lo").cast(pl.Utf8) + "-" + pl.col("batch_hi").cast(pl.Utf8)),
-        exact=pl.col("batch_lo") == pl.col("batch_hi"))
+        exact=pl.col("batch_lo").is_in(list(exact)) & (pl.col("batch_lo") == pl.col("batch_hi")))
 
 
 def group_periods(cycles: pl.DataFrame) -> pl.DataFrame:
@@ -236,7 +238,7 @@ def batch_groups(sources: list[tuple], plain=None, steps: int | None = None,
                                 k, m, accept, b)
             row["cycles"] = cyc.height
             lo, hi = cyc["batch_lo"][0], cyc["batch_hi"][0]
-            part_rows.append({"batch_group": batch, "batch_lo": lo, "batch_hi": hi, "exact": lo == hi, "steps": k,
+            part_rows.append({"batch_group": batch, "batch_lo": lo, "batch_hi": hi, "exact": cyc["exact"][0], "steps": k,
                               **row, "baseline_steps": b.n if b else 0})
         time = [r["cycles"] * r["cycle_ns"] if r["cycle_ns"] else 0 for r in part_rows]
         total = sum(time)
