@@ -158,3 +158,18 @@ def test_one_batch_size_is_one_group_and_changes_no_headline():
     g = e["batch_groups"]
     assert not g["several"] and g["crossover"] == [] and g["traffic_weighted_speedup"] is None
     assert e["estimates"][0]["speedup"] is not None
+
+
+@ramp
+@pytest.mark.parametrize("run", RAMP)
+def test_the_idle_between_ramp_levels_is_in_no_cycle_of_the_breakdown(run):
+    """Under nsys, the cycle stream's idle time while the server waits between ramp levels is taken out of the cycle
+    it follows: the decode cycle's (unattributed) share is under 5 % (it was 68 % with the gaps inside), and the
+    idle is reported once."""
+    result = CliRunner().invoke(main, ["analyze", str(FIXTURES / run), "--json"])
+    assert result.exit_code == 0, result.output
+    b = json.loads(result.output)["cycle_breakdown"]
+    un = next((p for p in b["phases"] if p["phase"] == "(unattributed)"), None)
+    assert un is None or un["share"] < 0.05
+    assert b["idle_ms"] > 100 and b["idle_gaps"] >= 1
+    assert b["cycle_ms"]["mean"] < 3 * b["cycle_ms"]["median"]

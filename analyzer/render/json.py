@@ -167,6 +167,7 @@ def cycle_breakdown(b, s: dict | None = None) -> dict | None:
         "largest_phase": None if largest is None else {"phase": largest["phase"], "share": num(largest["share"], 6),
                                                        "unprofiled": largest["unprofiled"]},
         "outside_share": num(s["outside_share"], 6),
+        "idle_ms": ms(b.idle_ns), "idle_gaps": b.idle_gaps,
         "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
                     "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
                     "unprofiled_ms_per_cycle": ms_or_null(r["unprofiled_ns_per_cycle"]),

@@ -393,6 +393,9 @@ def cycle_breakdown(a: Analysis) -> str | None:
             f"its phases run on):\n  cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, "
             f"{f_ms(b.p90_ns)} p90; each phase's time per cycle and its share add up to the cycle; GPU busy: the "
             "part of it the GPU ran the phase's ops")
+    if b.idle_ns:
+        text += (f"\n  idle: {f_ms(b.idle_ns)} ms after {b.idle_gaps:,} cycles while no request ran (between requests, "
+                 "between load levels): in no cycle, phase or share")
     if unprof:
         text += ("\n  without nsys: the same phases between their CUDA events in the run without the profiler "
                  "(its period, start to start); the shares to act on are those without nsys")
