@@ -39,6 +39,8 @@ from specprof.analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES, UNATT
 # A cycle whose idle time outside any phase is longer than this many median cycles waited for requests: that
 # time is idle, in no cycle (derived/economics.py IDLE_GAP_FACTOR, the same rule on the sidecar's periods).
 IDLE_GAP_FACTOR = 3.0
+# A charge of no phase: where a cycle's idle time waits
+WAITING = pl.col("phase").is_null() | (pl.col("phase").cast(pl.Utf8) == UNATTRIBUTED)
 
 PHASE_SCHEMA = {"phase": pl.Utf8, "ns_per_cycle": pl.Int64, "share": pl.Float64, "busy_ns_per_cycle": pl.Int64,
                 "busy_share": pl.Float64, "unprofiled_ns_per_cycle": pl.Int64, "ratio": pl.Float64,
@@ -62,6 +64,7 @@ class CycleBreakdown:
     why: str | None = None
     idle_ns: int = 0  # the idle time after cycles while no request ran, taken out of them (module docstring)
     idle_gaps: int = 0
+    idle_cycles: pl.DataFrame | None = None  # cycle, ns: the idle time taken out of each cycle it followed
 
 
 def decode_cycles(a: Attribution) -> pl.DataFrame:
@@ -86,7 +89,7 @@ def _one(charges: pl.DataFrame, keep: pl.DataFrame, device: int, stream: int, ra
         keep.select("cycle"), on="cycle", how="semi").with_columns(
         busy=~pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES), phase=pl.col("phase").cast(pl.Utf8))
     # idle: a cycle's phase-less idle time, where it is longer than IDLE_GAP_FACTOR x the median cycle
-    waiting = (pl.col("phase").is_null() | (pl.col("phase") == UNATTRIBUTED)) & ~pl.col("busy")
+    waiting = WAITING & ~pl.col("busy")
     lengths = mine.group_by("cycle").agg(ns=pl.col("ns").sum(), wait=pl.col("ns").filter(waiting).sum())
     median = lengths["ns"].median() if lengths.height else None
     gaps = lengths.filter(pl.col("wait") > IDLE_GAP_FACTOR * median) if median else lengths.clear()
@@ -108,7 +111,8 @@ def _one(charges: pl.DataFrame, keep: pl.DataFrame, device: int, stream: int, ra
     return CycleBreakdown(device=int(device), stream=int(stream), cycles=n, mean_ns=int(round(total / n)),
                           median_ns=s["p50"], p90_ns=s["p90"], phases=phases, rank=int(rank),
                           pid=None if pid is None else int(pid), per_cycle=per_cycle,
-                          idle_ns=int(gaps["wait"].sum() or 0), idle_gaps=gaps.height)
+                          idle_ns=int(gaps["wait"].sum() or 0), idle_gaps=gaps.height,
+                          idle_cycles=gaps.select("cycle", ns="wait").sort("cycle"))
 
 
 def breakdowns(a: Attribution, ranks: pl.DataFrame | None = None) -> list[CycleBreakdown]:

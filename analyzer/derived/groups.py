@@ -149,7 +149,9 @@ def _phases(source: str, profiled: bool, sides_phases: pl.DataFrame, kept: pl.Da
         kept.select("file", cycle="index", batch="batch", steps="steps"), on=["file", "cycle"])
     if not ph.height:
         return []
-    per = ph.group_by("file", "cycle", "batch", "steps", "name").agg(ns=(pl.col("end") - pl.col("start")).sum())
+    per = ph.group_by("file", "cycle", "batch", "steps", "name").agg(ns=(pl.col("end") - pl.col("start")).sum()) \
+        .join(kept.select("batch", "batch_lo").unique(), on="batch", how="left").sort(
+            "batch_lo", "steps", "name", "file", "cycle", nulls_last=True)
     out = []
     for (batch, steps, name), g in per.group_by("batch", "steps", "name", maintain_order=True):
         m = mean_measure(g["ns"].to_numpy())

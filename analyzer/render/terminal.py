@@ -113,7 +113,7 @@ def categories(a: Analysis, limit: int = 20) -> str:
 def cycles(a: Analysis, limit: int = 10) -> str:
     if a.cycles.is_empty():
         return "Cycles: no `cycle` ranges in this trace."
-    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list())
+    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list(), idle=views.idle_cycles(a))
     phase_cols = [c for c in data.columns if c not in ("cycle", "index", "pid", "start", "end", "total")]
     origin = a.trace.meta.start_ns
     rows = [[str(r["index"]), f_ms(r["start"] - origin, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
