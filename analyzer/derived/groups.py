@@ -157,7 +157,7 @@ def _phases(source: str, profiled: bool, sides_phases: pl.DataFrame, kept: pl.Da
         m = mean_measure(g["ns"].to_numpy())
         lo = hi = None
         if m.half is not None and math.isfinite(m.half):
-            lo, hi = int(round(m.lo)), int(round(m.hi))
+            lo, hi = max(0, int(round(m.lo))), int(round(m.hi))  # a time is not negative
         out.append({"source": source, "profiled": profiled, "batch_group": batch, "steps": steps, "phase": name,
                     "instances": g.height, "ns_per_cycle": int(round(m.value)), "lo_ns": lo, "hi_ns": hi})
     return out
