@@ -131,6 +131,7 @@ class Economics:
     baseline_lo_ns: int | None = None  # the baseline step's 95 % interval (None for a given number)
     baseline_hi_ns: int | None = None
     draft_tree: dict | None = None  # DraftShape.as_tree(): a tree draft's topk and tokens; None for a chain
+    groups: object = None  # derived/groups.py BatchGroups: the economics per batch size and K; None without sidecar
 
     @property
     def headline(self) -> dict | None:

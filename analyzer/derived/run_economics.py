@@ -15,6 +15,7 @@ from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import crosscheck as cc
 from specprof.analyzer.derived import draft_shape as ds
 from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived import groups as gr
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.draft_shape import shape_notes
 from specprof.analyzer.model.run_data import BASELINE_DIR, RunData
@@ -138,8 +139,13 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
     if economics is not None:
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
+    if economics is not None and feeding is not None:
+        economics.groups = gr.economics_groups(economics, feeding, data.baseline, *aligned_cycles(check), step,
+                                               shape.steps, cc.profiler_name(a.trace))
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
+    if economics is not None and economics.groups is not None and economics.groups.several:
+        batch = None  # the per-batch-size table compares like with like
     if head is not None and head["batch"] is not None and batch is not None \
             and abs(batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {batch:g} requests per step, this run {head['batch']:g} "

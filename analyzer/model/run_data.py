@@ -23,6 +23,7 @@ class BaselineStep(NamedTuple):
     notes: list[str]
     batch: float | None  # mean requests per step, or None when unknown
     measure: object = None  # derived/intervals.py Measure: the step time with its 95 % interval (None: unknown)
+    sidecars: Sidecars | None = None  # the plain run's sidecars it was measured from (None: given, or a trace)
 
 
 @dataclass

@@ -302,7 +302,7 @@ def _cycles(a: Analysis, t0: int, hidden: list[str]) -> dict:
     c = a.cycles
     if c.is_empty():
         return {"n": 0}
-    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list(), cpu=True)
+    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list(), cpu=True, idle=views.idle_cycles(a))
     cols = [p for p in data.columns if p not in ("cycle", "index", "pid", "start", "end", "total", "cpu")]
     st = views.cycle_stats(data, views.shown_cycles(a), ["total", "cpu"])
     stats = {label: {k: ms(v) for k, v in st[label].items() if k != "n"} for label in ("total", "cpu")}

@@ -195,6 +195,7 @@ def cycle_breakdown(b, s: dict | None = None) -> dict | None:
         "largest_phase": None if largest is None else {"phase": largest["phase"], "share": num(largest["share"], 6),
                                                        "unprofiled": largest["unprofiled"]},
         "outside_share": num(s["outside_share"], 6),
+        "idle_ms": ms(b.idle_ns), "idle_gaps": b.idle_gaps,
         "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
                     "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
                     "unprofiled_ms_per_cycle": ms_or_null(r["unprofiled_ns_per_cycle"]),
@@ -422,6 +423,39 @@ def economics(e: Economics) -> dict:
             for r in e.waits.iter_rows(named=True)],
         "verdict": e.verdict,
         "notes": e.notes,
+        "batch_groups": None if e.groups is None else batch_groups(e.groups),
+    }
+
+
+def batch_groups(g) -> dict:
+    """`economics.batch_groups`: derived/groups.py BatchGroups (docs/json.md)."""
+    return {
+        "several": g.several,
+        "groups": [
+            {"source": r["source"], "profiled": r["profiled"], "batch_group": r["batch_group"],
+             "batch_lo": r["batch_lo"], "batch_hi": r["batch_hi"], "exact": r["exact"], "steps": r["steps"],
+             "cycles": r["cycles"], "cycle_ms": ms_or_null(r["cycle_ns"]),
+             "cycle_ms_ci": _pair(ms_or_null(r["cycle_lo_ns"]), ms_or_null(r["cycle_hi_ns"])),
+             "accept_len": num(r["accept_len"], 4),
+             "accept_len_ci": _pair(num(r["accept_len_lo"], 4), num(r["accept_len_hi"], 4)),
+             "batch": num(r["batch"], 3), "tokens_per_s": num(r["tokens_per_s"], 1),
+             "tokens_per_s_ci": _pair(num(r["tokens_per_s_lo"], 1), num(r["tokens_per_s_hi"], 1)),
+             "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_steps": r["baseline_steps"],
+             "speedup": num(r["speedup"], 4), "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4)),
+             "break_even_accept_len": num(r["break_even_accept_len"], 4),
+             "break_even_accept_len_ci": _pair(num(r["break_even_lo"], 4), num(r["break_even_hi"], 4)),
+             "outcome": r["outcome"], "time_share": num(r["time_share"], 4), "runs": r["runs"],
+             "interval_basis": r["interval_basis"]}
+            for r in g.rows.iter_rows(named=True)],
+        "phases": [
+            {"source": r["source"], "profiled": r["profiled"], "batch_group": r["batch_group"], "steps": r["steps"],
+             "phase": r["phase"], "instances": r["instances"], "ms_per_cycle": ms_or_null(r["ns_per_cycle"]),
+             "ms_per_cycle_ci": _pair(ms_or_null(r["lo_ns"]), ms_or_null(r["hi_ns"]))}
+            for r in g.phases.iter_rows(named=True)],
+        "crossover": g.crossover,
+        "traffic_weighted_speedup": num(g.weighted_speedup, 4),
+        "idle_ms": ms_or_null(g.idle_ns), "idle_gaps": g.idle_gaps,
+        "notes": g.notes,
     }
 
 

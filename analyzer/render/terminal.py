@@ -114,7 +114,7 @@ def categories(a: Analysis, limit: int = 20) -> str:
 def cycles(a: Analysis, limit: int = 10) -> str:
     if a.cycles.is_empty():
         return "Cycles: no `cycle` ranges in this trace."
-    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list())
+    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list(), idle=views.idle_cycles(a))
     phase_cols = [c for c in data.columns if c not in ("cycle", "index", "pid", "start", "end", "total")]
     origin = a.trace.meta.start_ns
     rows = [[str(r["index"]), f_ms(r["start"] - origin, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
@@ -310,9 +310,13 @@ def economics(e: Economics) -> str:
              "-" if r["draft_steps"] is None else str(r["draft_steps"]),
              "-" if r["break_even_reachable"] is None else ("yes" if r["break_even_reachable"] else "no")]
             for r in e.estimates.iter_rows(named=True)]
+    g = e.groups
+    head = ""
+    if g is not None and g.several:
+        head = batch_groups(g) + "\n\n"
     base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
         "no baseline step time (give --baseline-ms MS or --baseline RUN)"
-    text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
+    text = head + ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
             + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms",
                      "speedup (95% CI)", "break-even accept len", "K", "break-even <= K+1"], rows, "lrrrrrrrrl"))
     if e.verdict:
@@ -332,6 +336,29 @@ def whole_run(w) -> str:
             + table(["side", "client records", "requests", "tokens", "wall ms", "tokens/s"]
                     + [f"{p} ms" for p in WHOLE_RUN_PARTS], rows, "llrrrr" + "r" * len(WHOLE_RUN_PARTS)))
     return text + ("\n" + bullets(w.lines) if w.lines else "")
+
+
+def batch_groups(g) -> str:
+    """The economics per batch size and K (derived/groups.py BatchGroups): the headline where a run has several."""
+    rows = [[clean(r["source"]), clean(r["batch_group"]) + ("" if r["exact"] else " (bucket)"),
+             "-" if r["steps"] is None else str(r["steps"]), f"{r['cycles']:,}",
+             f_ms_or_dash(r["cycle_ns"]) + _ci_ms(r["cycle_lo_ns"], r["cycle_hi_ns"]),
+             f_num(r["accept_len"]) + _ci(r["accept_len_lo"], r["accept_len_hi"], 2),
+             f_num(r["tokens_per_s"], 0) + _ci(r["tokens_per_s_lo"], r["tokens_per_s_hi"], 0),
+             f_ms_or_dash(r["baseline_ns"]) if r["baseline_steps"] else "none at this size",
+             f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2),
+             f_num(r["break_even_accept_len"]) + _ci(r["break_even_lo"], r["break_even_hi"], 2),
+             "-" if r["time_share"] is None else f"{100 * r['time_share']:.0f}%"]
+            for r in g.rows.iter_rows(named=True)]
+    text = ("Economics per batch size and K (cycles grouped by the batch they ran and the draft steps K their verify "
+            "checked; the baseline is the plain run's step at the same batch sizes; 95% intervals)\n"
+            + table(["cycle measured by", "batch", "K", "cycles", "cycle ms", "accept len", "tokens/s",
+                     "plain step ms", "speedup", "break-even accept len", "time"], rows, "llrrrrrrrrr"))
+    return text  # the crossover in words is the economics' verdict, below
+
+
+def _ci_ms(lo, hi) -> str:
+    return "" if lo is None or hi is None else f" ({f_ms_or_dash(lo)}-{f_ms_or_dash(hi)})"
 
 
 def sync_timers(t) -> str:
@@ -394,6 +421,9 @@ def cycle_breakdown(a: Analysis) -> str | None:
             f"its phases run on):\n  cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, "
             f"{f_ms(b.p90_ns)} p90; each phase's time per cycle and its share add up to the cycle; GPU busy: the "
             "part of it the GPU ran the phase's ops")
+    if b.idle_ns:
+        text += (f"\n  idle: {f_ms(b.idle_ns)} ms after {b.idle_gaps:,} cycles while no request ran (between requests, "
+                 "between load levels): in no cycle, phase or share")
     if unprof:
         text += ("\n  without nsys: the same phases between their CUDA events in the run without the profiler "
                  "(its period, start to start); the shares to act on are those without nsys")
