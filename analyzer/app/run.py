@@ -19,7 +19,7 @@ from specprof.analyzer.app import store
 from specprof.analyzer.app.analyze import Options, RunInputs, attribution, read_trace
 from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
 from specprof.analyzer.core.attribution import Attribution
-from specprof.analyzer.derived.analysis import Analysis, analyse, pace, sweep_input, sweep_input_of
+from specprof.analyzer.derived.analysis import Analysis, analyse, analyse_sidecars, pace, sweep_input, sweep_input_of
 from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
 from specprof.analyzer.derived.compare import Side, side_of
 from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
@@ -29,7 +29,7 @@ from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from specprof.analyzer.readers import ground_truth as gt
 from specprof.analyzer.readers import sidecar as sc
-from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
+from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, sidecars_only, twin_dirs
 from specprof.analyzer.readers.nsys_report import exported
 from specprof.analyzer.readers.settings import read_settings
 from specprof.analyzer.readers.sglang_log import read_server_log
@@ -83,7 +83,10 @@ class Run:
         """Every value the renderers show (derived/analysis.py `analyse`), made on the first call: every file read
         and every result made (or its error raised) before any output is written."""
         if self._analysis is None:
-            self._analysis = analyse(self.attribution(), self.data(), self.sync_timers)
+            if self.files.trace is None:  # a run made without nsys: its sidecars alone
+                self._analysis = analyse_sidecars(self.data())
+            else:
+                self._analysis = analyse(self.attribution(), self.data(), self.sync_timers)
         return self._analysis
 
     def side(self) -> Side:
@@ -196,7 +199,8 @@ def baseline_step(path: str, step_range: str | None = None, options: Options = O
         return sidecar_step(sc.read_sidecars(paths), path, where,
                                       sc.read_sidecars(profiled) if profiled else None)
     elif os.path.isdir(path) and sc.find(path):
-        paths, where = sc.find(path), "sidecar under nsys"
+        # a run made without nsys (its sidecars alone) is one; any other run directory's were under nsys
+        paths, where = sc.find(path), "sidecar without nsys" if sidecars_only(path) else "sidecar under nsys"
     else:
         return trace_step(read_trace(path, options), path, step_range)
     return sidecar_step(sc.read_sidecars(paths), path, where)
