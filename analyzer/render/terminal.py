@@ -425,7 +425,7 @@ def events_breakdown(a: Analysis) -> str | None:
     rows.append(["period", f_ms_or_dash(b.unprofiled_mean_ns), "100.0%"])
     return (f"Where a decode cycle goes (without nsys: {b.cycles:,} cycles with CUDA events):\n"
             "  each phase's GPU time between its CUDA events, per cycle, and its share of the period (cycle start to "
-            "next start); the same numbers a capture under nsys shows as its column without nsys\n"
+            "next start); the numbers an nsys capture of this workload shows as its column without nsys\n"
             + table(["phase", "ms/cycle", "share of period"], rows, "lrr"))
 
 
