@@ -88,3 +88,26 @@ def test_a_folder_without_sidecars_or_trace_is_still_refused(tmp_path):
     result = CliRunner().invoke(main, ["analyze", str(tmp_path), "-q"])
     assert result.exit_code != 0
     assert "run directory made by `specprof capture`" in result.output
+
+
+def test_compare_two_runs_without_nsys():
+    doc = json.loads(invoke("compare", str(FIXTURES / "sglang-dense-k2" / "no-nsys"),
+                            str(FIXTURES / "sglang-dense-k4" / "no-nsys"), "--json"))
+    k4 = analyze_json(FIXTURES / "sglang-dense-k4" / "no-nsys")
+    events = {p["phase"]: p["unprofiled_ms_per_cycle"] for p in k4["cycle_breakdown"]["phases"]}
+    # each phase per cycle: the same number `analyze` shows for the run
+    assert {p["phase"]: p["b_ms"] for p in doc["phases"]} == pytest.approx(events, abs=2e-6)
+    assert doc["b"]["cycles"] == k4["cycle_breakdown"]["cycles"]
+
+
+def test_compare_refuses_a_run_without_nsys_against_a_capture():
+    result = CliRunner().invoke(main, ["compare", str(FIXTURES / "sglang-dense-k4" / "no-nsys"),
+                                       str(FIXTURES / "sglang-dense-k4")])
+    assert result.exit_code != 0 and "measure different things" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_what_needs_a_trace_is_refused_in_one_line():
+    result = CliRunner().invoke(main, ["sweep", *(str(FIXTURES / f"sglang-dense-k{k}" / "no-nsys") for k in (1, 2))])
+    assert result.exit_code != 0 and "needs a capture under nsys" in result.output
+    assert "Traceback" not in result.output

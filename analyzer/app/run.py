@@ -21,7 +21,7 @@ from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived.analysis import Analysis, analyse, analyse_sidecars, pace, sweep_input, sweep_input_of
 from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
-from specprof.analyzer.derived.compare import Side, side_of
+from specprof.analyzer.derived.compare import Side, events_side, side_of
 from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
 from specprof.analyzer.derived.sweep_runs import SweepRun
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
@@ -64,7 +64,12 @@ class Run:
         return self._attribution
 
     def read_attribution(self) -> Attribution:
-        """Read and attribute the run's trace, through the caches (app/analyze.py `attribution`)."""
+        """Read and attribute the run's trace, through the caches (app/analyze.py `attribution`). A run made without
+        nsys has none: what needs it is refused in one line."""
+        if self.files.trace is None:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): this needs a capture "
+                                "under nsys (`specprof capture --gpu-events -o RUN -- <the same command>`); "
+                                "`specprof analyze` and `compare` take this run as it is", self.path)
         return attribution(self.files.trace, self.options)
 
     def sync_timers(self, a: Attribution) -> SyncTimerEstimate | None:
@@ -92,6 +97,8 @@ class Run:
     def side(self) -> Side:
         """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py), from
         the trace alone where the analysis is not made."""
+        if self.files.trace is None:  # a run made without nsys: its phases between their CUDA events
+            return events_side(self.path, self.data().sidecars)
         a = self.attribution()
         return side_of(a, self._analysis.cycle_breakdown if self._analysis is not None else pace(a))
 
