@@ -111,3 +111,19 @@ def test_what_needs_a_trace_is_refused_in_one_line():
     result = CliRunner().invoke(main, ["sweep", *(str(FIXTURES / f"sglang-dense-k{k}" / "no-nsys") for k in (1, 2))])
     assert result.exit_code != 0 and "needs a capture under nsys" in result.output
     assert "Traceback" not in result.output
+
+
+def test_tables_say_what_needs_nsys(tmp_path):
+    invoke("analyze", str(FIXTURES / "sglang-dense-k4" / "no-nsys"), "-q", "--csv", str(tmp_path))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "needs_nsys.csv" in names and "cycle_breakdown.csv" in names and "economics_estimates.csv" in names
+    assert "phases.csv" not in names and "ops.csv" not in names
+    assert "capture under nsys" in (tmp_path / "needs_nsys.csv").read_text()
+
+
+@pytest.mark.parametrize("command", [["report", "-o", "{tmp}/r.html"], ["analyze", "--db", "{tmp}/s.db"]])
+def test_report_and_store_refuse_in_one_line(tmp_path, command):
+    args = [c.format(tmp=tmp_path) for c in command]
+    result = CliRunner().invoke(main, [args[0], str(FIXTURES / "sglang-dense-k4" / "no-nsys"), *args[1:]])
+    assert result.exit_code != 0 and "needs a capture under nsys" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

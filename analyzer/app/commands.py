@@ -84,7 +84,7 @@ def list_runs(db_path: str, as_json: bool = False) -> Output:
 
 def write_report(run: str, output: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
-    a = Run.load(run, options, inputs).analysis()
+    a = Run.load(run, options, inputs).report_analysis()
     html.write(a, output, manifest=a.data.manifest)
     return Output(stderr=[terminal.report_written(output)])
 

@@ -94,6 +94,17 @@ class Run:
                 self._analysis = analyse(self.attribution(), self.data(), self.sync_timers)
         return self._analysis
 
+    def report_analysis(self) -> Analysis:
+        """The analysis an HTML report draws: a trace's (its timeline, kernels and phases need one); a run made
+        without nsys is refused in one line, naming what shows it."""
+        a = self.analysis()
+        if not a.traced:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the HTML report draws a "
+                                "trace's timeline, kernels and phases, and needs a capture under nsys; `specprof "
+                                "analyze` shows this run (its breakdown from CUDA events, accept length, "
+                                "economics)", self.path)
+        return a
+
     def side(self) -> Side:
         """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py), from
         the trace alone where the analysis is not made."""
@@ -117,7 +128,11 @@ class Run:
 
     def record(self, a: Analysis) -> store.Record:
         """This run's rows for the results store from its analysis `a`: its manifest, and the sweep's inputs when it
-        has sidecars."""
+        has sidecars. A run made without nsys is refused in one line: the store keys a run by its trace."""
+        if not a.traced:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the results store keys "
+                                "a run by its trace and needs a capture under nsys; analyze it without --db",
+                                self.path)
         sweep = sweep_input_of(a) if self.files.sidecars else None
         return store.record(a, path=self.path, trace_path=self.files.trace, options=self.store_key(),
                             manifest=a.data.manifest, sweep=sweep)
@@ -129,6 +144,17 @@ class StoredRun:
 
     def __init__(self, db, arg: str):
         self.db, self.path, self.id = db, arg, store.parse_run_id(arg)
+
+    def report_analysis(self) -> Analysis:
+        """The analysis an HTML report draws: a trace's (its timeline, kernels and phases need one); a run made
+        without nsys is refused in one line, naming what shows it."""
+        a = self.analysis()
+        if not a.traced:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the HTML report draws a "
+                                "trace's timeline, kernels and phases, and needs a capture under nsys; `specprof "
+                                "analyze` shows this run (its breakdown from CUDA events, accept length, "
+                                "economics)", self.path)
+        return a
 
     def side(self) -> Side:
         return store.charges(self.db, self.id)
