@@ -107,9 +107,26 @@ def test_compare_refuses_a_run_without_nsys_against_a_capture():
     assert "Traceback" not in result.output
 
 
-def test_what_needs_a_trace_is_refused_in_one_line():
-    result = CliRunner().invoke(main, ["sweep", *(str(FIXTURES / f"sglang-dense-k{k}" / "no-nsys") for k in (1, 2))])
-    assert result.exit_code != 0 and "needs a capture under nsys" in result.output
+def test_sweep_over_runs_without_nsys():
+    runs = [str(FIXTURES / f"sglang-dense-k{k}" / "no-nsys") for k in (1, 2, 3, 4, 6)]
+    plain = str(FIXTURES / "sglang-dense-plain" / "no-nsys")
+    doc = json.loads(invoke("sweep", *runs, "--baseline", plain, "--json"))
+    k4 = analyze_json(runs[3], "--baseline", plain)
+    head = k4["economics"]["estimates"][0]
+    row = next(r for r in doc["runs"] if r["steps"] == 4)
+    # each run's accept length and cycle: the ones `analyze` gives it
+    assert row["accept_len"] == pytest.approx(head["accept_len"], abs=1e-4)
+    assert row["period_unprofiled_ms"] == pytest.approx(head["cycle_ms"], abs=2e-6)
+    assert row["accept_source"] == "sidecar without nsys"
+    assert doc["recommended_steps"] is not None
+    out = invoke("sweep", *runs, "--baseline", plain)
+    assert "rest and cycle: CUDA events and the period without nsys" in out
+
+
+def test_sweep_refuses_runs_without_nsys_mixed_with_captures():
+    result = CliRunner().invoke(main, ["sweep", str(FIXTURES / "sglang-dense-k2" / "no-nsys"),
+                                       str(FIXTURES / "sglang-dense-k4")])
+    assert result.exit_code != 0 and "different things" in result.output
     assert "Traceback" not in result.output
 
 

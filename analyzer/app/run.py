@@ -23,7 +23,7 @@ from specprof.analyzer.derived.analysis import Analysis, analyse, analyse_sideca
 from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
 from specprof.analyzer.derived.compare import Side, events_side, side_of
 from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
-from specprof.analyzer.derived.sweep_runs import SweepRun
+from specprof.analyzer.derived.sweep_runs import SweepRun, unprofiled_sweep_run
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
@@ -115,6 +115,8 @@ class Run:
 
     def sweep_input(self) -> SweepRun:
         """This run's inputs to the sweep's fit (derived/sweep_runs.py): no economics made for them."""
+        if self.files.trace is None:  # a run made without nsys: its sidecars alone
+            return unprofiled_sweep_run(self.data())
         if self._analysis is not None:
             return sweep_input_of(self._analysis)
         return sweep_input(self.attribution(), self.data())

@@ -511,7 +511,7 @@ def sweep(s: Sweep) -> str:
              r["accept_source"] or "-", f_ms_or_dash(r["draft_ns"]), f_ms_or_dash(r["verify_ns"]),
              f_ms_or_dash(r["rest_ns"]), f_ms_or_dash(r["cycle_ns"]), f_ms_or_dash(r["period_unprofiled_ns"])]
             for name, r in zip(names, s.runs.iter_rows(named=True))]
-    parts = [f"Runs (means per cycle; draft and verify: {basis}; rest and cycle: attributed GPU ms under nsys)\n"
+    parts = [f"Runs (means per cycle; draft and verify: {basis}; rest and cycle: {s.cycle_source})\n"
              + (f"  runs in {clean(prefix)}\n" if prefix else "")
              + table(["run", "K", "tokens", "cycles", "accept len", "from", "draft", "verify", "rest", "cycle",
                       "period w/o nsys"], runs, "lrrrrlrrrrr")]
