@@ -69,7 +69,7 @@ class Run:
         if self.files.trace is None:
             raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): this needs a capture "
                                 "under nsys (`specprof capture --gpu-events -o RUN -- <the same command>`); "
-                                "`specprof analyze` and `compare` take this run as it is", self.path)
+                                "`specprof analyze`, `compare` and `sweep` take this run as it is", self.path)
         return attribution(self.files.trace, self.options)
 
     def sync_timers(self, a: Attribution) -> SyncTimerEstimate | None:

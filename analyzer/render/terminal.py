@@ -406,8 +406,9 @@ def sidecar_header(a: Analysis) -> str:
     """The header of a run without nsys: its sidecars, its cycles, its draft."""
     d = a.data
     lines = [f"specprof analysis of {clean(d.path or '')}",
-             f"  a run without nsys: {d.sidecars.files.height} sidecar(s), {d.sidecars.cycles.height:,} cycles "
-             "(its phases timed by in-stream CUDA events; no trace)"]
+             f"  a run without nsys: {d.sidecars.files.height} sidecar(s), {d.sidecars.cycles.height:,} cycles, no "
+             "trace" + ("; its phases timed by in-stream CUDA events" if a.cycle_breakdown is not None else
+                        "; no CUDA events (capture with --gpu-events to time its phases)")]
     if a.draft_shape.description:
         lines.append(f"  draft: {clean(a.draft_shape.description)}")
     return "\n".join(lines)
