@@ -36,6 +36,7 @@ from specprof.analyzer.derived.economics import Economics
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
 from specprof.analyzer.derived.run_economics import draft_shape_of, economics_of
 from specprof.analyzer.derived.sweep_runs import SweepRun, sweep_run
+from specprof.analyzer.derived.sync_calls import SyncCalls, sync_calls
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
 from specprof.analyzer.model.run_data import RunData
 
@@ -68,6 +69,9 @@ class Analysis:
     # what synchronize timers at every phase boundary would add (derived/sync_timers.py): None without two
     # consecutive cycles with phases
     sync_timers: SyncTimerEstimate | None
+    # the capture's own synchronize-class calls, per phase, and one call's own cost (derived/sync_calls.py): None
+    # without any
+    sync_calls: SyncCalls | None
     phase_rows: pl.DataFrame  # the phase table with its per-instance times, shares and top busy categories
     totals: dict  # the sums the header and the report's tiles show (views.totals)
     breakdown_summary: dict | None  # the headline breakdown's figures beyond its tables: None without one
@@ -96,6 +100,7 @@ def analyse(attribution: Attribution, data: RunData | None = None,
     sync = (sync_timers or estimate_sync_timers)(attribution)
     return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
                     shown=shown, draft_shape=shape, economics=economics, sync_timers=sync,
+                    sync_calls=synchronize_calls(attribution),
                     phase_rows=views.phase_rows(shown.phases, shown.categories),
                     totals=views.totals(shown.phases, shown.unattributed, shown.devices),
                     breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),
@@ -176,10 +181,18 @@ def headline(ranks: Ranks) -> CycleBreakdown | None:
     return bd.headline(ranks.breakdowns, top["rank"] if top is not None else None)
 
 
+def synchronize_calls(a: Attribution) -> SyncCalls | None:
+    """The capture's own synchronize-class calls per phase (derived/sync_calls.py)."""
+    return sync_calls(a.trace.syncs, a.ops, a.ranges, a.grouping)
+
+
 def estimate_sync_timers(a: Attribution) -> SyncTimerEstimate | None:
-    """What synchronize timers at every phase boundary would add to the capture (derived/sync_timers.py)."""
+    """What synchronize timers at every phase boundary would add to the capture (derived/sync_timers.py), each
+    synchronize call's own cost measured from the capture's own calls."""
     with progress.step("estimating synchronize timers"):
-        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+        own = synchronize_calls(a)
+        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping,
+                                   own.own_ns if own is not None else None)
 
 
 def pace(attribution: Attribution) -> CycleBreakdown | None:

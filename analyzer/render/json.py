@@ -156,6 +156,7 @@ def _document(a: Analysis) -> dict:
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
         "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
+        "sync_calls": sync_calls(a.sync_calls) if getattr(a, "sync_calls", None) else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
         **ranks(a.ranks),
     }
@@ -337,11 +338,22 @@ def sync_timers(t) -> dict:
     """derived/sync_timers.py SyncTimerEstimate."""
     return {"cycle_ms": ms_or_null(t.cycle_ns), "synced_cycle_ms": ms_or_null(t.synced_cycle_ns),
             "cycle_inflation_pct": num(t.cycle_inflation_pct, 2), "sync_ms": ms_or_null(t.sync_ns),
-            "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles,
+            "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles, "bound_ms": ms_or_null(t.bound_ns),
             "per_phase": [{"phase": r["phase"], "instances": r["instances"], "events_ms": ms_or_null(r["events_ns"]),
                            "timer_ms": ms_or_null(r["timer_ns"]), "inflation_pct": num(r["inflation_pct"], 2)}
                           for r in t.phases.iter_rows(named=True)],
             "notes": t.notes}
+
+
+def sync_calls(c) -> dict:
+    """derived/sync_calls.py SyncCalls."""
+    return {"calls": c.calls, "total_ms": ms_or_null(c.total_ns),
+            "own_us": None if c.own_ns is None else num(c.own_ns / 1e3, 3),
+            "per_phase": [{"phase": r["phase"], "call": r["call"], "calls": r["calls"],
+                           "total_ms": ms_or_null(r["total_ns"]), "mean_ms": ms_or_null(r["mean_ns"]),
+                           "own_us": None if r["own_ns"] is None else num(r["own_ns"] / 1e3, 3)}
+                          for r in c.phases.iter_rows(named=True)],
+            "warning": c.warning}
 
 
 def _pair(lo, hi):

@@ -331,11 +331,26 @@ def sync_timers(t) -> str:
     text = ("Synchronize timers: what torch.cuda.synchronize() before and after every phase would add (estimated "
             f"from this capture's timeline, {t.cycles:,} cycles; docs/economics.md)\n"
             f"  cycle {f_ms_or_dash(t.cycle_ns)} ms -> {f_ms_or_dash(t.synced_cycle_ns)} ms with the timers "
-            f"({t.cycle_inflation_pct:+.1f}%, {t.syncs_per_cycle:g} synchronize calls per cycle); per phase, its GPU "
-            "time as in-stream events read it against what the timer would read\n"
+            f"({t.cycle_inflation_pct:+.1f}%, {t.syncs_per_cycle:g} synchronize calls per cycle, one's own cost "
+            f"{t.sync_ns / 1e3:.1f} us; at most {f_ms_or_dash(t.bound_ns)} ms: the host's period + the GPU's work, "
+            "nothing overlapped); per phase, its GPU time as in-stream events read it against what the timer would "
+            "read\n"
             + table(["phase", "inst", "events ms", "timer ms", "timer reads"], rows, "lrrrr"))
     if t.notes:
         text += "\n" + bullets(t.notes)
+    return text
+
+
+def sync_calls(c) -> str:
+    rows = [["(no phase)" if r["phase"] is None else clean(r["phase"], 32), clean(r["call"], 32), f"{r['calls']:,}",
+             f_ms_or_dash(r["total_ns"]), f_ms_or_dash(r["mean_ns"]), f"{r['own_ns'] / 1e3:.1f}"]
+            for r in c.phases.iter_rows(named=True)]
+    own = "-" if c.own_ns is None else f"{c.own_ns / 1e3:.1f} us"
+    text = (f"Synchronize calls in the capture: {c.calls:,}, {f_ms_or_dash(c.total_ns)} ms in all; one call's own "
+            f"cost {own} (from when the GPU was done to the call's return; docs/economics.md)\n"
+            + table(["phase", "call", "calls", "total ms", "mean ms", "own us"], rows, "llrrrr"))
+    if c.warning:
+        text += "\n" + bullets(["warning: " + c.warning])
     return text
 
 
@@ -465,6 +480,8 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
         parts.append(economics(a.economics))
     if getattr(a, "sync_timers", None) is not None:
         parts.append(sync_timers(a.sync_timers))
+    if getattr(a, "sync_calls", None) is not None:
+        parts.append(sync_calls(a.sync_calls))
     if a.notes:
         parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in a.notes))
     return "\n\n".join(parts) + "\n"
