@@ -14,12 +14,13 @@ from specprof.analyzer.cli import main
 from conftest import FIXTURES
 
 RUNS = sorted(p.parent.name for p in FIXTURES.glob("sglang-*/no-nsys"))
-PLAIN = {"sglang-dense": "sglang-dense-plain", "sglang-moe": "sglang-moe-plain", "sglang": "sglang-plain"}
+# each speculative capture's plain-decode capture of the same setup (the ramp's MoE runs have none)
+PLAIN = {"sglang-dense": "sglang-dense-plain", "sglang-moe": "sglang-moe-plain", "sglang": "sglang-plain",
+         "sglang-ramp-dense": "sglang-ramp-dense-plain", "sglang-ramp-moe": None}
 
 
-def plain_of(name: str) -> str:
-    family = name.rsplit("-", 1)[0]
-    return PLAIN[family]
+def plain_of(name: str) -> str | None:
+    return PLAIN[name.rsplit("-", 1)[0]]
 
 
 def invoke(*args) -> str:
@@ -40,7 +41,8 @@ def test_every_sglang_capture_has_a_run_without_nsys():
 def test_a_run_without_nsys_gives_what_its_capture_under_nsys_reads_from_it(name):
     run = FIXTURES / name
     twin = run / "no-nsys"
-    baseline = () if name.endswith("-plain") else ("--baseline", FIXTURES / plain_of(name) / "no-nsys")
+    plain = None if name.endswith("-plain") else plain_of(name)
+    baseline = ("--baseline", FIXTURES / plain / "no-nsys") if plain else ()
     alone = analyze_json(twin, *baseline)
     sidecar = sorted(twin.glob("specprof-sidecar.*.jsonl"))
     under = analyze_json(run, "--baseline-sidecar", *sidecar, *baseline)
@@ -62,7 +64,7 @@ def test_a_run_without_nsys_gives_what_its_capture_under_nsys_reads_from_it(name
     assert row == twin_row
     assert alone["economics"]["baseline_ms"] == under["economics"]["baseline_ms"]
     assert alone["economics"]["baseline_ms_ci"] == under["economics"]["baseline_ms_ci"]
-    if not name.endswith("-plain"):
+    if plain:
         assert row[0]["speedup"] is not None and row[0]["speedup_ci"] is not None
         assert row[0]["accept_len"] is not None and row[0]["accept_len_ci"] is not None
     assert alone["draft_shape"] == under["draft_shape"]

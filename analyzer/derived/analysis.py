@@ -48,7 +48,7 @@ PER_RANK_TABLES = ("phases", "categories", "cycles", "cycle_phases")
 class Analysis:
     """One trace's attribution, its run's parsed files, and every result made of them (`analyse`); or a run without
     nsys alone, its sidecars and files and what they give (`analyse_sidecars`): no attribution (None, as `ranks`,
-    `shown`, `sync_timers`, `phase_rows` and `totals`), the breakdown from its CUDA events, and `needs_nsys`."""
+    `shown`, `sync_timers`, `sync_calls`, `phase_rows` and `totals`), the breakdown from its CUDA events, and `needs_nsys`."""
 
     attribution: Attribution | None
     data: RunData
@@ -108,8 +108,8 @@ def analyse(attribution: Attribution, data: RunData | None = None,
 
 
 # What a run without nsys cannot show: what only a trace holds.
-NEEDS_NSYS = ("kernels, categories, launch overhead, streams, per-rank skew and allreduce, the cross-check against "
-              "the trace and its projection need a capture under nsys (`specprof capture --gpu-events -o RUN -- "
+NEEDS_NSYS = ("kernels, categories, launch overhead, streams, synchronize calls, per-rank skew and allreduce, the "
+              "cross-check against the trace and its projection need a capture under nsys (`specprof capture --gpu-events -o RUN -- "
               "<the same command>`): this run has its sidecars only")
 
 
@@ -145,7 +145,8 @@ def analyse_sidecars(data: RunData) -> Analysis:
     with progress.step("the economics"):
         economics = economics_of(None, data, None, None)
     return Analysis(attribution=None, data=data, crosscheck=check, ranks=None, cycle_breakdown=breakdown, shown=None,
-                    draft_shape=shape, economics=economics, sync_timers=None, phase_rows=None, totals=None,
+                    draft_shape=shape, economics=economics, sync_timers=None, sync_calls=None, phase_rows=None,
+                    totals=None,
                     breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),
                     notes=notes + list(data.settings.notes), needs_nsys=NEEDS_NSYS)
 

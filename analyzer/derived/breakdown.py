@@ -153,7 +153,10 @@ def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: i
 def from_events(events: pl.DataFrame | None, period_ns: int | None, cycles: int) -> CycleBreakdown | None:
     """The breakdown of a run without the profiler alone: the column without it (`with_unprofiled`'s) from its CUDA
     events `events` (phase, ns per cycle; crosscheck.py `unprofiled_times`) and its period `period_ns` over
-    `cycles` cycles, every column of a trace null. None without events."""
+    `cycles` cycles, every column of a trace null; a prefill's events left out, as a capture's breakdown leaves out
+    the cycles with one. None without events."""
+    # a prefill (a new request's prompt) is no part of decoding (`decode_cycles`): its time stays outside the phases
+    events = events.filter(pl.col("phase") != "prefill") if events is not None else None
     if events is None or events.is_empty():
         return None
     empty = events.select(pl.col("phase").cast(pl.Utf8)).with_columns(

@@ -159,8 +159,9 @@ EVENTS = "(CUDA events)"  # the one category of a run without nsys: its phases' 
 def events_side(label: str, sidecars: Sidecars) -> Side:
     """One side of a comparison from a run made without nsys (its sidecars alone): per cycle, each phase's GPU time
     between its CUDA events (the cycles of the sidecar's own capture window, crosscheck.py `events_per_cycle`), as
-    charges of the one category `(CUDA events)`; the period is no phase's and is not in it."""
-    ev = cc.events_per_cycle(sidecars, None, None).filter(pl.col("phase") != cc.CYCLE)
+    charges of the one category `(CUDA events)`; the period is no phase's and is not in it, and a prefill is no part
+    of decoding (as in `analyze`'s breakdown: breakdown.py `from_events`)."""
+    ev = cc.events_per_cycle(sidecars, None, None).filter(~pl.col("phase").is_in([cc.CYCLE, "prefill"]))
     charges = ev.select(pl.col("phase").cast(pl.Utf8), category=pl.lit(EVENTS), cycle=pl.col("index"),
                         ns=pl.col("ns").cast(pl.Int64))
     instances = dict(ev.group_by("phase").agg(n=pl.len()).select("phase", "n").iter_rows())

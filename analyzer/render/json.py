@@ -96,6 +96,7 @@ def _sidecar_document(a: Analysis) -> dict:
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
         "sync_timer_estimate": None,
+        "sync_calls": None,
         **ranks(None),
     }
 
