@@ -87,7 +87,7 @@ def write_report(run: str, output: str, options: Options = Options(), inputs: Ru
                  quiet: bool = False) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
     progress.enable(progress.wanted(quiet))
-    a = Run.load(run, options, inputs).analysis()
+    a = Run.load(run, options, inputs).report_analysis()
     html.write(a, output, manifest=a.data.manifest)
     return Output(stderr=[terminal.report_written(output)])
 
@@ -108,6 +108,12 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
         if differ:
             raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
                                 "measure different things; --allow-mixed compares them anyway)")
+    alone = [isinstance(r, Run) and r.files.trace is None for r in runs]
+    if alone[0] != alone[1]:
+        raise SpecprofError(f"{(a, b)[alone.index(True)]}: a run made without nsys (its phases between their CUDA "
+                            f"events) against a capture under nsys ({(a, b)[alone.index(False)]}: attributed time): "
+                            "they measure different things; compare two runs without nsys (RUN/no-nsys), or two "
+                            "captures under nsys")
     result = compare_charges(*(r.side() for r in runs))
     out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
     if fail_pct is not None and result.slower_than(fail_pct):

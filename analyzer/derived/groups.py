@@ -323,7 +323,8 @@ def economics_groups(e: econ.Economics, sidecars, twin, first: int | None, last:
     sources = []
     if twin is not None:
         sources.append((f"sidecar without {profiler}", False, twin, True, first, last))
-    sources.append((f"sidecar under {profiler}", True, sidecars, False, first, last))
+    if sidecars is not None:  # None: a run without the profiler alone (its sidecars are `twin`)
+        sources.append((f"sidecar under {profiler}", True, sidecars, False, first, last))
     plain = getattr(step, "sidecars", None) if step is not None else None
     g = batch_groups(sources, (plain, True) if plain is not None else None, steps, thresholds)
     if g is None or not g.several:
