@@ -140,8 +140,12 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
     if economics is not None and feeding is not None:
+        thresholds = gr.adaptive_edges(data.adaptive_thresholds)
+        pooling = None
+        if data.adaptive_note is not None:  # an adaptive run that names its config: say what it gave
+            pooling = data.adaptive_note if thresholds else "powers of two; " + data.adaptive_note
         economics.groups = gr.economics_groups(economics, feeding, data.baseline, *aligned_cycles(check), step,
-                                               shape.steps, cc.profiler_name(a.trace))
+                                               shape.steps, cc.profiler_name(a.trace), thresholds, pooling)
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
     if economics is not None and economics.groups is not None and economics.groups.several:
