@@ -28,6 +28,7 @@ from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from specprof.analyzer.readers import ground_truth as gt
+from specprof.analyzer.readers.adaptive_config import read_adaptive_config
 from specprof.analyzer.readers import sidecar as sc
 from specprof.analyzer.readers.client import read_whole_runs
 from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, sidecars_only, twin_dirs
@@ -191,6 +192,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     # what the server ran with: its log's start-up line (any log of the run), else the traced command line
     data.settings = read_settings(inputs.server_log or files.server_log, sidecars, data.manifest)
     data.manifest_settings = read_settings(manifest=data.manifest)
+    if data.settings.adaptive and data.settings.adaptive_config and sidecars is not None:
+        config = read_adaptive_config(data.settings.adaptive_config, files.folder)
+        data.adaptive_thresholds, data.adaptive_note = config.keys, config.describe()
     if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
         try:
             data.server_log = read_server_log(server_log)

@@ -145,12 +145,17 @@ def economics_of(a: Attribution | None, data: RunData, check: cc.CrossCheck | No
     if economics is not None:
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
+    thresholds = gr.adaptive_edges(data.adaptive_thresholds)
+    pooling = None
+    if data.adaptive_note is not None:  # an adaptive run that names its config: say what it gave
+        pooling = data.adaptive_note if thresholds else "powers of two; " + data.adaptive_note
     if economics is not None and a is None and baseline is not None:
         # a run without nsys alone: its own sidecars are the run without the profiler
-        economics.groups = gr.economics_groups(economics, None, baseline, None, None, step, shape.steps)
+        economics.groups = gr.economics_groups(economics, None, baseline, None, None, step, shape.steps,
+                                               thresholds=thresholds, pooling=pooling)
     elif economics is not None and feeding is not None:
         economics.groups = gr.economics_groups(economics, feeding, data.baseline, *aligned_cycles(check), step,
-                                               shape.steps, cc.profiler_name(a.trace))
+                                               shape.steps, cc.profiler_name(a.trace), thresholds, pooling)
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
     if economics is not None and economics.groups is not None and economics.groups.several:
