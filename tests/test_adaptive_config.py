@@ -52,6 +52,25 @@ def test_the_adaptive_run_alone_writes_plain_decoding_where_every_k_loses(tmp_pa
     assert server.get_steps_for_batch(20) == 0 and server.get_steps_for_batch(3) == 3
     row16 = next(line for line in res.output.splitlines() if line.strip().startswith("16"))
     assert "0.71x" in row16 and "plain decoding wins" in row16
+    # K = 0 inside the speculative worker against the plain step, said in the output
+    assert "batch 16: 8.979 ms against 6.371 ms (1.41x)" in res.output
+
+
+def test_a_k_above_k0_where_plain_wins_is_named():
+    # synthetic: one group where every K loses to plain, K = 2 well above K = 0 (no capture shows this)
+    import polars as pl
+    from types import SimpleNamespace
+    from specprof.analyzer.derived.adaptive_config import adaptive_config
+    from specprof.analyzer.derived.groups import ROW_SCHEMA
+    base = {c: None for c in ROW_SCHEMA}
+    rows = [dict(base, source="s", batch_group="16", batch_lo=16, batch_hi=16, steps=k, cycles=30, tokens_per_s=t,
+                 tokens_per_s_lo=t - 50, tokens_per_s_hi=t + 50, speedup=x, speedup_lo=x - 0.05,
+                 speedup_hi=x + 0.05, cycle_ns=c, baseline_ns=6_000_000)
+            for k, t, x, c in ((0, 1700, 0.7, 9_000_000), (2, 2200, 0.9, 8_000_000))]
+    out = adaptive_config([("run", SimpleNamespace(rows=pl.DataFrame(rows, schema=ROW_SCHEMA, orient="row")))])
+    assert out.config == {"16": {"candidate_steps": [0]}}
+    assert any("K = 2 measured above K = 0" in n for n in out.notes)
+    assert any("9.000 ms against 6.000 ms (1.50x)" in n for n in out.notes)
 
 
 def test_json_gives_the_config_and_each_rows_speedup(tmp_path):

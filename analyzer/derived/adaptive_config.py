@@ -29,7 +29,7 @@ import polars as pl
 ROW_SCHEMA = {"batch_group": pl.Utf8, "batch_lo": pl.Int64, "batch_hi": pl.Int64, "steps": pl.Int64,
               "run": pl.Utf8, "cycles": pl.Int64, "tokens_per_s": pl.Float64, "tokens_per_s_lo": pl.Float64,
               "tokens_per_s_hi": pl.Float64, "speedup": pl.Float64, "speedup_lo": pl.Float64,
-              "speedup_hi": pl.Float64, "chosen": pl.Boolean}
+              "speedup_hi": pl.Float64, "cycle_ns": pl.Int64, "baseline_ns": pl.Int64, "chosen": pl.Boolean}
 CHOICE_SCHEMA = {"batch_group": pl.Utf8, "threshold": pl.Int64, "steps": pl.Int64, "measured_steps": pl.Int64,
                  "speedup": pl.Float64, "speedup_lo": pl.Float64, "speedup_hi": pl.Float64, "why": pl.Utf8}
 
@@ -63,7 +63,8 @@ def _candidates(runs: list[tuple[str, object]]) -> list[dict]:
                          "steps": r["steps"], "run": name, "cycles": r["cycles"],
                          "tokens_per_s": r["tokens_per_s"], "tokens_per_s_lo": r["tokens_per_s_lo"],
                          "tokens_per_s_hi": r["tokens_per_s_hi"], "speedup": r["speedup"],
-                         "speedup_lo": r["speedup_lo"], "speedup_hi": r["speedup_hi"], "chosen": False}
+                         "speedup_lo": r["speedup_lo"], "speedup_hi": r["speedup_hi"], "cycle_ns": r["cycle_ns"],
+                         "baseline_ns": r["baseline_ns"], "chosen": False}
     return sorted(best.values(), key=lambda r: (r["batch_lo"], r["steps"]))
 
 
@@ -112,9 +113,22 @@ def adaptive_config(runs: list[tuple[str, object]]) -> AdaptiveConfig | None:
                         "speedup_hi": row["speedup_hi"], "why": why})
     steps = sorted({c["steps"] for c in choices})
     server = steps[len(steps) // 2]  # SGLang's own default where --speculative-num-steps is not given
-    if any(c["steps"] == 0 and c["measured_steps"] == 0 for c in choices):
-        notes.append("a K = 0 measured inside the speculative worker is not a plain decode step (the worker's "
-                     "bookkeeping stays): where it is written, plain decoding won against it and every other K")
+    zero = [r for r in cands if r["steps"] == 0 and r["cycle_ns"] and r["baseline_ns"]]
+    if zero:
+        notes.append("K = 0 inside the speculative worker is not a plain decode step (it still runs the verify and "
+                     "the draft's extend): its cycle against the plain step at " + "; ".join(
+                         f"batch {r['batch_group']}: {r['cycle_ns'] / 1e6:.3f} ms against {r['baseline_ns'] / 1e6:.3f}"
+                         f" ms ({r['cycle_ns'] / r['baseline_ns']:.2f}x)" for r in zero)
+                     + "; a 0 written runs this K = 0 (SGLang's adaptive config cannot switch speculation off)")
+    for lo, rows in sorted(by_group.items()):
+        k0 = next((r for r in rows if r["steps"] == 0), None)
+        better = [r for r in rows if r["steps"] > 0 and k0 is not None
+                  and _lo(r, "tokens_per_s") > _hi(k0, "tokens_per_s")]
+        if config[str(lo)]["candidate_steps"] == [0] and better:
+            b = max(better, key=lambda r: r["tokens_per_s"])
+            notes.append(f"batch {b['batch_group']}: plain decoding wins, and 0 is written, but K = {b['steps']} "
+                         f"measured above K = 0 there ({b['speedup']:.2f}x against {k0['speedup']:.2f}x of plain): "
+                         "where the server must stay speculative, K = " + str(b["steps"]) + " serves this size better")
     unlike = sorted(lo for lo, rows in by_group.items() if len({r["batch_hi"] for r in rows}) > 1)
     if unlike:
         notes.append("the runs grouped batch sizes differently from batch " + ", ".join(map(str, unlike))
