@@ -14,6 +14,7 @@ import uuid
 import polars as pl
 
 from specprof.analyzer.derived import views
+from specprof.analyzer.derived.adaptive_config import AdaptiveConfig
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
@@ -27,6 +28,7 @@ SCHEMA = "specprof.analysis/3"
 TRACES_SCHEMA = "specprof.ranks/1"
 SIDE_BY_SIDE_SCHEMA = "specprof.runs-side-by-side/1"
 SWEEP_SCHEMA = "specprof.sweep/1"
+ADAPTIVE_CONFIG_SCHEMA = "specprof.adaptive-config/1"
 COMPARE_SCHEMA = "specprof.compare/1"
 RUNS_SCHEMA = "specprof.runs/1"
 
@@ -647,6 +649,26 @@ def runs(listed: pl.DataFrame) -> str:
                     "steps": r["steps"], "accept_len": r["accept_len"], "speedup": r["speedup"],
                     "captured_at": r["captured_at"], "key": r["key"]})
     return json.dumps({"schema": RUNS_SCHEMA, "runs": out}, indent=1)
+
+
+def adaptive_config(c: AdaptiveConfig, path: str) -> dict:
+    return {
+        "schema": ADAPTIVE_CONFIG_SCHEMA,
+        "path": path,
+        "config": c.config,
+        "server_steps": c.server_steps,
+        "rows": [{"batch_group": r["batch_group"], "threshold": r["threshold"], "steps": r["steps"],
+                  "measured_steps": r["measured_steps"], "speedup": num(r["speedup"], 4),
+                  "speedup_lo": num(r["speedup_lo"], 4), "speedup_hi": num(r["speedup_hi"], 4), "why": r["why"]}
+                 for r in c.choices.iter_rows(named=True)],
+        "candidates": [{"batch_group": r["batch_group"], "steps": r["steps"], "run": r["run"], "cycles": r["cycles"],
+                        "tokens_per_s": num(r["tokens_per_s"], 2), "tokens_per_s_lo": num(r["tokens_per_s_lo"], 2),
+                        "tokens_per_s_hi": num(r["tokens_per_s_hi"], 2), "speedup": num(r["speedup"], 4),
+                        "speedup_lo": num(r["speedup_lo"], 4), "speedup_hi": num(r["speedup_hi"], 4),
+                        "chosen": r["chosen"]}
+                       for r in c.candidates.iter_rows(named=True)],
+        "notes": list(c.notes),
+    }
 
 
 def dumps(doc: dict) -> str:

@@ -9,6 +9,7 @@ import os
 import polars as pl
 
 from specprof.analyzer.derived import views
+from specprof.analyzer.derived.adaptive_config import AdaptiveConfig
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
@@ -775,3 +776,31 @@ def exported(path: str, counts: dict) -> str:
     return (f"specprof: wrote {clean(path)}: {counts['ops']:,} GPU ops, {counts['segments']:,} attributed segments, "
             f"{counts['ranges']:,} ranges, {counts['launches']:,} launch calls with their flows, on "
             f"{counts['tracks']:,} tracks; open it at https://ui.perfetto.dev")
+
+
+def _interval_x(lo, hi) -> str:
+    return "-" if lo is None or hi is None else f"{lo:.2f}-{hi:.2f}x"
+
+
+def adaptive_config(c: AdaptiveConfig, path: str) -> str:
+    """The adaptive config written for SGLang: one row per batch-size threshold with the measured speedup of its
+    K, then every (batch size, K) measured."""
+    rows = [[str(r["threshold"]), r["batch_group"], str(r["steps"]),
+             f_x(r["speedup"]) + ("" if r["steps"] == r["measured_steps"] else f" (K={r['measured_steps']})"),
+             _interval_x(r["speedup_lo"], r["speedup_hi"]), r["why"]]
+            for r in c.choices.iter_rows(named=True)]
+    names, prefix = distinct(c.candidates["run"].to_list())
+    measured = [[r["batch_group"], str(r["steps"]), clean(name, 40), f"{r['cycles']:,}", f_num(r["tokens_per_s"], 1),
+                 "-" if r["tokens_per_s_lo"] is None else f"{r['tokens_per_s_lo']:.1f}-{r['tokens_per_s_hi']:.1f}",
+                 f_x(r["speedup"]), _interval_x(r["speedup_lo"], r["speedup_hi"]), "*" if r["chosen"] else ""]
+                for name, r in zip(names, c.candidates.iter_rows(named=True))]
+    parts = [f"Adaptive config written to {clean(path)} (--speculative-adaptive-config; start the server with "
+             f"--speculative-adaptive --speculative-num-steps {c.server_steps})\n"
+             + table(["batch >=", "group", "K", "speedup", "95% interval", "why"], rows, "rlrrrl"),
+             "Measured (each run's cycles without the profiler where it has them; speedup against the plain run at "
+             "the same batch sizes; * the K written)\n" + (f"  runs in {clean(prefix)}\n" if prefix else "")
+             + table(["group", "K", "run", "cycles", "tokens/s", "95% interval", "speedup", "95% interval", ""],
+                     measured, "lrlrrrrrl")]
+    if c.notes:
+        parts.append("Notes\n" + bullets(c.notes))
+    return "\n\n".join(parts) + "\n"
