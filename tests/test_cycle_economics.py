@@ -58,9 +58,11 @@ def test_the_breakdown_cycle_is_the_cycle_the_sidecar_measured():
 def test_the_breakdown_is_first_in_the_terminal_and_in_json():
     out = CliRunner().invoke(main, ["analyze", str(FIXTURES / "sglang-k4")])
     sections = out.output.split("\n\n")
-    assert sections[1].startswith("Where a decode cycle goes (119 cycles on device 0 stream 13")
+    # the summary (the answer first: tests/test_answer_first.py), the header, then the breakdown: the first table
+    assert sections[0].startswith("Summary of ") and sections[1].startswith("specprof analysis of ")
+    assert sections[2].startswith("Where a decode cycle goes (119 cycles on device 0 stream 13")
     doc = run_json(FIXTURES / "sglang-k4")
-    assert list(doc)[:3] == ["schema", "source", "cycle_breakdown"]
+    assert list(doc)[:4] == ["schema", "source", "summary", "cycle_breakdown"]
     assert sum(p["share"] for p in doc["cycle_breakdown"]["phases"]) == pytest.approx(1.0, abs=1e-5)
 
 

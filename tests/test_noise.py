@@ -68,8 +68,13 @@ def test_repeated_twins_are_found_and_their_spread_is_in_the_interval(repeated):
     assert head["cycle_ms"] == pytest.approx(statistics.fmean(means) / 1e6, abs=1e-3)
     half = 12.706205 * statistics.stdev(means) / math.sqrt(2)
     assert head["cycle_ms_ci"][1] - head["cycle_ms"] == pytest.approx(half / 1e6, abs=2e-3)
-    # two launches are 7% apart: with two repeats the verdict is not told apart from plain decoding
-    assert head["verdict"].startswith("a wash: 0.87x")
+    # two launches are 7% apart: with two repeats the verdict is not told apart from plain decoding. The twins'
+    # drain (their last requests finishing, 14 cycles at batch 1) makes a second batch-size group, so the verdict
+    # is per batch size (derived/groups.py): at batch 8, where the run spends its time, a wash
+    groups = e["economics"]["batch_groups"]
+    assert groups["several"] and head["speedup"] is None
+    (at8,) = [g for g in groups["groups"] if g["source"] == "sidecar without nsys" and g["batch_group"] == "8"]
+    assert at8["outcome"] == "wash" and at8["speedup_ci"][0] < 1 < at8["speedup_ci"][1] and at8["runs"] == 2
     assert any("over 2 repeated runs" in n for n in e["economics"]["notes"])
     rows = {(r["measure"], r["phase"]): r for r in e["crosscheck"]["inflation"]["rows"]}
     assert rows[("cpu", "period")]["noise_pct"] > 5 and rows[("cpu", "period")]["verdict"] == "within noise"
@@ -83,7 +88,9 @@ def test_the_sweep_uses_the_repeats(repeated):
     e = _json("analyze", str(repeated), "--baseline", str(FIXTURES / "sglang-plain"))["economics"]["estimates"][0]
     assert k4["period_unprofiled_ms"] == pytest.approx(e["cycle_ms"], abs=1e-3)
     p4 = next(r for r in d["predictions"] if r["steps"] == 4)
-    assert p4["speedup_ci"] == pytest.approx(e["speedup_ci"], abs=5e-3)
+    # the sweep pools the run's batch sizes; analyze, whose run spans two batch-size groups (the twins' drain),
+    # gives no pooled speedup (test above)
+    assert p4["speedup_ci"] is not None and e["speedup_ci"] is None
     # each twin is a run of the cycle fit: the two K = 4 launches 7% apart make its negative slope (-0.16 ms per
     # step from one twin each) noise, not a contradiction
     c = d["cycle_unprofiled"]

@@ -219,7 +219,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
         data.ground_truth_file = files.ground_truth
     if files.baseline_ground_truth:
         data.baseline_ground_truth = gt.read_ground_truth(files.baseline_ground_truth)
-    data.whole_run = read_whole_runs(files.folder)
+    read = {tuple(os.path.realpath(p) for p in paths): sides for paths, sides in
+            ((files.sidecars, sidecars), (files.baseline, baseline)) if paths and sides is not None}
+    data.whole_run = read_whole_runs(files.folder, read)
     if inputs.baseline_run is not None and os.path.isdir(inputs.baseline_run):
         data.baseline_whole_run = read_whole_runs(inputs.baseline_run)
     if inputs.baseline_ms is not None:

@@ -349,7 +349,7 @@ def economics_groups(e: econ.Economics, sidecars, twin, first: int | None, last:
         verdict=pl.lit(f"the run spans {n} batch-size and K groups: its pooled cycle is a mean over unlike batch "
                        "sizes; see the per-batch-size table"))
     e.verdict = list(g.crossover) + [v for v in e.verdict[1:] if not v.startswith(("beware", "with the cycle"))]
-    e.notes = [x for x in e.notes if "interval" not in x.split(":")[0]] + g.notes
+    e.notes = e.notes + g.notes  # the intervals note holds for the per-group intervals too
     g.notes = []
     if g.idle_ns:
         e.notes.append(f"idle: {g.idle_ns / 1e9:.3f} s in {g.idle_gaps} gaps with no running request (between "

@@ -73,22 +73,26 @@ def read_client(path: str) -> ClientRecord:
                         start_ns=_start(record.get("workload_start")), request_ns=each)
 
 
-def read_whole_runs(folder: str | None) -> list[WholeRunFiles]:
+def read_whole_runs(folder: str | None, read: dict | None = None) -> list[WholeRunFiles]:
     """The client records of the run directory `folder` with their sidecars: its twins without nsys (RUN/no-nsys,
     RUN/no-nsys-2, ...) where they have client records (what a benchmark sees), else the run's own under nsys;
-    none where no such file is there."""
+    none where no such file is there. `read`: sidecars the caller has read already, by their files' real paths (a
+    tuple), so that no file is read twice."""
     if not folder or not os.path.isdir(folder):
         return []
     out = []
     for d in twin_dirs(folder):
         if os.path.isfile(os.path.join(d, CLIENT_FILE)):
-            out.append(_one(d, profiled=False))
+            out.append(_one(d, False, read or {}))
     if not out and os.path.isfile(os.path.join(folder, CLIENT_FILE)):
-        out.append(_one(folder, profiled=True))
+        out.append(_one(folder, True, read or {}))
     return out
 
 
-def _one(folder: str, profiled: bool) -> WholeRunFiles:
+def _one(folder: str, profiled: bool, read: dict) -> WholeRunFiles:
     paths = sc.find(folder)
-    return WholeRunFiles(client=read_client(os.path.join(folder, CLIENT_FILE)),
-                         sidecars=sc.read_sidecars(paths) if len(paths) == 1 else None, profiled=profiled)
+    sidecars = None
+    if len(paths) == 1:
+        sidecars = read.get(tuple(os.path.realpath(p) for p in paths)) or sc.read_sidecars(paths)
+    return WholeRunFiles(client=read_client(os.path.join(folder, CLIENT_FILE)), sidecars=sidecars,
+                         profiled=profiled)
