@@ -60,13 +60,13 @@ def plan(ex, select: Select, schema: dict):
     """(root page, record column per output column, kinds, filters, defaults, NOT NULL flags) for the page
     reader to read `select` of the export `ex`, or None when the table is not a plain rowid table whose records
     hold the columns in declared order."""
+    root = ex.roots.get(select.table)  # (export.py: a table of its own, never a view)
     try:
-        root = ex.rows("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (select.table,))
         info = ex.rows(f'PRAGMA table_xinfo("{select.table}")')
     except SpecprofError:
         return None
-    if not root or not root[0][0] or any(r[6] for r in info) or len(info) > 250:
-        return None  # a view, hidden or generated columns, or more columns than the reader takes
+    if not root or any(r[6] for r in info) or len(info) > 250:
+        return None  # hidden or generated columns, or more columns than the reader takes
     at = {r[1]: r[0] for r in info}
     pk = [r for r in info if r[5]]
     rowid_alias = pk[0][1] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else None
@@ -110,7 +110,7 @@ def plan(ex, select: Select, schema: dict):
         else:  # not in: every id but these; NULL is never kept (SQL's NULL NOT IN (...) is NULL)
             filters.append((col, bytes(b ^ 0xFF for b in bits), True, False))
     notnull = bytes(1 if r[3] else 0 for r in info)
-    return int(root[0][0]), tuple(index), kinds, tuple(filters), defaults, notnull
+    return int(root), tuple(index), kinds, tuple(filters), defaults, notnull
 
 
 def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
@@ -133,6 +133,7 @@ def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
         raise ex.damaged(select.table, exc) from None
     except OSError as exc:
         raise ex.corrupt(exc) from None
+    ex.claim(select.table, pages_of(leaves))
     n = len(leaves) // size
     if n == 0:
         return []
@@ -162,6 +163,26 @@ def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
         raise ex.damaged(select.table, exc) from None
     except OSError as exc:
         raise ex.corrupt(exc) from None
+
+
+def pages_of(leaves) -> "np.ndarray":
+    """The page numbers of the leaves `leaves()` listed (the first four bytes of each entry)."""
+    from specprof.analyzer.model.numeric import np
+
+    return np.frombuffer(leaves, dtype=np.uint32).reshape(-1, reader.LEAF_SIZE // 4)[:, 0]
+
+
+def leaf_pages(ex, table: str):
+    """The leaf pages of `table` (a numpy array of page numbers), from a walk of its interior pages; None where the
+    page reader is not built or does not take the table (a write-ahead log; pages it finds damaged, which
+    SQLite's own check of the table accepted)."""
+    root = ex.roots.get(table)
+    if reader is None or not root:
+        return None
+    try:
+        return pages_of(reader.leaves(ex.path, root))
+    except (reader.Unsupported, reader.Corrupt, OSError):
+        return None
 
 
 ROWID = "_rowid"  # the column of each row's rowid in a partial read
@@ -194,7 +215,9 @@ class PartialReads:
         if found is None:
             raise Unreadable(select.table)
         if select.table not in self.leaves:
-            self.leaves[select.table] = memoryview(self._call(select.table, reader.leaves, self.ex.path, found[0]))
+            leaves = self._call(select.table, reader.leaves, self.ex.path, found[0])
+            self.ex.claim(select.table, pages_of(leaves))
+            self.leaves[select.table] = memoryview(leaves)
         return found, self.leaves[select.table]
 
     def _call(self, table: str, fn, *args):

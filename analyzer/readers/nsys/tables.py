@@ -112,6 +112,9 @@ NVTX = Table("NVTX_EVENTS",
 
 GPU_OPS = (KERNELS, MEMCPYS, MEMSETS, GRAPH_LAUNCHES)  # the tables of GPU ops, in the order the full read stacks them
 LARGE = (*GPU_OPS, CUDA_CALLS, NVTX)  # the tables read in slices, in threads (read.py `large_reads`)
+# The small tables, read whole through SQLite (read.py `read_meta`, `read_strings`).
+SMALL = ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds")
+READ = (*(t.name for t in LARGE), *SMALL)  # every table the reader reads: each must be a table of its own
 GPU_TABLES = tuple(t.name for t in GPU_OPS)
 # The column that says which process a row is of: a GPU op's globalPid, a CUDA call's or NVTX event's globalTid
 # (the process's, with the thread's number in its low 24 bits).
