@@ -79,6 +79,7 @@ class Export:
         self._claimed: list[str] = []
         self._lock = threading.Lock()
         self._spans: dict[str, tuple[int, int]] = {}
+        self._columns: dict[str, frozenset[str]] = {}
         self.read_by: dict[str, str] = {}  # table -> "pages" or "sqlite": how its rows were read
         self._checked: set[str] = set()  # tables SQLite's quick_check found whole
         self.process = process
@@ -97,10 +98,12 @@ class Export:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def columns(self, table: str) -> set[str]:
+    def columns(self, table: str) -> frozenset[str]:
         if table not in self.tables:
             return set()
-        return {r[1] for r in self.rows(f'PRAGMA table_info("{table}")')}
+        if table not in self._columns:
+            self._columns[table] = frozenset(r[1] for r in self.rows(f'PRAGMA table_info("{table}")'))
+        return self._columns[table]
 
     def rows(self, sql: str, params=()) -> list[tuple]:
         try:
@@ -220,20 +223,28 @@ class Export:
         given when the pages must be read again through SQLite."""
         if select.table not in self.tables:
             return []
+        have = self.columns(select.table)
+        missing = [c for c in (*select.columns, *(cond[1] for cond in select.where)) if c is not None and c not in have]
+        if missing:
+            raise SpecprofError(
+                f"{self.path}: table {select.table} has no column {missing[0]}, which nsys writes there; the export is "
+                "damaged or not made by nsys: export it again with `nsys export --type sqlite`", self.path)
+
+        def checked(df: pl.DataFrame) -> pl.DataFrame:  # every row read is validated, then filtered by `keep`
+            self.validate(select, schema, df)
+            return keep(df) if keep is not None else df
+
         if self.split is not None and self.process is not None:
             frames = self.split.frames(select, schema, self.process)
             if frames is not None:
                 self.read_by[select.table] = "split"
                 if step is not None:
                     step.advance(sum(df.height for df in frames))
-                frames = self.run([lambda df=df: df for df in frames], keep) if frames else []
-                for df in frames:
-                    self.validate(select, schema, df)
-                return frames
+                return self.run([lambda df=df: df for df in frames], checked) if frames else []
         select = self._of_process(select)
         frames = None
         if self.pages:
-            frames = read_table(self, select, schema, keep, step, slice_rows, sink)
+            frames = read_table(self, select, schema, checked, step, slice_rows, sink)
             if frames is not None:
                 self.read_by[select.table] = "pages"
         if frames is None:
@@ -241,9 +252,7 @@ class Export:
                 sink.reset()
             self.check(select.table)
             self.read_by[select.table] = "sqlite"
-            frames = self.read_sqlite(select, schema, keep, step, slice_rows, sink)
-        for df in frames:
-            self.validate(select, schema, df)
+            frames = self.read_sqlite(select, schema, checked, step, slice_rows, sink)
         return frames
 
     def _of_process(self, select: Select) -> Select:
@@ -261,7 +270,9 @@ class Export:
 
     def validate(self, select: Select, schema: dict, df: pl.DataFrame) -> None:
         """Refuses values nsys never writes, which the analysis cannot take: NULL in a `required` column, a
-        timestamp (`start`, `end`) beyond +-2^62 ns, where differences of two would overflow 64 bits."""
+        timestamp (`start`, `end`) beyond +-2^62 ns, where differences of two would overflow 64 bits, and a row
+        that ends before it starts. Every row read is validated before any is left out (`parallel`'s `keep`).
+        (The page reader refuses a row that ends before it starts as it reads, zones included: pages.py.)"""
         source = dict(zip(schema, select.columns))
         for name, column in source.items():
             if column in select.required and df.get_column(name).null_count():
@@ -269,12 +280,22 @@ class Export:
                     f"{self.path}: table {select.table}: {df.get_column(name).null_count()} rows have no "
                     f"{column} (NULL); nsys always writes it: the export is damaged: export it again with "
                     "`nsys export --type sqlite`", self.path)
-            if name in ("start", "end"):
-                bad = df.select(((pl.col(name) < -TIME_LIMIT) | (pl.col(name) > TIME_LIMIT)).sum()).item()
-                if bad:
-                    raise SpecprofError(
-                        f"{self.path}: table {select.table}: {bad} rows have a {column} beyond +-2^62 ns (292 "
-                        "years); nsys never writes that: the export is damaged: export it again", self.path)
+        times = [name for name in ("start", "end") if source.get(name) is not None]
+        if not times or not df.height:
+            return
+        checks = [((pl.col(name) < -TIME_LIMIT) | (pl.col(name) > TIME_LIMIT)).sum().alias(name) for name in times]
+        if len(times) == 2:
+            checks.append((pl.col("end") < pl.col("start")).sum().alias("order"))
+        found = df.select(checks).row(0)
+        for name, bad in zip(times, found):
+            if bad:
+                raise SpecprofError(
+                    f"{self.path}: table {select.table}: {bad} rows have a {source[name]} beyond +-2^62 ns (292 "
+                    "years); nsys never writes that: the export is damaged: export it again", self.path)
+        if len(times) == 2 and found[2]:
+            raise SpecprofError(
+                f"{self.path}: table {select.table}: {found[2]} rows end before they start; nsys never writes "
+                "that: the export is damaged: export it again with `nsys export --type sqlite`", self.path)
 
     def whole(self, select: Select, schema: dict, step=None) -> pl.DataFrame:
         """The rows of `select` as one frame (`parallel`, stacked)."""

@@ -58,6 +58,7 @@ def read_nsys_sqlite(path: str, process: int | None = None, split=None, *, pages
     try:
         meta = read_meta(ex)
         strings = read_strings(ex)
+        check_tables(ex, strings)
         value, cut = bounded_names(strings.get_column("value"))
         if cut:
             strings = strings.with_columns(value)
@@ -126,13 +127,59 @@ def _integers(ex: Export, table: str, rows: list[tuple], count: int) -> list[tup
 
 
 def read_strings(ex: Export) -> pl.DataFrame:
-    """StringIds, with `value` dictionary-encoded: joining it onto millions of rows stays cheap."""
+    """StringIds, with `value` dictionary-encoded: joining it onto millions of rows stays cheap. An id given twice
+    is refused (which of its names a row has would be a guess)."""
     schema = {"id": pl.Int64, "value": pl.Utf8}
     if "StringIds" not in ex.tables:
         return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
     ex.check("StringIds")
-    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds NOT INDEXED", schema,
-                    table="StringIds").with_columns(pl.col("value").cast(pl.Categorical))
+    strings = ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds NOT INDEXED", schema, table="StringIds")
+    ids = strings.get_column("id")
+    if ids.n_unique() != ids.len():
+        twice = ids.filter(ids.is_duplicated()).drop_nulls()
+        raise SpecprofError(
+            f"{ex.path}: table StringIds gives {twice.n_unique()} ids more than one name (id {twice.min()}, ...); "
+            "nsys gives each string one id: the export is damaged: export it again with `nsys export --type sqlite`",
+            ex.path)
+    return strings.with_columns(pl.col("value").cast(pl.Categorical))
+
+
+# A call that launches a kernel (the name without its version suffix); and one that launches a CUDA graph.
+_LAUNCHES_KERNEL = r"^cu(da)?Launch(Cooperative)?Kernel"
+_LAUNCHES_GRAPH = r"^cu(da)?GraphLaunch"
+
+
+def check_tables(ex: Export, strings: pl.DataFrame) -> None:
+    """Refuses an export that lacks a table nsys writes where its other tables show there was something to write:
+    the strings (StringIds), where kernels or CUDA calls name theirs there; the CUDA calls, where GPU ops were
+    launched; the kernels, where a CUDA call launched one. (nsys creates its tables lazily: a capture without
+    kernels has no kernel table, which is no damage.) Read as empty, each gave other numbers without a word."""
+    def rows_in(table: str) -> bool:
+        if table not in ex.tables:
+            return False
+        lo, hi = ex.row_span(table)
+        return hi > lo
+
+    damaged = ("the export is damaged or was edited: export it again with `nsys export --type sqlite`")
+    if "StringIds" not in ex.tables and (rows_in(KERNELS.name) or rows_in(CUDA_CALLS.name)):
+        raise SpecprofError(f"{ex.path}: the export has no StringIds table, where nsys writes the names of its "
+                            f"kernels and CUDA calls; {damaged}", ex.path)
+    launched = [t for t in GPU_TABLES if rows_in(t)]
+    if CUDA_CALLS.name not in ex.tables and launched:
+        raise SpecprofError(f"{ex.path}: the export has no {CUDA_CALLS.name} table, where nsys writes the CUDA "
+                            f"calls that launched its GPU ops ({launched[0]}); {damaged}", ex.path)
+    if KERNELS.name in ex.tables or not rows_in(CUDA_CALLS.name) or strings.is_empty():
+        return
+    launches = _LAUNCHES_KERNEL if GRAPH_LAUNCHES.name in ex.tables else f"{_LAUNCHES_KERNEL}|{_LAUNCHES_GRAPH}"
+    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.contains(launches)).get_column("id").drop_nulls()
+    if ids.is_empty() or "nameId" not in ex.columns(CUDA_CALLS.name):
+        return
+    ex.check(CUDA_CALLS.name)  # (read through SQLite here: only when it is whole)
+    found = ex.rows(f'SELECT EXISTS (SELECT 1 FROM "{CUDA_CALLS.name}" NOT INDEXED WHERE nameId IN '
+                    f'({",".join(str(int(i)) for i in ids.to_list())}))')[0][0]
+    if found:
+        raise SpecprofError(f"{ex.path}: the export has no {KERNELS.name} table, though its CUDA calls launched "
+                            f"kernels; {damaged}", ex.path)
 
 
 def _name_table(strings: pl.DataFrame) -> pl.Series | None:
@@ -418,6 +465,11 @@ def read_nvtx(ex: Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
         meta.notes.append(names_note(cut, "NVTX range or mark names"))
     # Names stay dictionary-encoded (the registered strings are; inline texts are encoded here), so a name
     # repeated on every range is held once.
+    if "textId" not in cols and (nameless := df.get_column("text").null_count()):
+        raise SpecprofError(
+            f"{ex.path}: table {NVTX.name} has no textId column, and {nameless} of its events have no text: their "
+            "names are registered strings, which nsys writes there; the export is damaged or was edited: export it "
+            "again with `nsys export --type sqlite`", ex.path)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left")
     df = df.with_columns(
         name=pl.coalesce(pl.col("text").cast(pl.Categorical), pl.col("registered").cast(pl.Categorical)),
