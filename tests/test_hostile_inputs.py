@@ -356,3 +356,23 @@ def test_one_column_read_twice_through_sqlite(tmp_path):
     out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q"])
     assert out.exit_code == 0, out.output
     assert "21,126 GPU ops" in out.stdout
+
+
+@pytest.mark.parametrize("sql, note", [
+    # one kernel made 2^30 ns long: it covers the 15,824 ops after it on its stream, and the median cycle read
+    # 0.0 ms without a word
+    (f"UPDATE {KERNEL} SET end = start + (1 << 30) WHERE rowid = 5000",
+     "15,824 GPU ops lie wholly inside an earlier op on their stream (device 0 stream 7)"),
+    # the 21st range made 3 ms longer: it ends after the cycle it began in (push/pop ranges nest)
+    ("UPDATE NVTX_EVENTS SET end = end + 3000000 WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 "
+     "ORDER BY start LIMIT 1 OFFSET 20)", "3 ranges end after the range they begin in, on its thread"),
+], ids=["op-inside-an-op", "ranges-crossing"])
+def test_times_no_capture_can_have_are_announced(tmp_path, sql, note):
+    import json
+
+    path = _edited(tmp_path, sql)
+    out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q"])
+    assert out.exit_code == 0, out.output
+    assert note in out.stdout
+    out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q", "--json"])
+    assert any(n.startswith(note) for n in json.loads(out.stdout)["notes"])
