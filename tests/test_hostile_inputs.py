@@ -376,3 +376,22 @@ def test_times_no_capture_can_have_are_announced(tmp_path, sql, note):
     assert note in out.stdout
     out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q", "--json"])
     assert any(n.startswith(note) for n in json.loads(out.stdout)["notes"])
+
+
+@pytest.mark.parametrize("baseline, words", [
+    ("sglang-plain", ["different engines: reference", "sglang (", "different models"]),
+    ("sglang-dense-plain", ["different engines", "model-path=/root/sglang-runs/model-dense/target"]),
+])
+def test_a_baseline_of_another_workload_is_refused_as_compare_and_sweep_refuse_it(baseline, words):
+    # `analyze fixtures/reference-k4 --baseline fixtures/sglang-plain` printed "a wash: 1.04x": the step time of
+    # another engine and model, as if it were this workload's plain decoding.
+    run = str(FIXTURES / "reference-k4")
+    out = CliRunner().invoke(main, ["analyze", run, "--baseline", str(FIXTURES / baseline), "-q"])
+    one_line(out, f"--baseline {FIXTURES / baseline} is not the plain decoding of this workload", "--allow-mixed",
+             *words)
+    out = CliRunner().invoke(main, ["analyze", run, "--baseline", str(FIXTURES / baseline), "-q", "--allow-mixed"])
+    assert out.exit_code == 0 and "the plain-decode throughput" in out.stdout, out.output
+    # its own plain decoding is a baseline, as for the sglang runs: their draft model is no difference
+    for run, plain in (("reference-k4", "reference-k0"), ("sglang-k4", "sglang-plain")):
+        out = CliRunner().invoke(main, ["analyze", str(FIXTURES / run), "--baseline", str(FIXTURES / plain), "-q"])
+        assert out.exit_code == 0 and "the plain-decode throughput" in out.stdout, out.output
