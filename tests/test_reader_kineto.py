@@ -515,6 +515,10 @@ def test_an_event_outside_the_profilers_window_is_left_out_and_counted(tmp_path)
                               "api_calls_outside_the_profiler's_window": 1}
     plain = _torch_k4_read()
     assert t.ops["end"].max() - t.ops["start"].min() <= plain.ops["end"].max() - plain.ops["start"].min()
+    # marks that contradict each other (the start after the end) bound nothing: no event is left out for them
+    doc = _torch_k4()
+    next(e for e in doc["traceEvents"] if e.get("name") == "Iteration Start: PyTorch Profiler")["ts"] += 1e9
+    assert not read_kineto(str(_write(tmp_path / "marks.json", doc))).meta.skipped
 
 
 def test_trace_events_twice_is_refused(tmp_path):

@@ -756,6 +756,8 @@ class _Parser:
         if last:
             t = int(self._to_ns(array("d", [max(last)]), base, "window", meta)[0])
             hi = t + 1000 if t != np.iinfo(np.int64).min else hi
+        if lo > hi:  # marks that contradict each other bound nothing
+            return np.iinfo(np.int64).min, np.iinfo(np.int64).max
         return lo, hi
 
     def _ops(self, names: pl.Series, base: int, meta: TraceMeta) -> pl.DataFrame:
