@@ -313,7 +313,12 @@ def test_a_table_rooted_inside_another_is_refused_by_both_paths(tmp_path, table)
      "stringids is a view where nsys writes a table"),
     (["DROP TABLE StringIds", "CREATE VIRTUAL TABLE StringIds USING fts5(id, value)"],
      "StringIds is a virtual table where nsys writes a table"),
-], ids=["nvtx-view", "kernel-view", "strings-view-other-case", "strings-virtual"])
+    # read in rowid slices: "no such column: rowid", said as a truncated file
+    (["ALTER TABLE NVTX_EVENTS RENAME TO kept", "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, "
+      "eventType INTEGER NOT NULL, text TEXT, globalTid INTEGER, textId INTEGER, k INTEGER PRIMARY KEY) WITHOUT ROWID",
+      "INSERT INTO NVTX_EVENTS SELECT start, end, eventType, text, globalTid, textId, rowid FROM kept"],
+     "NVTX_EVENTS is a table without rowids where nsys writes a rowid table"),
+], ids=["nvtx-view", "kernel-view", "strings-view-other-case", "strings-virtual", "nvtx-without-rowid"])
 def test_views_and_virtual_tables_where_nsys_writes_tables_are_refused(tmp_path, sql, words):
     path = _copy(tmp_path)
     con = sqlite3.connect(path)

@@ -11,6 +11,7 @@ Whatever the path, a table is checked before it is trusted, and a damaged one is
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
 import threading
@@ -23,7 +24,7 @@ from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.trace import empty
 from specprof.analyzer.readers.nsys.pages import built, leaf_pages, read_table, wanted
 from specprof.analyzer.readers.nsys.select import SLICE_ROWS, Select, decoded
-from specprof.analyzer.readers.nsys.tables import PROCESS_COLUMNS, READ, TIME_LIMIT
+from specprof.analyzer.readers.nsys.tables import LARGE, PROCESS_COLUMNS, READ, TIME_LIMIT
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -65,7 +66,7 @@ class Export:
             # names that are not valid text are shown with U+FFFD, never an error
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             self.encoding = _CODECS.get(self.con.execute("PRAGMA encoding").fetchone()[0], "utf-8")
-            master = self.con.execute("SELECT type, name, rootpage FROM sqlite_master").fetchall()
+            master = self.con.execute("SELECT type, name, rootpage, sql FROM sqlite_master").fetchall()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             # (Python decodes SQLite's error text strictly: a damaged schema's bytes in it raise UnicodeDecodeError)
             why = str(exc) if isinstance(exc, sqlite3.DatabaseError) else "its schema is not valid text"
@@ -358,14 +359,15 @@ class Export:
 
 
 def _schema(path: str, master: list[tuple]) -> tuple[set[str], dict[str, int]]:
-    """The tables and views of an export (`master`: sqlite_master's type, name and rootpage) and the root page of
-    each table the reader reads (tables.READ, named as there: SQLite's names ignore case). Refused in one line: a
+    """The tables and views of an export (`master`: sqlite_master's type, name, rootpage and sql) and the root page
+    of each table the reader reads (tables.READ, named as there: SQLite's names ignore case). Refused in one line: a
     view or a virtual table where nsys writes a table (a view of the same rows reads as empty to a rowid range,
-    a recursive one never ends), two tables of one name, and two tables or indexes on one root page (each would
-    read the other's rows)."""
+    a recursive one never ends), a large table without rowids (read in rowid slices), two tables of one name, and
+    two tables or indexes on one root page (each would read the other's rows)."""
     known = {name.lower(): name for name in READ}
+    large = {t.name for t in LARGE}
     tables, roots, on_page = set(), {}, {}
-    for kind, name, root in master:
+    for kind, name, root, sql in master:
         name = str(name)
         if kind not in ("table", "view", "index"):
             continue
@@ -384,10 +386,12 @@ def _schema(path: str, master: list[tuple]) -> tuple[set[str], dict[str, int]]:
         if ours in roots:
             raise SpecprofError(f"{path}: two tables are named {ours}; the export is damaged: export it again with "
                                 "`nsys export --type sqlite`", path)
-        if kind != "table" or not isinstance(root, int) or root <= 0:
-            what = "a view" if kind == "view" else "a virtual table"
+        rowids = not re.search(r"\bWITHOUT\s+ROWID\s*;?\s*$", str(sql or ""), re.IGNORECASE)
+        if kind != "table" or not isinstance(root, int) or root <= 0 or (ours in large and not rowids):
+            what = "a view" if kind == "view" else "a table without rowids" if not rowids else "a virtual table"
             raise SpecprofError(
-                f"{path}: {name} is {what} where nsys writes a table; specprof reads only the tables nsys writes: "
+                f"{path}: {name} is {what} where nsys writes a {'' if rowids else 'rowid '}table; specprof reads only "
+                "the tables nsys writes: "
                 "export the report again with `nsys export --type sqlite`", path)
         tables.add(ours)
         roots[ours] = root
