@@ -339,6 +339,17 @@ def test_a_table_or_column_nsys_writes_is_never_read_as_empty(tmp_path, sql, wor
     _refused_both_ways(_edited(tmp_path, *sql), *words)
 
 
+@pytest.mark.parametrize("sql, table", [
+    # a name id StringIds does not have: the kernel, the launch call or the range had no name, with exit 0
+    (f"UPDATE {KERNEL} SET demangledName = 999999, shortName = 999999 WHERE rowid = 300", KERNEL),
+    (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 999999 WHERE rowid = {A_LAUNCH}", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+    ("UPDATE NVTX_EVENTS SET textId = 999999 WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 "
+     "ORDER BY start LIMIT 1 OFFSET 20)", "NVTX_EVENTS"),
+], ids=["kernel", "launch-call", "range"])
+def test_a_name_that_is_not_in_stringids_is_refused(tmp_path, sql, table):
+    _refused_both_ways(_edited(tmp_path, sql), f"table {table}: 1 rows name a string (id 999999)")
+
+
 def test_an_export_without_kernels_of_a_capture_without_kernels_is_still_read(tmp_path):
     # The other side of the rule above: nsys writes its tables lazily, and a capture that launched no kernel has
     # no kernel table. The kernels and their launch calls removed: the memcpys and memsets are analysed.

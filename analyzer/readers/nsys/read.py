@@ -193,6 +193,20 @@ def _name_table(strings: pl.DataFrame) -> pl.Series | None:
         strings, on="id", how="left", maintain_order="left").get_column("value")
 
 
+def _named_all(ex: Export, table: str, ids: pl.Series, names: pl.Series, strings: pl.DataFrame) -> None:
+    """Refuses string ids (`ids`, read from `table`) that StringIds (`strings`) does not have: `names`, what each
+    row was named (null for none), row for row. Their rows would have no name (a kernel, a call or a range named by
+    nothing)."""
+    unnamed = names.is_null() & ids.is_not_null()
+    if not unnamed.any():
+        return
+    missing = ids.filter(unnamed)
+    raise SpecprofError(
+        f"{ex.path}: table {table}: {missing.len()} rows name a string (id {missing[0]}) that StringIds does not have; "
+        "nsys writes every name it refers to there: the export is damaged: export it again with "
+        "`nsys export --type sqlite`", ex.path)
+
+
 def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str,
              table: pl.Series | None = None) -> pl.DataFrame:
     """Replace integer string-id column `id_col` by its text in column `out` (same row order).
@@ -231,8 +245,12 @@ def read_ops(ex: Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
         table = _name_table(strings)
 
         def named(df: pl.DataFrame) -> pl.DataFrame:  # per slice, in the reading thread
+            ids, short = df.get_column("name_id"), df.get_column("short_id")
             df = _name_of(df, strings, "name_id", "name", table)
-            return _name_of(df, strings, "short_id", "short_name", table)
+            df = _name_of(df, strings, "short_id", "short_name", table)
+            _named_all(ex, KERNELS.name, ids, df.get_column("name"), strings)
+            _named_all(ex, KERNELS.name, short, df.get_column("short_name"), strings)
+            return df
 
         frames = ex.parallel(*KERNELS.read(cols), keep=named, step=step)
         parts.extend(f.with_columns(kind=pl.lit("kernel", dtype=pl.Categorical)) for f in frames)  # a part per slice
@@ -384,14 +402,18 @@ def read_api(ex: Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) ->
             df = df.filter(pl.col("pid") == op_pids[0])
         else:
             df = _launched_here(df, ops)
-    return _launch_calls(df, strings), _sync_calls(syncs, strings)
+    return _launch_calls(ex, df, strings), _sync_calls(syncs, strings)
 
 
-def _called(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
-    """`df` (calls with name_id) named (`name`, version suffix off) and in start order."""
+def _called(df: pl.DataFrame, strings: pl.DataFrame, ex: Export | None = None) -> pl.DataFrame:
+    """`df` (calls with name_id) named (`name`, version suffix off) and in start order; with `ex`, a name id StringIds
+    lacks is refused (`_named_all`)."""
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
     names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(VERSION_SUFFIX, "").cast(pl.Categorical))
+    ids = df.get_column("name_id")
     df = _name_of(df, names, "name_id", "name", _name_table(names))
+    if ex is not None:
+        _named_all(ex, CUDA_CALLS.name, ids, df.get_column("name"), strings)
     if not _in_order(df, "start"):
         df = df.sort("start", maintain_order=True)
     return df
@@ -404,9 +426,9 @@ def _sync_calls(syncs: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     return conform(_called(syncs, strings).select(list(SYNCS_SCHEMA)), SYNCS_SCHEMA)
 
 
-def _launch_calls(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+def _launch_calls(ex: Export, df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     """The launch calls read, named, in start order, one per (process, correlation id)."""
-    df = _called(df, strings)
+    df = _called(df, strings, ex)
     # A runtime call and the driver call it makes can share a correlation id: keep the outer one
     # (the earlier). Whether any id occurs twice is checked on one sorted integer column (a hash over
     # the rows costs hundreds of MB); only then are the repeated ids found and de-duplicated.
@@ -471,6 +493,8 @@ def read_nvtx(ex: Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
             "names are registered strings, which nsys writes there; the export is damaged or was edited: export it "
             "again with `nsys export --type sqlite`", ex.path)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left")
+    _named_all(ex, NVTX.name, df.get_column("text_id"), df.select(pl.coalesce("text", "registered")).to_series(),
+               strings)
     df = df.with_columns(
         name=pl.coalesce(pl.col("text").cast(pl.Categorical), pl.col("registered").cast(pl.Categorical)),
         pid=pl.col("tid") & pl.lit(PID_MASK, dtype=pl.Int64),
