@@ -43,6 +43,7 @@ from specprof.analyzer.readers.nsys.tables import (
     NVTX_MARK,
     NVTX_RANGES,
     PID_MASK,
+    SMALL,
     VERSION_SUFFIX,
     sync_ids,
 )
@@ -91,7 +92,7 @@ def read_nsys_sqlite(path: str, process: int | None = None, split=None, *, pages
 def read_meta(ex: Export) -> TraceMeta:
     """The export's metadata (versions, GPUs, processes, thread names), from its small tables."""
     meta = TraceMeta(path=ex.path, format="nsys-sqlite")
-    for table in ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds"):
+    for table in SMALL:
         ex.check(table)  # small tables, read through SQLite: whole, or refused
     if "META_DATA_EXPORT" in ex.tables:
         kv = dict(ex.rows("SELECT CAST(name AS TEXT), CAST(value AS TEXT) FROM META_DATA_EXPORT NOT INDEXED"))
