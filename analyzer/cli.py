@@ -306,6 +306,8 @@ def main():
                    "cycle, then decode].")
 @click.option("--baseline-ms", type=_Finite(), metavar="MS",
               help="The plain-decode step time in ms, for the economics.")
+@click.option("--allow-mixed", is_flag=True,
+              help="Use a --baseline run of another engine, model or tensor-parallel size anyway.")
 @click.option("--steps", type=click.IntRange(0, MAX_STEPS), metavar="K",
               help="Draft steps per cycle, when the traced command line does not say (a cycle accepts at most "
                    "K + 1 tokens per request: the economics checks the break-even against it).")
@@ -321,7 +323,7 @@ def main():
                    "ADDRESS (tcp://host:8786; docs/multirank.md).")
 def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, no_cache,
                     cycle_limit, phase_limit, brief, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
-                    baseline_range, baseline_ms, steps, quiet, db_path, jobs, dask_address):
+                    baseline_range, baseline_ms, allow_mixed, steps, quiet, db_path, jobs, dask_address):
     """Attribute the GPU time of TRACE to phases and categories.
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by
@@ -341,7 +343,7 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
         trace, _options(categories_file, grouping, domains, no_cache),
         RunInputs(sidecars=tuple(sidecars), baseline_sidecars=tuple(baseline_sidecars), server_log=server_log,
                   log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms,
-                  baseline_range=baseline_range, steps=steps),
+                  baseline_range=baseline_range, steps=steps, allow_mixed=allow_mixed),
         Outputs(as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit, brief=brief, csv_dir=csv_dir,
                 parquet_dir=parquet_dir),
         html_file=html_file, db_path=db_path, jobs=jobs, dask=dask_address, argv=sys.argv[1:], quiet=quiet))
@@ -368,8 +370,11 @@ def runs_command(db_path, as_json):
                    "panel's break-even line.")
 @click.option("--baseline-ms", type=_Finite(), metavar="MS",
               help="The plain-decode step time in ms, for the economics panel.")
+@click.option("--allow-mixed", is_flag=True,
+              help="Use a --baseline run of another engine, model or tensor-parallel size anyway.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
-def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms, quiet):
+def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms, allow_mixed,
+                   quiet):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
@@ -378,7 +383,8 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
     from specprof.analyzer.app.analyze import RunInputs
 
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
-                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms), quiet=quiet))
+                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms, allow_mixed=allow_mixed),
+                               quiet=quiet))
 
 
 @main.command("sweep")

@@ -26,13 +26,23 @@ Two more kinds of mutant:
   is damaged in place with its size and mtime kept, or one of the entry's files is; the cache must then be
   unused (the export is read again), or give exactly the undamaged tables.
 
-    python3 tests/fuzz_exports.py --mutants 3000 --seed 1      # by hand: the long run
+Every run draws a new seed and prints it (`--seed N` replays a run); the suite's runs say theirs in a failure.
+
+    python3 tests/fuzz_exports.py --mutants 3000                # by hand: the long run
+    python3 tests/fuzz_exports.py --guided 600 [--sanitize]     # by hand: coverage-guided, for 600 s
+    python3 tests/fuzz_exports.py --flips 1000                  # by hand: random bytes anywhere, whole analyses
     tests/test_fuzz_exports.py                                  # the suite: a fast run, and under ASan/UBSan
+
+The coverage-guided run builds the page reader (and the ops scan) in a temporary copy with gcc's
+-fsanitize-coverage=trace-pc and a small runtime that counts each edge's hits; a mutant that reaches an edge (or
+a count of hits) no mutant before it reached is kept, and later mutants are made from it as well as from the
+captures: damage that gets further into the reader is built on, as AFL builds on it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sqlite3
@@ -46,6 +56,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 if str(ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests"))
+
+if os.environ.get("SPECPROF_FUZZ_COVERAGE"):  # the coverage-guided run: its runtime before the page reader needs it
+    import ctypes
+
+    ctypes.CDLL(os.environ["SPECPROF_FUZZ_COVERAGE"], mode=ctypes.RTLD_GLOBAL)
 
 import polars as pl  # noqa: E402
 
@@ -153,14 +168,16 @@ class Capture:
                 todo.append(int.from_bytes(self.data[hdr + 8:hdr + 12], "big"))
         return out
 
-    def mutant(self, rng: random.Random) -> tuple[str, bytes, str]:
-        if self.indexes and rng.random() < 0.5:
+    def mutant(self, rng: random.Random, data: bytes | None = None, table: str | None = None) -> tuple[str, bytes, str]:
+        """Damage over the pages of one large table (`table`, else one at random) of the capture (`data`: of a
+        mutant of it, where given; then no index mutant)."""
+        if self.indexes and data is None and rng.random() < 0.5:
             return self.index_mutant(rng)
-        table = rng.choice(sorted(self.tables))
+        table = table or rng.choice(sorted(self.tables))
         pages = self.tables[table]
         n = rng.choice(pages)
         at = (n - 1) * self.page_size
-        data = bytearray(self.data)
+        data = bytearray(self.data if data is None else data)
         what = rng.random()
         hdr = at + (100 if n == 1 else 0)
         if what < 0.1:  # a field of the page header: first free block, cell count, content start, fragments
@@ -372,14 +389,262 @@ def run_cache(mutants: int, seed: int, paths: list[Path] | None = None, log=None
     return counts
 
 
+# -- random bytes anywhere in an export, through the whole analysis --------------------------------------------------
+
+FLIP_FIXTURE = FIXTURES / "reference-k4" / "run.sqlite"
+
+
+def _analysis(path: str, pages: bool = True) -> tuple[str, object]:
+    """("analysed", its JSON document without the file's own name) or ("refused", the one line) or ("raised",
+    what escaped): `specprof analyze PATH --json`, in this process, the large tables read from their pages or
+    through SQLite ($SPECPROF_SQLITE_PAGES, as a user picks the path)."""
+    import json
+    import os
+
+    from click.testing import CliRunner
+
+    from specprof.analyzer.cli import main as cli
+
+    out = CliRunner().invoke(cli, ["analyze", path, "--no-cache", "-q", "--json"],
+                             env={"SPECPROF_SQLITE_PAGES": "1" if pages else "0"})
+    if out.exit_code == 0:
+        doc = json.loads(out.stdout)
+        doc.pop("source", None)
+        return "analysed", json.dumps(doc, sort_keys=True).replace(path, "PATH")
+    lines = [x for x in out.stderr.splitlines() if x.strip()]
+    if out.exit_code == 2 and len(lines) == 1 and lines[0].startswith("specprof: error:") and \
+            (out.exception is None or isinstance(out.exception, SystemExit)):
+        return "refused", lines[0]
+    import traceback
+
+    text = "".join(traceback.format_exception(out.exception)) if out.exception else out.output
+    return "raised", f"exit {out.exit_code}: {text.strip().splitlines()[-1] if text.strip() else ''}"
+
+
+def run_flips(mutants: int, seed: int, path: Path = FLIP_FIXTURE, log=None) -> dict:
+    """`mutants` copies of the export at `path`, each with random bytes anywhere in the file (1, 2, 8 or 200 of
+    them) changed, analysed whole (`specprof analyze --json`), once with the large tables read from their pages and
+    once through SQLite. Each is analysed (with the original's numbers, or with others: then whether SQLite's
+    integrity_check passes the file is counted), or refused in one line, alike both ways; a traceback, or numbers
+    that differ between the two ways (one refused, the other analysed with numbers that are not the original's,
+    or both analysed with different ones) is a failure, kept beside the temporary folder. Returns the counts."""
+    rng = random.Random(seed)
+    data = path.read_bytes()
+    counts = {"mutants": 0, "refused": 0, "same": 0, "changed": 0, "changed_whole": 0, "failures": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp) / "run.sqlite"
+        where.write_bytes(data)
+        original = _analysis(str(where))
+        assert original[0] == "analysed", original
+        for i in range(mutants):
+            mutant = bytearray(data)
+            count = rng.choice([1, 1, 2, 8, 200])
+            for _ in range(count):
+                at = rng.randrange(len(mutant))
+                mutant[at] ^= rng.randrange(1, 256)
+            where.write_bytes(mutant)
+            kind, value = _analysis(str(where))
+            other, value2 = _analysis(str(where), pages=False)
+            counts["mutants"] += 1
+            ways = {kind, other}
+            if "raised" not in ways and (
+                    (kind == other == "analysed" and value != value2) or
+                    (ways == {"analysed", "refused"} and (value if kind == "analysed" else value2) != original[1])):
+                kind, value = "raised", f"the read paths disagree: pages {kind}, SQLite {other}"
+            elif other == "raised":
+                kind, value = other, f"(SQLite) {value2}"
+            if kind == "refused":
+                counts["refused"] += 1
+            elif kind == "analysed" and value == original[1]:
+                counts["same"] += 1
+            elif kind == "analysed":
+                counts["changed"] += 1
+                try:
+                    con = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
+                    whole = con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+                    con.close()
+                except (sqlite3.DatabaseError, UnicodeDecodeError):
+                    whole = False
+                counts["changed_whole"] += whole
+            else:
+                kept = Path(tmp).parent / f"specprof-flips-{seed}-{i}.sqlite"
+                shutil.copy(where, kept)
+                counts["failures"].append(f"{count} bytes: {value} (kept as {kept})")
+                if log:
+                    log(counts["failures"][-1])
+    return counts
+
+
+# -- the coverage-guided run (by hand, where time allows; not in the suite) ------------------------------------------
+
+# What gcc's -fsanitize-coverage=trace-pc calls at every edge of the instrumented code: a hit count per (previous
+# block, this block) hash, as AFL keeps them. Loaded before the page reader, which then reports to it.
+COVERAGE_RUNTIME = r"""
+#include <stdint.h>
+#include <string.h>
+#define MAP (1u << 16)
+static uint8_t map[MAP];
+static __thread uintptr_t prev;
+void __sanitizer_cov_trace_pc(void) {
+    uintptr_t pc = (uintptr_t)__builtin_return_address(0);
+    uintptr_t h = (pc ^ (pc >> 15)) & (MAP - 1);
+    map[(h ^ prev) & (MAP - 1)]++;
+    prev = h >> 1;
+}
+uint8_t *cov_map(void) { return map; }
+unsigned cov_size(void) { return MAP; }
+void cov_reset(void) { memset(map, 0, MAP); prev = 0; }
+"""
+
+C_MODULES = (("analyzer/readers/nsys/_sqlite_pages.c", "analyzer/readers/nsys/_sqlite_pages.abi3.so"),
+             ("analyzer/_scan.c", "analyzer/_scan.abi3.so"))
+
+
+def build(folder: Path, flags: list[str]) -> Path:
+    """A copy of the package under `folder`/pkg (with tests/fuzz_exports.py and conftest.py, and fixtures/ linked)
+    whose two C modules are built with gcc and `flags`; returns the package's folder."""
+    import shutil as sh
+    import subprocess
+    import sysconfig
+
+    pkg = folder / "pkg"
+    for part in ("specprof", "analyzer", "tracer"):
+        sh.copytree(ROOT / part, pkg / part, ignore=sh.ignore_patterns("*.so", "__pycache__"))
+    (pkg / "tests").mkdir()
+    for name in ("fuzz_exports.py", "conftest.py"):
+        sh.copy(ROOT / "tests" / name, pkg / "tests" / name)
+    (pkg / "fixtures").symlink_to(FIXTURES)
+    include = sysconfig.get_paths()["include"]
+    for source, module in C_MODULES:
+        subprocess.run(["gcc", "-shared", "-fPIC", "-std=gnu11", *flags, "-DPy_LIMITED_API=0x030B0000",
+                        f"-I{include}", f"-I{pkg / 'analyzer'}", str(pkg / source), "-o", str(pkg / module)],
+                       check=True)
+    return pkg
+
+
+_BUCKETS = None
+
+
+def _classified(raw) -> "object":
+    """Hit counts as AFL buckets them (1, 2, 3, 4-7, 8-15, 16-31, 32-127, 128+), one bit each."""
+    import numpy as np
+
+    global _BUCKETS
+    if _BUCKETS is None:
+        table = np.zeros(256, dtype=np.uint8)
+        for lo, hi, bit in ((1, 1, 1), (2, 2, 2), (3, 3, 4), (4, 7, 8), (8, 15, 16), (16, 31, 32), (32, 127, 64),
+                            (128, 255, 128)):
+            table[lo:hi + 1] = bit
+        _BUCKETS = table
+    return _BUCKETS[raw]
+
+
+def guided(seconds: float, seed: int, paths: list[Path] | None = None, log=print) -> dict:
+    """The coverage-guided run, in a process whose page reader was built with -fsanitize-coverage=trace-pc and
+    whose coverage runtime is loaded (`main --guided`): mutants of the captures and of the mutants that reached
+    code no mutant before them reached, each checked as `check` checks one, for `seconds`. Returns counts and the
+    failures (each mutant kept beside the temporary folder, as `run` keeps them)."""
+    import ctypes
+
+    import numpy as np
+
+    from specprof.analyzer.readers.nsys import pages
+
+    lib = ctypes.CDLL(os.environ["SPECPROF_FUZZ_COVERAGE"], mode=ctypes.RTLD_GLOBAL)
+    lib.cov_map.restype = ctypes.POINTER(ctypes.c_uint8)
+    size = lib.cov_size()
+    raw = np.ctypeslib.as_array(lib.cov_map(), shape=(size,))
+    seen = np.zeros(size, dtype=np.uint8)
+    rng = random.Random(seed)
+    counts = {"mutants": 0, "failures": [], "corpus": 0, "edges": 0}
+    lib.cov_reset()
+    caps = [c for c in (Capture(p) for p in (paths or captures())) if c.tables]  # (each read from its pages)
+    if pages.reader is None or not raw.any():
+        raise SystemExit("the page reader reports no coverage: run this through --guided (an instrumented build)")
+    corpus = [(cap, None) for cap in caps]  # (capture, its mutant's bytes, or None for the capture itself)
+    deadline = time.time() + seconds
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp) / "mutant.sqlite"
+        while time.time() < deadline:
+            cap, data = rng.choice(corpus)
+            table, mutant, how = cap.mutant(rng, data=data if data is not None else cap.data)
+            for _ in range(rng.choice([0, 0, 1, 3])):  # now and then, more damage on the same table
+                table, mutant, more = cap.mutant(rng, data=mutant, table=table)
+                how += f"; {more}"
+            lib.cov_reset()
+            broke = check(cap, table, mutant, where)
+            counts["mutants"] += 1
+            hit = _classified(raw)
+            new = hit & ~seen
+            if new.any():
+                seen |= hit
+                corpus.append((cap, mutant))
+                counts["corpus"] = len(corpus) - len(caps)
+                counts["edges"] = int(np.count_nonzero(seen))
+            if broke:
+                kept = Path(tmp).parent / f"specprof-fuzz-guided-{seed}-{counts['mutants']}.sqlite"
+                shutil.copy(where, kept)
+                counts["failures"].append(f"{cap.path} {table} {how}: {broke} (kept as {kept})")
+                log(counts["failures"][-1])
+            if counts["mutants"] % 500 == 0:
+                log(f"{counts['mutants']} mutants, {counts['corpus']} kept for their coverage, {counts['edges']} "
+                    f"edges, {len(counts['failures'])} failures")
+    return counts
+
+
+def _guided_in_a_build(seconds: float, seed: int, sanitize: bool) -> int:
+    """Builds the instrumented copy (and the coverage runtime) in a temporary folder and runs `guided` there."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        flags = ["-O1", "-g", "-fsanitize-coverage=trace-pc"]
+        if sanitize:
+            flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
+        pkg = build(folder, flags)
+        runtime = folder / "coverage.c"
+        runtime.write_text(COVERAGE_RUNTIME)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", str(runtime), "-o", str(folder / "libcoverage.so")],
+                       check=True)
+        env = {**os.environ, "PYTHONPATH": str(pkg), "SPECPROF_FUZZ_COVERAGE": str(folder / "libcoverage.so")}
+        if sanitize:
+            asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+            env.update(LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0",
+                       UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+        return subprocess.run([sys.executable, str(pkg / "tests" / "fuzz_exports.py"), "--guided-here", str(seconds),
+                               "--seed", str(seed)], env=env, cwd=folder).returncode
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mutants", type=int, default=600)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=None, help="the run's seed [default: a new one, printed]")
+    ap.add_argument("--guided", type=float, metavar="SECONDS",
+                    help="the coverage-guided run for SECONDS instead (the page reader built with gcc's "
+                         "-fsanitize-coverage=trace-pc in a temporary copy)")
+    ap.add_argument("--sanitize", action="store_true", help="with --guided: also ASan and UBSan")
+    ap.add_argument("--flips", type=int, metavar="N",
+                    help="instead: N copies of reference-k4's export with random bytes anywhere changed, analysed whole")
+    ap.add_argument("--guided-here", type=float, help=argparse.SUPPRESS)  # (in the instrumented copy)
     args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 32)
+    print(f"seed {seed} (run again with --seed {seed})", flush=True)
     t0 = time.time()
-    counts = run(args.mutants, args.seed, log=print)
-    cached = run_cache(max(1, args.mutants // 20), args.seed, log=print)
+    if args.guided is not None:
+        return _guided_in_a_build(args.guided, seed, args.sanitize)
+    if args.flips is not None:
+        counts = run_flips(args.flips, seed, log=print)
+        print(f"{counts['mutants']} mutants: {counts['refused']} refused, {counts['same']} analysed with the "
+              f"original's numbers, {counts['changed']} with others ({counts['changed_whole']} of them passing SQLite's "
+              f"integrity_check), {len(counts['failures'])} failures; {time.time() - t0:.0f} s")
+        return 1 if counts["failures"] else 0
+    if args.guided_here is not None:
+        counts = guided(args.guided_here, seed)
+        print(f"{counts['mutants']} mutants, {counts['corpus']} kept for their coverage, {counts['edges']} edges, "
+              f"{len(counts['failures'])} failures; {time.time() - t0:.0f} s")
+        return 1 if counts["failures"] else 0
+    counts = run(args.mutants, seed, log=print)
+    cached = run_cache(max(1, args.mutants // 20), seed, log=print)
     print(f"{counts['mutants']} mutants, {len(counts['failures'])} failures; {cached['mutants']} cache mutants, "
           f"{len(cached['failures'])} failures; {time.time() - t0:.0f} s")
     return 1 if counts["failures"] or cached["failures"] else 0

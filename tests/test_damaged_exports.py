@@ -259,3 +259,91 @@ def test_a_kernel_table_with_a_stale_index_reads_the_tables_rows(tmp_path, direc
     finally:
         ex.close()
     assert got.height == original.ops.filter(pl.col("kind") == "kernel").height
+
+
+def _edited(tmp_path, *sql, name="reference-k4") -> str:
+    """A copy of a fixture's export with `sql` run on it (the schema writable, as a hand edit needs)."""
+    path = _copy(tmp_path, name)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA writable_schema = ON")
+    for statement in sql:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path
+
+
+def _root_of(table: str) -> str:
+    return f"(SELECT rootpage FROM sqlite_master WHERE name = '{table}')"
+
+
+@pytest.mark.parametrize("table, other, words", [
+    # memcpys read as memsets' rows: memsets counted twice, memcpys gone (exit 0 before)
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "begin at the same page"),
+    # NVTX events read from the kernels' B-tree: "no phases" from the pages, refused through SQLite before
+    ("NVTX_EVENTS", KERNEL, "begin at the same page"),
+], ids=["memcpy-on-memset", "nvtx-on-kernel"])
+def test_two_tables_on_one_root_page_are_refused_by_both_paths(tmp_path, table, other, words):
+    path = _edited(tmp_path, f"UPDATE sqlite_master SET rootpage = {_root_of(other)} WHERE name = '{table}'")
+    assert sqlite3.connect(path).execute("PRAGMA quick_check").fetchone()[0] != "ok"  # SQLite's whole-file check
+    _refused_both_ways(path, words)
+
+
+@pytest.mark.parametrize("table", ["CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME"])
+def test_a_table_rooted_inside_another_is_refused_by_both_paths(tmp_path, table):
+    # The table's root moved to a leaf page of the kernels' B-tree: no two roots are equal, every page of either
+    # table is well formed, and each table's own check passes; the memsets read 856 kernels as memsets before.
+    con = sqlite3.connect(_copy(tmp_path))
+    leaf = con.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno "
+                       "LIMIT 1 OFFSET 3", (KERNEL,)).fetchone()[0]
+    con.close()
+    path = _edited(tmp_path, f"UPDATE sqlite_master SET rootpage = {leaf} WHERE name = '{table}'")
+    assert sqlite3.connect(path).execute(f'PRAGMA quick_check("{table}")').fetchone()[0] == "ok"
+    _refused_both_ways(path, f"tables {KERNEL} and {table} share their pages")
+
+
+@pytest.mark.parametrize("sql, words", [
+    # the same rows behind a view: its min(rowid) is NULL, so it read as empty (0 ranges, exit 0)
+    (["ALTER TABLE NVTX_EVENTS RENAME TO kept", "CREATE VIEW NVTX_EVENTS AS SELECT * FROM kept"],
+     "NVTX_EVENTS is a view where nsys writes a table"),
+    ([f"ALTER TABLE {KERNEL} RENAME TO kept", f"CREATE VIEW {KERNEL} AS SELECT * FROM kept"],
+     f"{KERNEL} is a view where nsys writes a table"),
+    # a view named in another case: SQLite's names ignore case
+    (["ALTER TABLE StringIds RENAME TO kept", "CREATE VIEW stringids AS SELECT * FROM kept"],
+     "stringids is a view where nsys writes a table"),
+    (["DROP TABLE StringIds", "CREATE VIRTUAL TABLE StringIds USING fts5(id, value)"],
+     "StringIds is a virtual table where nsys writes a table"),
+    # read in rowid slices: "no such column: rowid", said as a truncated file
+    (["ALTER TABLE NVTX_EVENTS RENAME TO kept", "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, "
+      "eventType INTEGER NOT NULL, text TEXT, globalTid INTEGER, textId INTEGER, k INTEGER PRIMARY KEY) WITHOUT ROWID",
+      "INSERT INTO NVTX_EVENTS SELECT start, end, eventType, text, globalTid, textId, rowid FROM kept"],
+     "NVTX_EVENTS is a table without rowids where nsys writes a rowid table"),
+], ids=["nvtx-view", "kernel-view", "strings-view-other-case", "strings-virtual", "nvtx-without-rowid"])
+def test_views_and_virtual_tables_where_nsys_writes_tables_are_refused(tmp_path, sql, words):
+    path = _copy(tmp_path)
+    con = sqlite3.connect(path)
+    for statement in sql:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    _refused_both_ways(path, words)
+
+
+def test_a_recursive_view_is_one_line_not_a_hang(tmp_path):
+    # ThreadNames as a view that never ends: the join that names the threads ran until it was killed.
+    import subprocess
+    import sys
+
+    path = _copy(tmp_path)
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE ThreadNames")
+    con.execute("CREATE VIEW ThreadNames AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+                "SELECT 1 AS nameId, 0 AS priority, n AS globalTid FROM r")
+    con.commit()
+    con.close()
+    done = subprocess.run([sys.executable, "-m", "specprof", "analyze", path, "--no-cache", "-q"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert lines == [f"specprof: error: {path}: ThreadNames is a view where nsys writes a table; specprof reads "
+                     "only the tables nsys writes: export the report again with `nsys export --type sqlite`"]

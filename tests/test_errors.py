@@ -332,3 +332,18 @@ def test_a_crash_close_to_a_memory_limit_is_the_out_of_memory_line(tmp_path):
     child.send_signal(signal.SIGSEGV)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 2 and err == NATIVE_OUT_OF_MEMORY + "\n", err
+
+
+def test_a_damaged_schema_whose_text_is_not_utf8(tmp_path):
+    # A schema entry SQLite cannot parse, with a byte that is not UTF-8 where its error names it: Python's sqlite3
+    # decodes SQLite's error text strictly, and `PRAGMA encoding` raised UnicodeDecodeError (a traceback). 2 of 25
+    # copies of a real export with 200 random bytes flipped each hit it.
+    path = tmp_path / "run.sqlite"
+    shutil.copy(K4 / "run.sqlite", path)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'TARGET_INFO_GPU'",
+                (b"CREATE \xff TABLE x(a)",))
+    con.commit()
+    con.close()
+    assert_clean_error(run(path, "--no-cache"), path, ["the SQLite file cannot be read", "its schema is not valid text"])

@@ -249,3 +249,160 @@ def test_a_last_sidecar_line_nested_too_deep_and_cut_is_left_out_with_a_note(tmp
     path.write_bytes(path.read_bytes() + DEEP.encode())  # no newline: the line was cut
     sidecars = read_sidecars([str(path)])
     assert any("the last line is cut off" in n for n in sidecars.notes)
+
+
+# -- exports edited by hand: each value below made nsys's reader give other numbers with exit 0, or a traceback --
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+FIRST_RANGE = "(SELECT min(rowid) FROM NVTX_EVENTS WHERE eventType = 59)"
+A_LAUNCH = ("(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
+            "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL))")
+
+
+def _edited(tmp_path, *sql, source=K4) -> str:
+    path = tmp_path / "run.sqlite"
+    shutil.copy(source, path)
+    con = sqlite3.connect(path)
+    for statement in sql:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return str(path)
+
+
+def _refused_both_ways(path: str, *words) -> None:
+    from specprof.analyzer.errors import SpecprofError
+    from specprof.analyzer.readers.nsys import read_nsys_sqlite
+
+    for pages in (True, False):
+        with pytest.raises(SpecprofError) as caught:
+            read_nsys_sqlite(path, pages=pages)
+        assert all(w in str(caught.value) for w in words), (pages, str(caught.value))
+    for pages in ("1", "0"):  # and as a user meets it: one line
+        os.environ["SPECPROF_SQLITE_PAGES"] = pages
+        try:
+            one_line(CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q"]), path)
+        finally:
+            os.environ.pop("SPECPROF_SQLITE_PAGES")
+
+
+@pytest.mark.parametrize("sql, words", [
+    # filtered on before it was validated: the range's row left out without a word (500 ranges, exit 0)
+    (f"UPDATE NVTX_EVENTS SET eventType = 'x' WHERE rowid = {FIRST_RANGE}", ["not integers", "event_type"]),
+    (f"UPDATE NVTX_EVENTS SET eventType = 59.0001 WHERE rowid = {FIRST_RANGE}", ["not integers", "event_type"]),
+    # a launch call without its thread: left out by the filter that keeps the calls an op carries
+    (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = NULL WHERE rowid = {A_LAUNCH}",
+     ["CUPTI_ACTIVITY_KIND_RUNTIME", "1 rows have no globalTid"]),
+    (f"UPDATE NVTX_EVENTS SET globalTid = NULL WHERE rowid = {FIRST_RANGE}", ["NVTX_EVENTS", "no globalTid"]),
+], ids=["event-type-text", "event-type-real", "call-without-thread", "range-without-thread"])
+def test_a_value_filtered_on_is_validated_before_its_row_is_left_out(tmp_path, sql, words):
+    _refused_both_ways(_edited(tmp_path, sql), *words)
+
+
+@pytest.mark.parametrize("sql, words", [
+    (f"UPDATE {KERNEL} SET end = start - 1000 WHERE rowid = 100", [KERNEL, "before"]),
+    # the 31st verify range with start and end swapped: argmax of an empty sequence in derived/economics.py
+    ("UPDATE NVTX_EVENTS SET start = end, end = start WHERE rowid = (SELECT n.rowid FROM NVTX_EVENTS n JOIN "
+     "StringIds s ON s.id = n.textId WHERE s.value = 'verify' ORDER BY n.start LIMIT 1 OFFSET 30)",
+     ["NVTX_EVENTS", "before"]),
+    (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = start - 1 WHERE rowid = {A_LAUNCH}",
+     ["CUPTI_ACTIVITY_KIND_RUNTIME", "before"]),
+], ids=["kernel", "verify-range", "call"])
+def test_a_span_that_ends_before_it_starts_is_refused(tmp_path, sql, words):
+    _refused_both_ways(_edited(tmp_path, sql), *words)
+
+
+def test_a_span_that_ends_before_it_starts_outside_a_window_is_refused_by_the_window_read(tmp_path):
+    # The last kernel ends before it starts: a window of the first cycles reads none of its rows, but the zones it
+    # plans with are read from every page, as the whole read reads them.
+    path = _edited(tmp_path, f"UPDATE {KERNEL} SET end = start - 1000 WHERE rowid = (SELECT max(rowid) FROM {KERNEL})")
+    one_line(CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q", "--cycle-window", "0:3"]), path, KERNEL,
+             "before it starts")
+
+
+@pytest.mark.parametrize("sql, words", [
+    # read as empty: 1,209 GPU ops (memcpys and memsets), exit 0
+    ([f"DROP TABLE {KERNEL}"], [f"no {KERNEL} table", "launched kernels"]),
+    # every op unattributed, every cycle 0.000 ms
+    (["DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME"], ["no CUPTI_ACTIVITY_KIND_RUNTIME table"]),
+    # 0 cycles: the phases' names are strings
+    (["DROP TABLE StringIds"], ["no StringIds table"]),
+    (["ALTER TABLE NVTX_EVENTS DROP COLUMN textId"], ["no textId column"]),
+    # 1,002 ranges (each range once per name), exit 0
+    (["ALTER TABLE StringIds RENAME TO kept", "CREATE TABLE StringIds (id INTEGER NOT NULL, value TEXT NOT NULL)",
+      "INSERT INTO StringIds SELECT * FROM kept", "INSERT INTO StringIds SELECT id, value || '_2' FROM kept",
+      "DROP TABLE kept"], ["StringIds gives 518 ids more than one name"]),
+    # TypeError in derived/ranks.py
+    ([f"ALTER TABLE {KERNEL} DROP COLUMN globalPid"], [f"{KERNEL} has no column globalPid"]),
+], ids=["no-kernels", "no-calls", "no-strings", "no-textId", "strings-twice", "no-globalPid"])
+def test_a_table_or_column_nsys_writes_is_never_read_as_empty(tmp_path, sql, words):
+    _refused_both_ways(_edited(tmp_path, *sql), *words)
+
+
+@pytest.mark.parametrize("sql, table", [
+    # a name id StringIds does not have: the kernel, the launch call or the range had no name, with exit 0
+    (f"UPDATE {KERNEL} SET demangledName = 999999, shortName = 999999 WHERE rowid = 300", KERNEL),
+    (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 999999 WHERE rowid = {A_LAUNCH}", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+    ("UPDATE NVTX_EVENTS SET textId = 999999 WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 "
+     "ORDER BY start LIMIT 1 OFFSET 20)", "NVTX_EVENTS"),
+], ids=["kernel", "launch-call", "range"])
+def test_a_name_that_is_not_in_stringids_is_refused(tmp_path, sql, table):
+    _refused_both_ways(_edited(tmp_path, sql), f"table {table}: 1 rows name a string (id 999999)")
+
+
+def test_an_export_without_kernels_of_a_capture_without_kernels_is_still_read(tmp_path):
+    # The other side of the rule above: nsys writes its tables lazily, and a capture that launched no kernel has
+    # no kernel table. The kernels and their launch calls removed: the memcpys and memsets are analysed.
+    path = _edited(tmp_path, f"DROP TABLE {KERNEL}", "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN "
+                   "(SELECT id FROM StringIds WHERE value LIKE 'cu%LaunchKernel%' OR value LIKE 'cu%GraphLaunch%')")
+    out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q"])
+    assert out.exit_code == 0, out.output
+    assert "1,209 GPU ops" in out.stdout
+
+
+def test_one_column_read_twice_through_sqlite(tmp_path):
+    # shortName dropped (the kernels' short names are then read from demangledName) and the write-ahead log on,
+    # which sends the tables to SQLite: its two columns of one name were polars' DuplicateError.
+    path = _edited(tmp_path, f"ALTER TABLE {KERNEL} DROP COLUMN shortName", "PRAGMA journal_mode = WAL")
+    out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q"])
+    assert out.exit_code == 0, out.output
+    assert "21,126 GPU ops" in out.stdout
+
+
+@pytest.mark.parametrize("sql, note", [
+    # one kernel made 2^30 ns long: it covers the 15,824 ops after it on its stream, and the median cycle read
+    # 0.0 ms without a word
+    (f"UPDATE {KERNEL} SET end = start + (1 << 30) WHERE rowid = 5000",
+     "15,824 GPU ops lie wholly inside an earlier op on their stream (device 0 stream 7)"),
+    # the 21st range made 3 ms longer: it ends after the cycle it began in (push/pop ranges nest)
+    ("UPDATE NVTX_EVENTS SET end = end + 3000000 WHERE rowid = (SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 "
+     "ORDER BY start LIMIT 1 OFFSET 20)", "3 ranges end after the range they begin in, on its thread"),
+], ids=["op-inside-an-op", "ranges-crossing"])
+def test_times_no_capture_can_have_are_announced(tmp_path, sql, note):
+    import json
+
+    path = _edited(tmp_path, sql)
+    out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q"])
+    assert out.exit_code == 0, out.output
+    assert note in out.stdout
+    out = CliRunner().invoke(main, ["analyze", path, "--no-cache", "-q", "--json"])
+    assert any(n.startswith(note) for n in json.loads(out.stdout)["notes"])
+
+
+@pytest.mark.parametrize("baseline, words", [
+    ("sglang-plain", ["different engines: reference", "sglang (", "different models"]),
+    ("sglang-dense-plain", ["different engines", "model-path=/root/sglang-runs/model-dense/target"]),
+])
+def test_a_baseline_of_another_workload_is_refused_as_compare_and_sweep_refuse_it(baseline, words):
+    # `analyze fixtures/reference-k4 --baseline fixtures/sglang-plain` printed "a wash: 1.04x": the step time of
+    # another engine and model, as if it were this workload's plain decoding.
+    run = str(FIXTURES / "reference-k4")
+    out = CliRunner().invoke(main, ["analyze", run, "--baseline", str(FIXTURES / baseline), "-q"])
+    one_line(out, f"--baseline {FIXTURES / baseline} is not the plain decoding of this workload", "--allow-mixed",
+             *words)
+    out = CliRunner().invoke(main, ["analyze", run, "--baseline", str(FIXTURES / baseline), "-q", "--allow-mixed"])
+    assert out.exit_code == 0 and "the plain-decode throughput" in out.stdout, out.output
+    # its own plain decoding is a baseline, as for the sglang runs: their draft model is no difference
+    for run, plain in (("reference-k4", "reference-k0"), ("sglang-k4", "sglang-plain")):
+        out = CliRunner().invoke(main, ["analyze", str(FIXTURES / run), "--baseline", str(FIXTURES / plain), "-q"])
+        assert out.exit_code == 0 and "the plain-decode throughput" in out.stdout, out.output

@@ -75,6 +75,7 @@ class RunInputs:
     baseline_ms: float | None = None
     baseline_range: str | None = None  # the range marking one decode step in a baseline trace without a sidecar
     steps: int | None = None  # the draft steps K, when the traced command line does not say
+    allow_mixed: bool = False  # a baseline run of another engine, model or tensor-parallel size is used anyway
 
     def check(self) -> RunInputs:
         """These inputs, when they make sense before any file is read (a baseline step time is positive)."""

@@ -21,7 +21,7 @@ from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived.analysis import Analysis, analyse, analyse_sidecars, pace, sweep_input, sweep_input_of
 from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
-from specprof.analyzer.derived.compare import Side, events_side, side_of
+from specprof.analyzer.derived.compare import Side, baseline_differences, events_side, side_of
 from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
 from specprof.analyzer.derived.sweep_runs import SweepRun, unprofiled_sweep_run
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
@@ -228,6 +228,13 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
         data.baseline_step = given_step(inputs.baseline_ms)
     elif inputs.baseline_run is not None:
         data.baseline_step = baseline_step(inputs.baseline_run, inputs.baseline_range, options)
+        differ = [] if inputs.allow_mixed else baseline_differences(  # (from the manifests, as `compare` does)
+            (files.path, data.manifest_settings.setup),
+            (inputs.baseline_run, read_settings(manifest=manifest(inputs.baseline_run)).setup))
+        if differ:
+            raise SpecprofError(f"--baseline {inputs.baseline_run} is not the plain decoding of this workload: "
+                                + "; ".join(differ) + " (its step time is no baseline for this run's cycles; "
+                                "--allow-mixed uses it anyway)", inputs.baseline_run)
     return data
 
 

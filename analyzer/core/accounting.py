@@ -78,6 +78,20 @@ def with_prev_end(ops: pl.DataFrame) -> pl.DataFrame:
     return ops.with_columns(order.get_column("prev_end"))
 
 
+def inside_note(ops: pl.DataFrame) -> str | None:
+    """A note on the ops (with `prev_end`: `with_prev_end`) that lie wholly inside an earlier op on their stream:
+    a stream runs its ops one after another (one may begin before the last ends, never end before it), so the
+    earlier op's times are damaged; each instant it spans is charged to it alone. None when there are none."""
+    inside = ops.filter(pl.col("end") < pl.col("prev_end")).select("device", "stream")
+    if inside.is_empty():
+        return None
+    where = inside.unique(maintain_order=True).head(3).rows()
+    streams = ", ".join(f"device {d} stream {s}" for d, s in where) + (", ..." if inside.n_unique() > 3 else "")
+    return (f"{inside.height:,} GPU ops lie wholly inside an earlier op on their stream ({streams}): a stream runs "
+            "its ops one after another, so that op's times are damaged; the time it spans is charged to it alone, "
+            "and the phases and cycles it covers show none of their own there")
+
+
 def _starts_ascending(df: pl.DataFrame) -> bool:
     """Whether `start` ascends: polars' sorted flag when set (the reader sets it on the ops), else one pass."""
     if df.get_column("start").flags["SORTED_ASC"]:

@@ -113,8 +113,12 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
         notes.append(note)
     ranges, timeline = p["ranges"], p["timeline"]
     del p  # (the projected ops without categories, and the timeline, are not held past their use)
+    if (note := projection.crossing_note(ranges)) is not None:
+        notes.append(note)
     with progress.step("accounting every nanosecond"):
         ops = accounting.with_prev_end(ops)
+        if (note := accounting.inside_note(ops)) is not None:
+            notes.append(note)
         waits = accounting.cpu_waits(ops, ranges, timeline, grouping)
         del timeline
         charged = accounting.charges(ops, waits)

@@ -65,6 +65,21 @@ def nest(ranges: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(parents.get_column("parent"))
 
 
+def crossing_note(ranges: pl.DataFrame) -> str | None:
+    """A note on the ranges (with depth and parent: `nest`) that end after the range they began in: ranges on
+    one thread nest (push/pop), so these times are damaged or the ranges are of another kind, and which range an
+    op launched after the outer one ended belongs to is a guess (the outer one's parent). None when all nest."""
+    if ranges.is_empty():
+        return None
+    parent_end = lookup(ranges, ranges.get_column("parent"), "end")
+    crossing = int(((ranges.get_column("end") > parent_end) & parent_end.is_not_null()).sum())
+    if not crossing:
+        return None
+    return (f"{crossing:,} ranges end after the range they begin in, on its thread: ranges on one thread nest, so "
+            "their times are damaged (or they are start/end ranges, which need not nest); the ops launched where "
+            "they cross are attributed to the enclosing range as if they nested")
+
+
 def timeline(ranges: pl.DataFrame) -> pl.DataFrame:
     """Per thread, the innermost open range after each range boundary: (tid, t, state, row).
 

@@ -100,6 +100,22 @@ def differences(setups: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+# What a plain-decode run given as another run's baseline shares with it: not the draft (the baseline has none).
+_BASELINE_KEYS = ("engine", "model", "tp")
+_DRAFT_MODEL = ("speculative-draft-model-path", "draft-error")
+
+
+def baseline_differences(run: tuple[str, dict | None], baseline: tuple[str, dict | None]) -> list[str]:
+    """What differs between a run and the plain-decode run given as its baseline (each: (name, `setup_of`), None
+    for unknown): `differences` of the engine, the target model and the tensor-parallel size."""
+    def shared(setup: dict) -> dict:
+        return {key: {k: v for k, v in setup[key].items() if k not in _DRAFT_MODEL} if key == "model" else setup[key]
+                for key in _BASELINE_KEYS if key in setup}
+
+    setups = [(name, shared(setup)) for name, setup in (run, baseline) if setup is not None]
+    return differences(setups) if len(setups) == 2 else []
+
+
 def _text(value) -> str:
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or "(none given)"

@@ -170,9 +170,10 @@ def number_ranks(a: Attribution, tp_ranks: dict[int, int] | None = None,
         pairs = _pair_tables(a)["pairs"]
     pairs = pairs.select("pid", "device", "ops", "first", "last").sort("device", "pid")
     meta = a.trace.meta
-    pairs = pairs.with_columns(os_pid=pl.Series([os_pid(meta, int(p)) for p in pairs["pid"]], dtype=pl.Int64))
+    pairs = pairs.with_columns(os_pid=pl.Series([None if p is None else os_pid(meta, int(p)) for p in pairs["pid"]],
+                                                 dtype=pl.Int64))  # (None: ops whose process the trace lacks)
     tp = tp_ranks or {}
-    from_sidecar = [tp.get(int(p)) for p in pairs["os_pid"]]
+    from_sidecar = [None if p is None else tp.get(int(p)) for p in pairs["os_pid"]]
     if tp and all(r is not None for r in from_sidecar) and len(set(from_sidecar)) == pairs.height:
         ranks, source = from_sidecar, "sidecar"
     else:

@@ -294,7 +294,7 @@ def _events_time(t_start, t_end, launch, end, stream, lat, window) -> int:
     read it in the capture: from when its stream reached the phase's start (the later of the work before it and
     the start + the launch latency) to the end of its last op."""
     a, b, c = np.searchsorted(launch, [t_start - window, t_start, t_end])
-    if c == b:
+    if c <= b:
         return 0
     ids, counts = np.unique(stream[b:c], return_counts=True)
     s_id = ids[counts.argmax()]

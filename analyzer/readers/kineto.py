@@ -54,6 +54,10 @@ from specprof.analyzer.model.trace import (
 )
 
 FORMAT = "kineto-json"
+# The instants Kineto writes at the start and the end of what the profiler recorded: every event of a real trace
+# lies between them (8 traces of 4 generations checked), so one outside is not the profiler's.
+WINDOW_START, WINDOW_END = "Iteration Start: PyTorch Profiler", "Record Window End"
+_WINDOW_MARKS = (WINDOW_START, WINDOW_END)
 GZIP_MAGIC = b"\x1f\x8b"
 
 # Kineto category -> op kind (0 kernel, 1 memcpy, 2 memset). The capitalised ones are 2022's.
@@ -225,6 +229,10 @@ class _Depth:
         return True
 
 
+_EVENTS_KEY = b'"traceEvents"'
+_KEY_LEN = len(_EVENTS_KEY) - 1  # (bytes of a key cut at a chunk's edge, on either side)
+
+
 class _Tap:
     """The file ijson reads: passes the (decompressed) text through, feeds the top-level keys
     before `traceEvents` to a second parser until the events begin, and keeps the last
@@ -243,6 +251,8 @@ class _Tap:
         self._seen_before = 0
         self._since = 0  # bytes read since the parser last yielded an event
         self._size = READ_SIZE
+        self.events_keys = 0
+        self._edge = b""
 
     def read(self, n: int = -1) -> bytes:
         if n == 0:  # ijson's probe for bytes or str
@@ -273,6 +283,10 @@ class _Tap:
             self.head_bytes += len(data)
             if self.head_bytes > HEAD_LIMIT:
                 self.head = None
+        # `"traceEvents"` anywhere in the text (across a chunk's edge too): twice, and the file is looked at again
+        # (`_Parser._one_events_array`), since a second array of events is read as more events
+        self.events_keys += (self._edge + data[:_KEY_LEN]).count(_EVENTS_KEY) + data.count(_EVENTS_KEY)
+        self._edge = data[-_KEY_LEN:]
         self.ring.append(data)
         self.ring_bytes += len(data)
         while self.ring_bytes - len(self.ring[0]) >= TAIL_WINDOW:
@@ -331,6 +345,7 @@ class _Parser:
         self.skipped: dict[str, int] = {}
         self.ignored: dict[str, int] = {}  # events of categories the Trace does not use
         self.events = 0
+        self.window: dict[str, list] = {name: [] for name in _WINDOW_MARKS}  # the profiler's own marks (ts, us)
         self.head: dict = {}
         self.tail: dict = {}
         self.array_format = False
@@ -403,6 +418,8 @@ class _Parser:
         tap.head = None
         for key, value in head_sink:
             self.head[key] = value
+        if not self.array_format and tap.events_keys > 1:
+            self._one_events_array(ijson)
         if not self.array_format:
             text = b"".join(tap.ring)
             if not self.events and "traceEvents" not in self.head and b'"traceEvents"' not in text:
@@ -411,6 +428,21 @@ class _Parser:
                     "give the file torch.profiler's export_chrome_trace wrote", self.path)
             self.head.pop("traceEvents", None)
             self.tail = _tail_keys(text)
+
+    def _one_events_array(self, ijson) -> None:
+        """Refuses a trace whose top-level object has `traceEvents` twice: json.load (and HTA, which uses it) keeps
+        the last array, the streaming parse reads both. Looked for only when the text holds the key more than once
+        (in a name, say): one more parse of the file, of its keys only."""
+        seen = 0
+        with _open(self.path) as fh:
+            for prefix, event, value in ijson.parse(fh, buf_size=BIG_READ):
+                if event == "map_key" and prefix == "" and value == "traceEvents":
+                    seen += 1
+                    if seen > 1:
+                        raise SpecprofError(
+                            f"{self.path}: the trace has `traceEvents` twice; json.load and HTA read only the last, so "
+                            "which events are the trace's is not clear: give the file torch.profiler's "
+                            "export_chrome_trace wrote", self.path)
 
     def _repair(self) -> None:
         """After a malformed event: cut every table's columns back to the rows all of them have."""
@@ -454,6 +486,7 @@ class _Parser:
                 kind = op_kinds.get(cat)
                 if kind is not None:
                     if ev.get("ph") != "X":
+                        self._not_complete("gpu_events", ev)
                         continue
                     args = ev.get("args") or {}
                     name = ev["name"]
@@ -464,8 +497,13 @@ class _Parser:
                     dev = args.get("device", pid)
                     stream = args.get("stream", ev.get("tid"))
                     corr = args.get("correlation")
-                    o_ts.append(ev["ts"])
-                    o_dur.append(ev["dur"])
+                    ts, dur = ev["ts"], ev["dur"]
+                    # (a JSON true or false is no number: array() would take it as 1 or 0)
+                    if ts is True or ts is False or dur is True or dur is False or dev is True or dev is False \
+                            or stream is True or stream is False or corr is True or corr is False:
+                        raise TypeError("a boolean where a number belongs")
+                    o_ts.append(ts)
+                    o_dur.append(dur)
                     o_dev.append(-1 if dev is None else dev)
                     o_stream.append(-1 if stream is None else stream)
                     if corr is None:
@@ -479,6 +517,7 @@ class _Parser:
                         collectives.append((len(o_kind) - 1, _collective_args(args)))
                 elif cat in api_cats:
                     if ev.get("ph") != "X":
+                        self._not_complete("api_calls", ev)
                         continue
                     corr = ev["args"].get("correlation")
                     if corr is None:
@@ -487,10 +526,14 @@ class _Parser:
                     nid = names.get(name) if type(name) is str else None
                     if nid is None:
                         nid = _intern(names, name)
-                    a_ts.append(ev["ts"])
-                    a_dur.append(ev["dur"])
-                    a_pid.append(ev["pid"])
-                    a_tid.append(ev["tid"])
+                    ts, dur, pid, tid = ev["ts"], ev["dur"], ev["pid"], ev["tid"]
+                    if ts is True or ts is False or dur is True or dur is False or pid is True or pid is False \
+                            or tid is True or tid is False or corr is True or corr is False:
+                        raise TypeError("a boolean where a number belongs")
+                    a_ts.append(ts)
+                    a_dur.append(dur)
+                    a_pid.append(pid)
+                    a_tid.append(tid)
                     a_corr.append(corr)
                     a_name.append(nid)
                 elif cat in flow_cats:
@@ -498,23 +541,31 @@ class _Parser:
                         pid = ev.get("pid")
                         tid = ev.get("tid")
                         if type(pid) is int and type(tid) is int:
-                            f_ts.append(ev["ts"])
-                            f_id.append(ev["id"])
+                            ts, fid = ev["ts"], ev["id"]
+                            if ts is True or ts is False or fid is True or fid is False:
+                                raise TypeError("a boolean where a number belongs")
+                            f_ts.append(ts)
+                            f_id.append(fid)
                             f_pid.append(pid)
                             f_tid.append(tid)
                 else:
                     rc = range_cats.get(cat)
                     if rc is not None:
                         if ev.get("ph") != "X":
+                            self._not_complete("ranges", ev)
                             continue
                         name = ev["name"]
                         nid = names.get(name) if type(name) is str else None
                         if nid is None:
                             nid = _intern(names, name)
-                        r_ts.append(ev["ts"])
-                        r_dur.append(ev["dur"])
-                        r_pid.append(ev["pid"])
-                        r_tid.append(ev["tid"])
+                        ts, dur, pid, tid = ev["ts"], ev["dur"], ev["pid"], ev["tid"]
+                        if ts is True or ts is False or dur is True or dur is False or pid is True \
+                                or pid is False or tid is True or tid is False:
+                            raise TypeError("a boolean where a number belongs")
+                        r_ts.append(ts)
+                        r_dur.append(dur)
+                        r_pid.append(pid)
+                        r_tid.append(tid)
                         r_name.append(nid)
                         r_cat.append(rc)
                     else:
@@ -527,11 +578,22 @@ class _Parser:
                 self._repair()
         self.events = count
 
+    def _not_complete(self, what: str, ev: dict) -> None:
+        """Counts an event of a kind the Trace reads that is not a complete event (`ph` X: a start and a duration),
+        which Kineto writes them as: one without `ph`, or with another, is left out and counted. (The start/end
+        pair that Chrome's format also allows, `B` and `E`, is not what Kineto writes.)"""
+        key = f"{what}_without_ph_X"
+        self.skipped[key] = self.skipped.get(key, 0) + 1
+
     def _other(self, ev: dict, cat) -> None:
         """Metadata, instant and ignored events (a few per trace, or counted only)."""
         ph = ev.get("ph")
         if ph == "M":
             self._metadata(ev)
+        elif (ph == "i" or ph == "I") and ev.get("name") in _WINDOW_MARKS:
+            ts = ev.get("ts")
+            if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+                self.window[ev["name"]].append(ts)
         elif ph == "i" or ph == "I":
             pid = ev.get("pid")
             tid = ev.get("tid")
@@ -674,7 +736,29 @@ class _Parser:
         if n_bad:
             self.skipped[f"{what}_with_bad_times"] = self.skipped.get(f"{what}_with_bad_times", 0) + n_bad
         # The end is start + duration: both exact, so no op ends before it starts.
-        return start, start + np.maximum(d_ns, 0), ~bad
+        end = start + np.maximum(d_ns, 0)
+        lo, hi = self._window_ns(base, meta)
+        outside = ~bad & ((start < lo) | (end > hi))
+        n_out = int(outside.sum())
+        if n_out:
+            key = f"{what}_outside_the_profiler's_window"
+            self.skipped[key] = self.skipped.get(key, 0) + n_out
+        return start, end, ~(bad | outside)
+
+    def _window_ns(self, base: int, meta: TraceMeta) -> tuple[int, int]:
+        """What the profiler recorded, [its start mark, its end mark] in ns (a microsecond of slack for the
+        rounding of either), each side open where the trace has no such mark."""
+        lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+        first, last = self.window[WINDOW_START], self.window[WINDOW_END]
+        if first:
+            t = int(self._to_ns(array("d", [min(first)]), base, "window", meta)[0])
+            lo = t - 1000 if t != np.iinfo(np.int64).min else lo
+        if last:
+            t = int(self._to_ns(array("d", [max(last)]), base, "window", meta)[0])
+            hi = t + 1000 if t != np.iinfo(np.int64).min else hi
+        if lo > hi:  # marks that contradict each other bound nothing
+            return np.iinfo(np.int64).min, np.iinfo(np.int64).max
+        return lo, hi
 
     def _ops(self, names: pl.Series, base: int, meta: TraceMeta) -> pl.DataFrame:
         start, end, ok = self._times(self.o_ts, self.o_dur, base, "gpu_events", meta)

@@ -31,6 +31,8 @@
  *   read(..., notnull, group) -> bytes   the same rows, not returned: per `group` leaves (a zone), its rows,
  *       and per column (integers) its least and greatest value, a mask of the values 0..63 and flags
  *       (zone_of says the layout): what a reader needs to know which zones can hold which rows.
+ *   read(..., notnull, group, start, end): also, a row kept whose record column `end` holds an integer below
+ *       the integer in record column `start` is Corrupt (a time span that ends before it starts); -1: none.
  */
 #define PY_SSIZE_T_CLEAN
 #ifndef Py_LIMITED_API
@@ -456,13 +458,18 @@ typedef struct {
  * and apart from every other cell and free block, the page's count of fragmented bytes, rowids ascending and
  * inside the range the interior pages give the leaf, each record's header adding up to its payload exactly,
  * and no NULL in a NOT NULL column (`notnull`: a byte per record column). Anything else is E_CORRUPT. */
+static inline int is_int(uint64_t t) { return (t >= 1 && t <= 6) || t == 8 || t == 9; }
+
 static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r, const filter_t *filters,
-                     int nfilters, const default_t *defaults, int ndefaults, const uint8_t *notnull, int nnotnull) {
+                     int nfilters, const default_t *defaults, int ndefaults, const uint8_t *notnull, int nnotnull,
+                     int start_col, int end_col) {
     int maxcol = 0;
     for (int i = 0; i < r->ncols; i++)
         if (r->cols[i].index > maxcol) maxcol = r->cols[i].index; /* (-1, the rowid, is no record column) */
     for (int i = 0; i < nfilters; i++)
         if (filters[i].index > maxcol) maxcol = filters[i].index;
+    if (start_col > maxcol) maxcol = start_col;
+    if (end_col > maxcol) maxcol = end_col;
     uint64_t types[MAX_COLUMNS];
     const uint8_t *where[MAX_COLUMNS];
     const uint32_t U = db->usable, PS = db->page_size;
@@ -616,6 +623,12 @@ static int read_rows(db_t *db, const leaf_t *leaves, size_t nleaves, result_t *r
                     }
                 }
                 if (!keep) continue;
+                if (start_col >= 0 && end_col >= 0 && is_int(types[start_col]) && is_int(types[end_col]) &&
+                    int_value(types[end_col], where[end_col]) < int_value(types[start_col], where[start_col])) {
+                    snprintf(db->why, sizeof db->why, "rowid %lld of page %u ends before it starts", (long long)rowid,
+                             pageno);
+                    { rc = E_CORRUPT; goto out; }
+                }
                 for (int i = 0; i < r->ncols; i++) {
                     column_t *c = &r->cols[i];
                     if (c->index < 0) { /* the rowid */
@@ -759,10 +772,17 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *path_obj, *leaves_obj, *columns, *kinds_obj, *filters_obj, *defaults_obj, *notnull_obj;
     unsigned long long group = 0;
-    if (!PyArg_ParseTuple(args, "O&OO!O!O!O!O!|K", PyUnicode_FSConverter, &path_obj, &leaves_obj, &PyTuple_Type,
+    int start_col = -1, end_col = -1;
+    if (!PyArg_ParseTuple(args, "O&OO!O!O!O!O!|Kii", PyUnicode_FSConverter, &path_obj, &leaves_obj, &PyTuple_Type,
                           &columns, &PyBytes_Type, &kinds_obj, &PyTuple_Type, &filters_obj, &PyTuple_Type,
-                          &defaults_obj, &PyBytes_Type, &notnull_obj, &group))
+                          &defaults_obj, &PyBytes_Type, &notnull_obj, &group, &start_col, &end_col))
         return NULL;
+    if (start_col < -1 || start_col >= MAX_COLUMNS || end_col < -1 || end_col >= MAX_COLUMNS ||
+        (start_col < 0) != (end_col < 0)) {
+        PyErr_SetString(PyExc_ValueError, "the start and end columns are out of range");
+        Py_DECREF(path_obj);
+        return NULL;
+    }
     const char *path = PyBytes_AsString(path_obj);
     Py_ssize_t ndefaults = PyTuple_Size(defaults_obj);
     Py_ssize_t ncols = PyTuple_Size(columns);
@@ -873,11 +893,11 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     rc = db_open(&db, path);
     if (rc == OK && !group)
         rc = read_rows(&db, leaves, nleaves, &r, filters, (int)nfilters, defaults, (int)ndefaults, notnull,
-                       nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull);
+                       nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull, start_col, end_col);
     for (size_t g = 0; rc == OK && group && g < nleaves; g += group) {
         size_t n = nleaves - g < group ? nleaves - g : group;
         rc = read_rows(&db, leaves + g, n, &r, filters, (int)nfilters, defaults, (int)ndefaults, notnull,
-                       nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull);
+                       nnotnull > MAX_COLUMNS ? MAX_COLUMNS : (int)nnotnull, start_col, end_col);
         if (rc == OK) rc = zone_of(&r, &zones);
     }
     db_close(&db);
@@ -907,7 +927,8 @@ fail: /* (and the way out when it worked: capsule is set) */
 static PyMethodDef methods[] = {
     {"leaves", py_leaves, METH_VARARGS, "leaves(path, root) -> bytes: a table's leaf pages in rowid order"},
     {"read", py_read, METH_VARARGS,
-     "read(path, leaves, columns, kinds, filters, defaults, notnull) -> an 'arrow_array_stream' capsule of the rows"},
+     "read(path, leaves, columns, kinds, filters, defaults, notnull[, group, start, end]) -> an 'arrow_array_stream' "
+     "capsule of the rows (with a group: their zones, bytes)"},
     {NULL, NULL, 0, NULL},
 };
 

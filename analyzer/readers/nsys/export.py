@@ -11,8 +11,10 @@ Whatever the path, a table is checked before it is trusted, and a damaged one is
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
+import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,9 +22,9 @@ import polars as pl
 
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.trace import empty
-from specprof.analyzer.readers.nsys.pages import built, read_table, wanted
+from specprof.analyzer.readers.nsys.pages import built, leaf_pages, read_table, wanted
 from specprof.analyzer.readers.nsys.select import SLICE_ROWS, Select, decoded
-from specprof.analyzer.readers.nsys.tables import PROCESS_COLUMNS, TIME_LIMIT
+from specprof.analyzer.readers.nsys.tables import LARGE, PROCESS_COLUMNS, READ, TIME_LIMIT
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -58,23 +60,27 @@ class Export:
         self.path = path
         self.pages = (wanted() if pages is None else pages) and built()
         self.threads = threads or READ_THREADS
-        _check_file(path)
+        self._pages_in_file = _check_file(path)
         try:
             self.con = sqlite3.connect(_uri(path), uri=True)
             # names that are not valid text are shown with U+FFFD, never an error
             self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             self.encoding = _CODECS.get(self.con.execute("PRAGMA encoding").fetchone()[0], "utf-8")
-            rows = self.con.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-            ).fetchall()
-        except sqlite3.DatabaseError as exc:
+            master = self.con.execute("SELECT type, name, rootpage, sql FROM sqlite_master").fetchall()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            # (Python decodes SQLite's error text strictly: a damaged schema's bytes in it raise UnicodeDecodeError)
+            why = str(exc) if isinstance(exc, sqlite3.DatabaseError) else "its schema is not valid text"
             raise SpecprofError(
-                f"{path}: the SQLite file cannot be read ({exc}); it is probably truncated or "
+                f"{path}: the SQLite file cannot be read ({why}); it is probably truncated or "
                 "corrupt: export it again with `nsys export --type sqlite`",
                 path,
             ) from None
-        self.tables = {r[0] for r in rows}
+        self.tables, self.roots = _schema(path, master)
+        self._owner = None  # per page of the file, which table read here holds it (`claim`)
+        self._claimed: list[str] = []
+        self._lock = threading.Lock()
         self._spans: dict[str, tuple[int, int]] = {}
+        self._columns: dict[str, frozenset[str]] = {}
         self.read_by: dict[str, str] = {}  # table -> "pages" or "sqlite": how its rows were read
         self._checked: set[str] = set()  # tables SQLite's quick_check found whole
         self.process = process
@@ -93,15 +99,17 @@ class Export:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def columns(self, table: str) -> set[str]:
+    def columns(self, table: str) -> frozenset[str]:
         if table not in self.tables:
             return set()
-        return {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')}
+        if table not in self._columns:
+            self._columns[table] = frozenset(r[1] for r in self.rows(f'PRAGMA table_info("{table}")'))
+        return self._columns[table]
 
     def rows(self, sql: str, params=()) -> list[tuple]:
         try:
             return self.con.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise self.corrupt(exc) from None
 
     def frame(self, sql: str, schema: dict, step=None, table: str = "") -> pl.DataFrame:
@@ -157,11 +165,37 @@ class Export:
             return
         try:
             found = self.con.execute(f'PRAGMA quick_check("{table}")').fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise self.damaged(table, exc) from None
         if found != [("ok",)]:
             raise self.damaged(table, found[0][0] if found else "no answer")
+        pages = leaf_pages(self, table)  # (where the page reader is built: its walk of the interior pages only)
+        if pages is not None:
+            self.claim(table, pages)
         self._checked.add(table)
+
+    def claim(self, table: str, pages) -> None:
+        """Records that the leaf pages `pages` (page numbers, a numpy array) hold `table`'s rows. A page that
+        another table read from this export holds too is damage (two tables made to share a B-tree: each reads
+        the other's rows, and neither SQLite's check of one table nor the page reader's walk of it sees it):
+        one SpecprofError naming both."""
+        from specprof.analyzer.model.numeric import np
+
+        with self._lock:
+            if table in self._claimed:
+                return
+            if self._owner is None:
+                self._owner = np.zeros(self._pages_in_file + 1, dtype=np.uint8)
+            pages = pages[(pages > 0) & (pages <= self._pages_in_file)]  # (others: refused where they are read)
+            held = self._owner[pages]
+            if held.any():
+                at = int(np.flatnonzero(held)[0])
+                other = self._claimed[int(held[at]) - 1]
+                raise SpecprofError(
+                    f"{self.path}: tables {other} and {table} share their pages (page {int(pages[at])} is in both); "
+                    "the export is damaged: export it again with `nsys export --type sqlite`", self.path)
+            self._claimed.append(table)
+            self._owner[pages] = len(self._claimed)
 
     def row_span(self, table: str) -> tuple[int, int]:
         """(lowest rowid, highest rowid + 1) of `table`: both ends of its B-tree, no scan.
@@ -190,20 +224,28 @@ class Export:
         given when the pages must be read again through SQLite."""
         if select.table not in self.tables:
             return []
+        have = self.columns(select.table)
+        missing = [c for c in (*select.columns, *(cond[1] for cond in select.where)) if c is not None and c not in have]
+        if missing:
+            raise SpecprofError(
+                f"{self.path}: table {select.table} has no column {missing[0]}, which nsys writes there; the export is "
+                "damaged or not made by nsys: export it again with `nsys export --type sqlite`", self.path)
+
+        def checked(df: pl.DataFrame) -> pl.DataFrame:  # every row read is validated, then filtered by `keep`
+            self.validate(select, schema, df)
+            return keep(df) if keep is not None else df
+
         if self.split is not None and self.process is not None:
             frames = self.split.frames(select, schema, self.process)
             if frames is not None:
                 self.read_by[select.table] = "split"
                 if step is not None:
                     step.advance(sum(df.height for df in frames))
-                frames = self.run([lambda df=df: df for df in frames], keep) if frames else []
-                for df in frames:
-                    self.validate(select, schema, df)
-                return frames
+                return self.run([lambda df=df: df for df in frames], checked) if frames else []
         select = self._of_process(select)
         frames = None
         if self.pages:
-            frames = read_table(self, select, schema, keep, step, slice_rows, sink)
+            frames = read_table(self, select, schema, checked, step, slice_rows, sink)
             if frames is not None:
                 self.read_by[select.table] = "pages"
         if frames is None:
@@ -211,9 +253,7 @@ class Export:
                 sink.reset()
             self.check(select.table)
             self.read_by[select.table] = "sqlite"
-            frames = self.read_sqlite(select, schema, keep, step, slice_rows, sink)
-        for df in frames:
-            self.validate(select, schema, df)
+            frames = self.read_sqlite(select, schema, checked, step, slice_rows, sink)
         return frames
 
     def _of_process(self, select: Select) -> Select:
@@ -231,7 +271,9 @@ class Export:
 
     def validate(self, select: Select, schema: dict, df: pl.DataFrame) -> None:
         """Refuses values nsys never writes, which the analysis cannot take: NULL in a `required` column, a
-        timestamp (`start`, `end`) beyond +-2^62 ns, where differences of two would overflow 64 bits."""
+        timestamp (`start`, `end`) beyond +-2^62 ns, where differences of two would overflow 64 bits, and a row
+        that ends before it starts. Every row read is validated before any is left out (`parallel`'s `keep`).
+        (The page reader refuses a row that ends before it starts as it reads, zones included: pages.py.)"""
         source = dict(zip(schema, select.columns))
         for name, column in source.items():
             if column in select.required and df.get_column(name).null_count():
@@ -239,12 +281,22 @@ class Export:
                     f"{self.path}: table {select.table}: {df.get_column(name).null_count()} rows have no "
                     f"{column} (NULL); nsys always writes it: the export is damaged: export it again with "
                     "`nsys export --type sqlite`", self.path)
-            if name in ("start", "end"):
-                bad = df.select(((pl.col(name) < -TIME_LIMIT) | (pl.col(name) > TIME_LIMIT)).sum()).item()
-                if bad:
-                    raise SpecprofError(
-                        f"{self.path}: table {select.table}: {bad} rows have a {column} beyond +-2^62 ns (292 "
-                        "years); nsys never writes that: the export is damaged: export it again", self.path)
+        times = [name for name in ("start", "end") if source.get(name) is not None]
+        if not times or not df.height:
+            return
+        checks = [((pl.col(name) < -TIME_LIMIT) | (pl.col(name) > TIME_LIMIT)).sum().alias(name) for name in times]
+        if len(times) == 2:
+            checks.append((pl.col("end") < pl.col("start")).sum().alias("order"))
+        found = df.select(checks).row(0)
+        for name, bad in zip(times, found):
+            if bad:
+                raise SpecprofError(
+                    f"{self.path}: table {select.table}: {bad} rows have a {source[name]} beyond +-2^62 ns (292 "
+                    "years); nsys never writes that: the export is damaged: export it again", self.path)
+        if len(times) == 2 and found[2]:
+            raise SpecprofError(
+                f"{self.path}: table {select.table}: {found[2]} rows end before they start; nsys never writes "
+                "that: the export is damaged: export it again with `nsys export --type sqlite`", self.path)
 
     def whole(self, select: Select, schema: dict, step=None) -> pl.DataFrame:
         """The rows of `select` as one frame (`parallel`, stacked)."""
@@ -306,7 +358,48 @@ class Export:
 
 
 
-def _check_file(path: str) -> None:
+def _schema(path: str, master: list[tuple]) -> tuple[set[str], dict[str, int]]:
+    """The tables and views of an export (`master`: sqlite_master's type, name, rootpage and sql) and the root page
+    of each table the reader reads (tables.READ, named as there: SQLite's names ignore case). Refused in one line: a
+    view or a virtual table where nsys writes a table (a view of the same rows reads as empty to a rowid range,
+    a recursive one never ends), a large table without rowids (read in rowid slices), two tables of one name, and
+    two tables or indexes on one root page (each would read the other's rows)."""
+    known = {name.lower(): name for name in READ}
+    large = {t.name for t in LARGE}
+    tables, roots, on_page = set(), {}, {}
+    for kind, name, root, sql in master:
+        name = str(name)
+        if kind not in ("table", "view", "index"):
+            continue
+        if isinstance(root, int) and root > 0:
+            if root in on_page:
+                raise SpecprofError(
+                    f"{path}: {on_page[root]} and {name} begin at the same page ({root}), so each would read the "
+                    "other's rows; the export is damaged: export it again with `nsys export --type sqlite`", path)
+            on_page[root] = name
+        if kind == "index":
+            continue
+        tables.add(name)
+        ours = known.get(name.lower())
+        if ours is None:
+            continue
+        if ours in roots:
+            raise SpecprofError(f"{path}: two tables are named {ours}; the export is damaged: export it again with "
+                                "`nsys export --type sqlite`", path)
+        rowids = not re.search(r"\bWITHOUT\s+ROWID\s*;?\s*$", str(sql or ""), re.IGNORECASE)
+        if kind != "table" or not isinstance(root, int) or root <= 0 or (ours in large and not rowids):
+            what = "a view" if kind == "view" else "a table without rowids" if not rowids else "a virtual table"
+            raise SpecprofError(
+                f"{path}: {name} is {what} where nsys writes a {'' if rowids else 'rowid '}table; specprof reads only "
+                "the tables nsys writes: "
+                "export the report again with `nsys export --type sqlite`", path)
+        tables.add(ours)
+        roots[ours] = root
+    return tables, roots
+
+
+def _check_file(path: str) -> int:
+    """Refuses what is not a whole SQLite file; returns its pages."""
     if not os.path.exists(path):
         raise SpecprofError(f"{path}: no such file; give the path of an nsys SQLite export", path)
     if os.path.isdir(path):
@@ -338,4 +431,5 @@ def _check_file(path: str) -> None:
             f"{pages * page_size}); copy or export it again",
             path,
         )
+    return size // page_size if page_size else 0
 

@@ -57,16 +57,18 @@ def _literal(text: str | None, encoding: str):
 
 
 def plan(ex, select: Select, schema: dict):
-    """(root page, record column per output column, kinds, filters, defaults, NOT NULL flags) for the page
-    reader to read `select` of the export `ex`, or None when the table is not a plain rowid table whose records
-    hold the columns in declared order."""
+    """(root page, record column per output column, kinds, filters, defaults, NOT NULL flags, the record columns
+    of `start` and `end`, or (-1, -1)) for the page reader to read `select` of the export `ex`, or None when the
+    table is not a plain rowid table whose records hold the columns in declared order. A value that is not an
+    integer passes an "in" or "range" condition (select.py `Select`): NULL here, text or a real through SQLite,
+    which the page reader leaves such a table to."""
+    root = ex.roots.get(select.table)  # (export.py: a table of its own, never a view)
     try:
-        root = ex.rows("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (select.table,))
         info = ex.rows(f'PRAGMA table_xinfo("{select.table}")')
     except SpecprofError:
         return None
-    if not root or not root[0][0] or any(r[6] for r in info) or len(info) > 250:
-        return None  # a view, hidden or generated columns, or more columns than the reader takes
+    if not root or any(r[6] for r in info) or len(info) > 250:
+        return None  # hidden or generated columns, or more columns than the reader takes
     at = {r[1]: r[0] for r in info}
     pk = [r for r in info if r[5]]
     rowid_alias = pk[0][1] if len(pk) == 1 and str(pk[0][2]).upper() == "INTEGER" else None
@@ -97,7 +99,7 @@ def plan(ex, select: Select, schema: dict):
             bits = bytearray(b"\xff" * ((hi - lo) // 8))
             if (hi - lo) % 8:
                 bits.append((1 << ((hi - lo) % 8)) - 1)
-            filters.append((col, bytes(bits), False, False, lo))
+            filters.append((col, bytes(bits), False, True, lo))
             continue
         ids = sorted({int(i) for i in cond[2]})
         if ids and ids[0] < 0:
@@ -106,11 +108,17 @@ def plan(ex, select: Select, schema: dict):
         for i in ids:
             bits[i >> 3] |= 1 << (i & 7)
         if cond[0] == "in":
-            filters.append((col, bytes(bits), False, False))
+            filters.append((col, bytes(bits), False, True))
         else:  # not in: every id but these; NULL is never kept (SQL's NULL NOT IN (...) is NULL)
             filters.append((col, bytes(b ^ 0xFF for b in bits), True, False))
     notnull = bytes(1 if r[3] else 0 for r in info)
-    return int(root[0][0]), tuple(index), kinds, tuple(filters), defaults, notnull
+    # a row that ends before it starts is refused as the page is read (export.py `Export.validate` says why)
+    names = list(schema)
+    order = (-1, -1)
+    if "start" in names and "end" in names and None not in (select.columns[names.index("start")],
+                                                             select.columns[names.index("end")]):
+        order = (index[names.index("start")], index[names.index("end")])
+    return int(root), tuple(index), kinds, tuple(filters), defaults, notnull, order
 
 
 def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
@@ -123,7 +131,7 @@ def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
     found = plan(ex, select, schema)
     if found is None:
         return None
-    root, index, kinds, filters, defaults, notnull = found
+    root, index, kinds, filters, defaults, notnull, order = found
     size = reader.LEAF_SIZE
     try:
         leaves = reader.leaves(ex.path, root)
@@ -133,6 +141,7 @@ def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
         raise ex.damaged(select.table, exc) from None
     except OSError as exc:
         raise ex.corrupt(exc) from None
+    ex.claim(select.table, pages_of(leaves))
     n = len(leaves) // size
     if n == 0:
         return []
@@ -144,7 +153,7 @@ def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
     done = []
 
     def read(a: int, b: int) -> pl.DataFrame:
-        capsule = reader.read(ex.path, view[a:b], index, kinds.encode(), filters, defaults, notnull)
+        capsule = reader.read(ex.path, view[a:b], index, kinds.encode(), filters, defaults, notnull, 0, *order)
         df = pl.DataFrame(ArrowStream(capsule))
         df = decoded(df.rename(dict(zip(df.columns, names))), schema, ex.encoding)
         done.append(df.height)
@@ -162,6 +171,26 @@ def read_table(ex, select: Select, schema: dict, keep, step, slice_rows: int,
         raise ex.damaged(select.table, exc) from None
     except OSError as exc:
         raise ex.corrupt(exc) from None
+
+
+def pages_of(leaves) -> "np.ndarray":
+    """The page numbers of the leaves `leaves()` listed (the first four bytes of each entry)."""
+    from specprof.analyzer.model.numeric import np
+
+    return np.frombuffer(leaves, dtype=np.uint32).reshape(-1, reader.LEAF_SIZE // 4)[:, 0]
+
+
+def leaf_pages(ex, table: str):
+    """The leaf pages of `table` (a numpy array of page numbers), from a walk of its interior pages; None where the
+    page reader is not built or does not take the table (a write-ahead log; pages it finds damaged, which
+    SQLite's own check of the table accepted)."""
+    root = ex.roots.get(table)
+    if reader is None or not root:
+        return None
+    try:
+        return pages_of(reader.leaves(ex.path, root))
+    except (reader.Unsupported, reader.Corrupt, OSError):
+        return None
 
 
 ROWID = "_rowid"  # the column of each row's rowid in a partial read
@@ -194,7 +223,9 @@ class PartialReads:
         if found is None:
             raise Unreadable(select.table)
         if select.table not in self.leaves:
-            self.leaves[select.table] = memoryview(self._call(select.table, reader.leaves, self.ex.path, found[0]))
+            leaves = self._call(select.table, reader.leaves, self.ex.path, found[0])
+            self.ex.claim(select.table, pages_of(leaves))
+            self.leaves[select.table] = memoryview(leaves)
         return found, self.leaves[select.table]
 
     def _call(self, table: str, fn, *args):
@@ -213,7 +244,7 @@ class PartialReads:
         0..63). The table's pages are read in threads, as a full read reads them, but no row is kept."""
         from specprof.analyzer.model.numeric import np
 
-        (root, index, kinds, filters, defaults, notnull), leaves = self._plan(select, schema)
+        (root, index, kinds, filters, defaults, notnull, order), leaves = self._plan(select, schema)
         size = reader.LEAF_SIZE
         n = len(leaves) // size
         names = [*schema, ROWID]
@@ -226,7 +257,7 @@ class PartialReads:
 
         def read(a: int) -> bytes:
             return self._call(select.table, reader.read, ex.path, leaves[a * size:min(n, a + per) * size],
-                              (*index, -1), (kinds + "i").encode(), filters, defaults, notnull, ZONE_LEAVES)
+                              (*index, -1), (kinds + "i").encode(), filters, defaults, notnull, ZONE_LEAVES, *order)
 
         if n <= per:
             blobs = [read(0)]
@@ -241,7 +272,7 @@ class PartialReads:
              zones: list[int] | None = None) -> list[pl.DataFrame]:
         """The rows of `select` (cast to `schema`, plus `_rowid`) in rowid order: those of the zones `zones`
         (numbered from 0), or those whose rowid is in `rowids` (sorted)."""
-        (root, index, kinds, filters, defaults, notnull), leaves = self._plan(select, schema)
+        (root, index, kinds, filters, defaults, notnull, order), leaves = self._plan(select, schema)
         size = reader.LEAF_SIZE
         n = len(leaves) // size
         if rowids is not None:
@@ -263,7 +294,7 @@ class PartialReads:
 
         def read(a: int, b: int) -> pl.DataFrame:
             capsule = reader.read(ex.path, leaves[a * size:b * size], (*index, -1), (kinds + "i").encode(),
-                                  filters, defaults, notnull)
+                                  filters, defaults, notnull, 0, *order)
             df = pl.DataFrame(ArrowStream(capsule))
             df = df.rename(dict(zip(df.columns, names)))
             rid = df.get_column(ROWID)

@@ -43,6 +43,7 @@ from specprof.analyzer.readers.nsys.tables import (
     NVTX_MARK,
     NVTX_RANGES,
     PID_MASK,
+    SMALL,
     VERSION_SUFFIX,
     sync_ids,
 )
@@ -58,6 +59,7 @@ def read_nsys_sqlite(path: str, process: int | None = None, split=None, *, pages
     try:
         meta = read_meta(ex)
         strings = read_strings(ex)
+        check_tables(ex, strings)
         value, cut = bounded_names(strings.get_column("value"))
         if cut:
             strings = strings.with_columns(value)
@@ -90,7 +92,7 @@ def read_nsys_sqlite(path: str, process: int | None = None, split=None, *, pages
 def read_meta(ex: Export) -> TraceMeta:
     """The export's metadata (versions, GPUs, processes, thread names), from its small tables."""
     meta = TraceMeta(path=ex.path, format="nsys-sqlite")
-    for table in ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds"):
+    for table in SMALL:
         ex.check(table)  # small tables, read through SQLite: whole, or refused
     if "META_DATA_EXPORT" in ex.tables:
         kv = dict(ex.rows("SELECT CAST(name AS TEXT), CAST(value AS TEXT) FROM META_DATA_EXPORT NOT INDEXED"))
@@ -126,13 +128,59 @@ def _integers(ex: Export, table: str, rows: list[tuple], count: int) -> list[tup
 
 
 def read_strings(ex: Export) -> pl.DataFrame:
-    """StringIds, with `value` dictionary-encoded: joining it onto millions of rows stays cheap."""
+    """StringIds, with `value` dictionary-encoded: joining it onto millions of rows stays cheap. An id given twice
+    is refused (which of its names a row has would be a guess)."""
     schema = {"id": pl.Int64, "value": pl.Utf8}
     if "StringIds" not in ex.tables:
         return pl.DataFrame(schema=schema).with_columns(pl.col("value").cast(pl.Categorical))
     ex.check("StringIds")
-    return ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds NOT INDEXED", schema,
-                    table="StringIds").with_columns(pl.col("value").cast(pl.Categorical))
+    strings = ex.frame("SELECT id, CAST(value AS BLOB) FROM StringIds NOT INDEXED", schema, table="StringIds")
+    ids = strings.get_column("id")
+    if ids.n_unique() != ids.len():
+        twice = ids.filter(ids.is_duplicated()).drop_nulls()
+        raise SpecprofError(
+            f"{ex.path}: table StringIds gives {twice.n_unique()} ids more than one name (id {twice.min()}, ...); "
+            "nsys gives each string one id: the export is damaged: export it again with `nsys export --type sqlite`",
+            ex.path)
+    return strings.with_columns(pl.col("value").cast(pl.Categorical))
+
+
+# A call that launches a kernel (the name without its version suffix); and one that launches a CUDA graph.
+_LAUNCHES_KERNEL = r"^cu(da)?Launch(Cooperative)?Kernel"
+_LAUNCHES_GRAPH = r"^cu(da)?GraphLaunch"
+
+
+def check_tables(ex: Export, strings: pl.DataFrame) -> None:
+    """Refuses an export that lacks a table nsys writes where its other tables show there was something to write:
+    the strings (StringIds), where kernels or CUDA calls name theirs there; the CUDA calls, where GPU ops were
+    launched; the kernels, where a CUDA call launched one. (nsys creates its tables lazily: a capture without
+    kernels has no kernel table, which is no damage.) Read as empty, each gave other numbers without a word."""
+    def rows_in(table: str) -> bool:
+        if table not in ex.tables:
+            return False
+        lo, hi = ex.row_span(table)
+        return hi > lo
+
+    damaged = ("the export is damaged or was edited: export it again with `nsys export --type sqlite`")
+    if "StringIds" not in ex.tables and (rows_in(KERNELS.name) or rows_in(CUDA_CALLS.name)):
+        raise SpecprofError(f"{ex.path}: the export has no StringIds table, where nsys writes the names of its "
+                            f"kernels and CUDA calls; {damaged}", ex.path)
+    launched = [t for t in GPU_TABLES if rows_in(t)]
+    if CUDA_CALLS.name not in ex.tables and launched:
+        raise SpecprofError(f"{ex.path}: the export has no {CUDA_CALLS.name} table, where nsys writes the CUDA "
+                            f"calls that launched its GPU ops ({launched[0]}); {damaged}", ex.path)
+    if KERNELS.name in ex.tables or not rows_in(CUDA_CALLS.name) or strings.is_empty():
+        return
+    launches = _LAUNCHES_KERNEL if GRAPH_LAUNCHES.name in ex.tables else f"{_LAUNCHES_KERNEL}|{_LAUNCHES_GRAPH}"
+    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.contains(launches)).get_column("id").drop_nulls()
+    if ids.is_empty() or "nameId" not in ex.columns(CUDA_CALLS.name):
+        return
+    ex.check(CUDA_CALLS.name)  # (read through SQLite here: only when it is whole)
+    found = ex.rows(f'SELECT EXISTS (SELECT 1 FROM "{CUDA_CALLS.name}" NOT INDEXED WHERE nameId IN '
+                    f'({",".join(str(int(i)) for i in ids.to_list())}))')[0][0]
+    if found:
+        raise SpecprofError(f"{ex.path}: the export has no {KERNELS.name} table, though its CUDA calls launched "
+                            f"kernels; {damaged}", ex.path)
 
 
 def _name_table(strings: pl.DataFrame) -> pl.Series | None:
@@ -144,6 +192,20 @@ def _name_table(strings: pl.DataFrame) -> pl.Series | None:
         return None
     return pl.DataFrame({"id": pl.int_range(hi + 1, eager=True, dtype=pl.Int64)}).join(
         strings, on="id", how="left", maintain_order="left").get_column("value")
+
+
+def _named_all(ex: Export, table: str, ids: pl.Series, names: pl.Series, strings: pl.DataFrame) -> None:
+    """Refuses string ids (`ids`, read from `table`) that StringIds (`strings`) does not have: `names`, what each
+    row was named (null for none), row for row. Their rows would have no name (a kernel, a call or a range named by
+    nothing)."""
+    unnamed = names.is_null() & ids.is_not_null()
+    if not unnamed.any():
+        return
+    missing = ids.filter(unnamed)
+    raise SpecprofError(
+        f"{ex.path}: table {table}: {missing.len()} rows name a string (id {missing[0]}) that StringIds does not have; "
+        "nsys writes every name it refers to there: the export is damaged: export it again with "
+        "`nsys export --type sqlite`", ex.path)
 
 
 def _name_of(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str,
@@ -184,8 +246,12 @@ def read_ops(ex: Export, strings: pl.DataFrame, step=None) -> pl.DataFrame:
         table = _name_table(strings)
 
         def named(df: pl.DataFrame) -> pl.DataFrame:  # per slice, in the reading thread
+            ids, short = df.get_column("name_id"), df.get_column("short_id")
             df = _name_of(df, strings, "name_id", "name", table)
-            return _name_of(df, strings, "short_id", "short_name", table)
+            df = _name_of(df, strings, "short_id", "short_name", table)
+            _named_all(ex, KERNELS.name, ids, df.get_column("name"), strings)
+            _named_all(ex, KERNELS.name, short, df.get_column("short_name"), strings)
+            return df
 
         frames = ex.parallel(*KERNELS.read(cols), keep=named, step=step)
         parts.extend(f.with_columns(kind=pl.lit("kernel", dtype=pl.Categorical)) for f in frames)  # a part per slice
@@ -337,14 +403,18 @@ def read_api(ex: Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) ->
             df = df.filter(pl.col("pid") == op_pids[0])
         else:
             df = _launched_here(df, ops)
-    return _launch_calls(df, strings), _sync_calls(syncs, strings)
+    return _launch_calls(ex, df, strings), _sync_calls(syncs, strings)
 
 
-def _called(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
-    """`df` (calls with name_id) named (`name`, version suffix off) and in start order."""
+def _called(df: pl.DataFrame, strings: pl.DataFrame, ex: Export | None = None) -> pl.DataFrame:
+    """`df` (calls with name_id) named (`name`, version suffix off) and in start order; with `ex`, a name id StringIds
+    lacks is refused (`_named_all`)."""
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
     names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(VERSION_SUFFIX, "").cast(pl.Categorical))
+    ids = df.get_column("name_id")
     df = _name_of(df, names, "name_id", "name", _name_table(names))
+    if ex is not None:
+        _named_all(ex, CUDA_CALLS.name, ids, df.get_column("name"), strings)
     if not _in_order(df, "start"):
         df = df.sort("start", maintain_order=True)
     return df
@@ -357,9 +427,9 @@ def _sync_calls(syncs: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     return conform(_called(syncs, strings).select(list(SYNCS_SCHEMA)), SYNCS_SCHEMA)
 
 
-def _launch_calls(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+def _launch_calls(ex: Export, df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
     """The launch calls read, named, in start order, one per (process, correlation id)."""
-    df = _called(df, strings)
+    df = _called(df, strings, ex)
     # A runtime call and the driver call it makes can share a correlation id: keep the outer one
     # (the earlier). Whether any id occurs twice is checked on one sorted integer column (a hash over
     # the rows costs hundreds of MB); only then are the repeated ids found and de-duplicated.
@@ -418,7 +488,14 @@ def read_nvtx(ex: Export, strings: pl.DataFrame, meta: TraceMeta, step=None):
         meta.notes.append(names_note(cut, "NVTX range or mark names"))
     # Names stay dictionary-encoded (the registered strings are; inline texts are encoded here), so a name
     # repeated on every range is held once.
+    if "textId" not in cols and (nameless := df.get_column("text").null_count()):
+        raise SpecprofError(
+            f"{ex.path}: table {NVTX.name} has no textId column, and {nameless} of its events have no text: their "
+            "names are registered strings, which nsys writes there; the export is damaged or was edited: export it "
+            "again with `nsys export --type sqlite`", ex.path)
     df = df.join(strings.rename({"id": "text_id", "value": "registered"}), on="text_id", how="left")
+    _named_all(ex, NVTX.name, df.get_column("text_id"), df.select(pl.coalesce("text", "registered")).to_series(),
+               strings)
     df = df.with_columns(
         name=pl.coalesce(pl.col("text").cast(pl.Categorical), pl.col("registered").cast(pl.Categorical)),
         pid=pl.col("tid") & pl.lit(PID_MASK, dtype=pl.Int64),

@@ -18,7 +18,9 @@ class Select:
 
     `columns`: column names of the table, or None for a column of NULLs (one the export lacks).
     `where`: conditions, all of which a row meets: ("in", column, ids), ("not in", column, ids) with
-    non-negative integer ids, ("not null", column), or ("range", column, lo, hi): lo <= value < hi. Both read paths take this one description.
+    non-negative integer ids, ("not null", column), or ("range", column, lo, hi): lo <= value < hi. A value
+    that is not an integer (NULL, text, a real) passes "in" and "range", so that the reader refuses it
+    (`Export.cast`, `Export.validate`) rather than drop its row unseen. Both read paths take this one description.
     `required`: columns nsys always fills: a row read with one of them NULL is refused (`Export.validate`)."""
 
     table: str
@@ -29,17 +31,19 @@ class Select:
     def sql(self, schema: dict) -> str:
         """The SQL; a column read as text (pl.Utf8 in `schema`, by position) comes as its bytes, which
         `decoded` decodes: SQLite never checks that text is valid."""
-        cols = ", ".join("NULL" if c is None else f'CAST("{c}" AS BLOB)' if dtype == pl.Utf8 else f'"{c}"'
-                         for c, dtype in zip(self.columns, schema.values()))
+        # (each named by its place: one export column read twice must not give two columns of one name)
+        cols = ", ".join(("NULL" if c is None else f'CAST("{c}" AS BLOB)' if dtype == pl.Utf8 else f'"{c}"')
+                         + f' AS "c{i}"' for i, (c, dtype) in enumerate(zip(self.columns, schema.values())))
         conds = []
         for cond in self.where:
+            other = f' OR typeof("{cond[1]}") != \'integer\''  # (NULL, text, a real: read, then refused)
             if cond[0] == "not null":
                 conds.append(f'"{cond[1]}" IS NOT NULL')
             elif cond[0] == "range":
-                conds.append(f'"{cond[1]}" >= {int(cond[2])} AND "{cond[1]}" < {int(cond[3])}')
+                conds.append(f'("{cond[1]}" >= {int(cond[2])} AND "{cond[1]}" < {int(cond[3])}{other})')
             else:
                 ids = ",".join(str(int(i)) for i in cond[2])
-                conds.append(f'"{cond[1]}" {"IN" if cond[0] == "in" else "NOT IN"} ({ids})')
+                conds.append(f'("{cond[1]}" IN ({ids}){other})' if cond[0] == "in" else f'"{cond[1]}" NOT IN ({ids})')
         # NOT INDEXED: the table's own B-tree, never an index, which may disagree with it (quick_check does
         # not compare them); rowid ranges still search the table's B-tree.
         return f'SELECT {cols} FROM "{self.table}" NOT INDEXED' + (" WHERE " + " AND ".join(conds) if conds else "")

@@ -80,10 +80,12 @@ _OP_REQUIRED = ("start", "end", "deviceId", "streamId", "globalPid")
 OP_COLUMNS = ("start", "end", "device", "stream", "pid", "correlation")
 
 
-def _op_table(name: str, *more: Column, device_optional: bool = False) -> Table:
+def _op_table(name: str, *more: Column, graph: bool = False) -> Table:
+    # (every kernel, memcpy and memset table nsys writes has each op's process and correlation id: without them no
+    # op finds its launch call; the graph-launch table, of which no capture here has a copy, may lack some)
     return Table(name, (_int("start", "start"), _int("end", "end"),
-                        _int("device", "deviceId", optional=device_optional), _int("stream", "streamId"),
-                        _int("pid", "globalPid", optional=True), _int("correlation", "correlationId", optional=True),
+                        _int("device", "deviceId", optional=graph), _int("stream", "streamId"),
+                        _int("pid", "globalPid", optional=graph), _int("correlation", "correlationId", optional=graph),
                         *more), required=_OP_REQUIRED)
 
 
@@ -94,8 +96,7 @@ MEMCPYS = _op_table("CUPTI_ACTIVITY_KIND_MEMCPY", _int("copy_kind", "copyKind", 
                     _int("graph_node", "graphNodeId", optional=True))
 MEMSETS = _op_table("CUPTI_ACTIVITY_KIND_MEMSET", _int("graph_node", "graphNodeId", optional=True))
 # --cuda-graph-trace=graph: one row per graph launch, no kernel rows.
-GRAPH_LAUNCHES = _op_table("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", _int("graph_id", "graphId", optional=True),
-                           device_optional=True)
+GRAPH_LAUNCHES = _op_table("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", _int("graph_id", "graphId", optional=True), graph=True)
 # The CUDA runtime and driver calls that can have launched something: those with a correlation id, and not one of
 # NOT_LAUNCHES.
 CUDA_CALLS = Table("CUPTI_ACTIVITY_KIND_RUNTIME",
@@ -112,6 +113,9 @@ NVTX = Table("NVTX_EVENTS",
 
 GPU_OPS = (KERNELS, MEMCPYS, MEMSETS, GRAPH_LAUNCHES)  # the tables of GPU ops, in the order the full read stacks them
 LARGE = (*GPU_OPS, CUDA_CALLS, NVTX)  # the tables read in slices, in threads (read.py `large_reads`)
+# The small tables, read whole through SQLite (read.py `read_meta`, `read_strings`).
+SMALL = ("META_DATA_EXPORT", "TARGET_INFO_GPU", "PROCESSES", "ThreadNames", "StringIds")
+READ = (*(t.name for t in LARGE), *SMALL)  # every table the reader reads: each must be a table of its own
 GPU_TABLES = tuple(t.name for t in GPU_OPS)
 # The column that says which process a row is of: a GPU op's globalPid, a CUDA call's or NVTX event's globalTid
 # (the process's, with the thread's number in its low 24 bits).

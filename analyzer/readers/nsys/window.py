@@ -42,7 +42,8 @@ from specprof.analyzer.model.trace import API_SCHEMA, OPS_SCHEMA, Trace, empty
 from specprof.analyzer.readers.bounds import bounded_names, check_span, names_note
 from specprof.analyzer.readers.nsys.export import Export
 from specprof.analyzer.readers.nsys.pages import ROWID, PartialReads, Unreadable
-from specprof.analyzer.readers.nsys.read import read_api, read_meta, read_nvtx, read_ops, read_strings
+from specprof.analyzer.readers.nsys.read import (check_tables, read_api, read_meta, read_nvtx, read_ops,
+                                                  read_strings)
 from specprof.analyzer.readers.nsys.select import Select
 from specprof.analyzer.readers.nsys.tables import (
     CALL_COLUMNS,
@@ -153,6 +154,7 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
     try:
         meta = read_meta(ex)
         strings = read_strings(ex)
+        check_tables(ex, strings)
         value, cut = bounded_names(strings.get_column("value"))  # as the full read (read_nsys_sqlite)
         if cut:
             strings = strings.with_columns(value)
