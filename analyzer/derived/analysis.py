@@ -3,7 +3,7 @@
 
 `analyse(attribution, data)` makes, in this order and each inside its progress step: the cross-check, the per-rank
 results with each rank's cycle breakdown, the headline breakdown, the headline rank's attribution (`shown`), the
-draft's shape, the economics, the synchronize-timer estimate, and the views every renderer shows beside the tables
+draft's shape, the economics, the per-position acceptance and the levers, the synchronize-timer estimate, and the views every renderer shows beside the tables
 (derived/views.py: the phases' shares and per-instance times, the sums, the breakdown's totals). An `Analysis`
 holds these values and computes nothing more: its fields are plain values, and every table and field of the
 attribution reads as an attribute of its own (`a.phases`, `a.ops`, `a.trace`, `a.segments`, ...); with several
@@ -26,7 +26,9 @@ import polars as pl
 from specprof.analyzer import progress
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import breakdown as bd
+from specprof.analyzer.derived import levers as lv
 from specprof.analyzer.derived import views
+from specprof.analyzer.derived.acceptance import Acceptance, per_position
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of
 from specprof.analyzer.derived.draft_shape import DraftShape
@@ -61,6 +63,12 @@ class Analysis:
     # `DraftShape.kind` None for a run that does not draft
     draft_shape: DraftShape
     economics: Economics | None  # does speculation pay (docs/economics.md): None without a sidecar or a baseline
+    # per-position acceptance of the economics' headline request-rounds (derived/acceptance.py): None for a run that
+    # does not draft or has no accept counts
+    acceptance: Acceptance | None
+    # what each lever would give (derived/levers.py), from the economics' headline: None without its cycle and
+    # accept length, or for a run that does not draft
+    levers: lv.Levers | None
     # what synchronize timers at every phase boundary would add (derived/sync_timers.py): None without two
     # consecutive cycles with phases
     sync_timers: SyncTimerEstimate | None
@@ -82,9 +90,13 @@ def analyse(attribution: Attribution, data: RunData | None = None,
     shape = draft_shape_of(attribution, data, check)
     with progress.step("the economics"):
         economics = economics_of(attribution, data, check, breakdown)
+    drafts = economics is not None and shape.kind is not None
+    acceptance = per_position(economics.rounds, shape.steps) if drafts else None
+    levers = lv.levers(economics.headline, breakdown, acceptance) if drafts and economics.headline else None
     sync = (sync_timers or estimate_sync_timers)(attribution)
     return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
-                    shown=shown, draft_shape=shape, economics=economics, sync_timers=sync,
+                    shown=shown, draft_shape=shape, economics=economics, acceptance=acceptance, levers=levers,
+                    sync_timers=sync,
                     phase_rows=views.phase_rows(shown.phases, shown.categories),
                     totals=views.totals(shown.phases, shown.unattributed, shown.devices),
                     breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),

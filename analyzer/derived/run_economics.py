@@ -91,13 +91,14 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     under = cc.profiler_name(a.trace)
     base_m = baseline_measure if baseline_measure is not None else (
         econ.Measure(baseline_ns, None, 0, basis="given") if baseline_ns else None)
+    measured = []  # the sidecar measurements, headline first
     if sidecars is not None:
         first, last = aligned_cycles(check)
         if baseline is not None:
-            rows.append(_estimate(f"sidecar without {under}", False, window_measured(baseline, first, last, True),
-                                  baseline_ns, steps, base_m))
-        rows.append(_estimate(f"sidecar under {under}", True, window_measured(sidecars, first, last, False),
-                              baseline_ns, steps, base_m))
+            measured.append(window_measured(baseline, first, last, True))
+            rows.append(_estimate(f"sidecar without {under}", False, measured[-1], baseline_ns, steps, base_m))
+        measured.append(window_measured(sidecars, first, last, False))
+        rows.append(_estimate(f"sidecar under {under}", True, measured[-1], baseline_ns, steps, base_m))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         m = econ.period_measure(a.cycles)
         rows.append(econ.estimate(f"trace cycle ranges under {under}", True, m.n if m else 0,
@@ -116,7 +117,10 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
             f"analyze {run} again" if run else
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
-    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
+    out = econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
+    if measured and measured[0].accept is not None:
+        out.rounds = measured[0].rounds
+    return out
 
 
 def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, breakdown: CycleBreakdown | None

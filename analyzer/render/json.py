@@ -133,6 +133,10 @@ def _document(a: Analysis) -> dict:
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
+        # Additive (docs/economics.md, "Per-position acceptance" and "Levers"): one entry per batch-size group (the
+        # whole run: group null); empty for a run that does not draft or has no accept counts.
+        "acceptance": [acceptance(a.acceptance)] if getattr(a, "acceptance", None) is not None else [],
+        "levers": [levers(a.levers)] if getattr(a, "levers", None) is not None else [],
         "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
         **ranks(a.ranks),
@@ -334,6 +338,30 @@ def draft_shape(shape) -> dict | None:
     return {"kind": shape.kind, "steps": shape.steps, "topk": shape.topk, "num_draft_tokens": shape.num_draft_tokens,
             "verify_tokens": shape.verify_tokens, "max_accept_len": shape.max_accept_len, "source": shape.source,
             "description": shape.description}
+
+
+def acceptance(acc, group: str | None = None) -> dict:
+    """An entry of `acceptance`: derived/acceptance.py Acceptance."""
+    return {"group": group, "steps": acc.steps, "rounds": acc.rounds, "accept_len": num(acc.accept_len, 4),
+            "positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
+                           "at_least": num(r["at_least"], 4),
+                           "at_least_ci": _pair(num(r["at_least_lo"], 4), num(r["at_least_hi"], 4)),
+                           "rate": num(r["rate"], 4), "rate_ci": _pair(num(r["rate_lo"], 4), num(r["rate_hi"], 4))}
+                          for r in acc.positions.iter_rows(named=True)]}
+
+
+def levers(lv) -> dict:
+    """An entry of `levers`: derived/levers.py Levers."""
+    return {"group": lv.group, "source": lv.source, "basis": lv.basis, "cycle_ms": ms_or_null(lv.cycle_ns),
+            "accept_len": num(lv.accept_len, 4), "speedup": num(lv.speedup, 4),
+            "tokens_per_s": num(lv.tokens_per_s, 1),
+            "rows": [{"lever": r["lever"], "kind": r["kind"], "cycle_ms": ms_or_null(r["cycle_ns"]),
+                      "accept_len": num(r["accept_len"], 4), "tokens_per_s": num(r["tokens_per_s"], 1),
+                      "tokens_per_s_ci": _pair(num(r["tokens_per_s_lo"], 1), num(r["tokens_per_s_hi"], 1)),
+                      "speedup": num(r["speedup"], 4), "speedup_ci": _pair(num(r["speedup_lo"], 4),
+                                                                           num(r["speedup_hi"], 4)),
+                      "gain": num(r["gain"], 4), "held": r["held"]}
+                     for r in lv.rows.iter_rows(named=True)]}
 
 
 def economics(e: Economics) -> dict:

@@ -321,6 +321,41 @@ def economics(e: Economics) -> str:
     return text
 
 
+def acceptance(acc) -> str:
+    """Per-position acceptance (derived/acceptance.py)."""
+    rows = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}",
+             pct(r["at_least"]) + _ci(_pc(r["at_least_lo"]), _pc(r["at_least_hi"]), 1),
+             ("-" if r["rate"] is None else pct(r["rate"])) + _ci(_pc(r["rate_lo"]), _pc(r["rate_hi"]), 1)]
+            for r in acc.positions.iter_rows(named=True)]
+    return (f"Acceptance per draft position ({acc.rounds:,} request-rounds, K={acc.steps}; the cycles the accept "
+            f"length is measured over): 1 + the sum of P(at least i accepted) = {acc.accept_len:.3f}, the accept "
+            "length\n" + table(["position", "reached", "accepted", "P(at least i accepted) (95% CI)",
+                                 "rate given 1..i-1 accepted (95% CI)"], rows, "rrrrr"))
+
+
+def _pc(x):
+    return None if x is None else 100 * x
+
+
+def levers(lv) -> str:
+    """What each lever would give (derived/levers.py), largest gain first."""
+    rows = [[clean(r["lever"], 60), f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
+             ("-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}")
+             + _ci(r["tokens_per_s_lo"], r["tokens_per_s_hi"], 0),
+             ("-" if r["speedup"] is None else f_x(r["speedup"])) + _ci(r["speedup_lo"], r["speedup_hi"], 2),
+             "needs a sweep" if r["kind"] == "steps" else ("-" if r["gain"] is None else f"{100 * r['gain']:+.1f}%")]
+            for r in lv.rows.iter_rows(named=True)]
+    now = (f"now cycle {f_ms(lv.cycle_ns)} ms, accept length {lv.accept_len:.3f}"
+           + ("" if lv.speedup is None else f", speedup {f_x(lv.speedup)}"))
+    return (f"Levers: what each change would give, largest gain first (from the cycle measured by the {lv.source}; "
+            f"{now}; phases' {lv.basis}; docs/economics.md, \"Levers\")\n"
+            + table(["lever", "cycle ms", "accept len", "tokens/s (95% CI)", "speedup (95% CI)", "gain"], rows,
+                    "lrrrrr")
+            + "\n" + bullets(["each row changes one thing and holds the rest: a phase's saving holds its share of "
+                               "the cycle and the accept length; an acceptance lever holds the cycle; the intervals "
+                               "carry the measured cycle's, accept length's and plain step's"]))
+
+
 def sync_timers(t) -> str:
     rows = [[clean(r["phase"], 32), f"{r['instances']:,}", f_ms_or_dash(r["events_ns"]), f_ms_or_dash(r["timer_ns"]),
              "-" if r["inflation_pct"] is None else f"{r['inflation_pct']:+.1f}%"] for r in t.phases.iter_rows(named=True)]
@@ -412,6 +447,10 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
         parts.append(crosscheck(a.crosscheck))
     if a.economics is not None:
         parts.append(economics(a.economics))
+    if getattr(a, "acceptance", None) is not None:
+        parts.append(acceptance(a.acceptance))
+    if getattr(a, "levers", None) is not None:
+        parts.append(levers(a.levers))
     if getattr(a, "sync_timers", None) is not None:
         parts.append(sync_timers(a.sync_timers))
     if a.notes:
