@@ -1,0 +1,142 @@
+"""The levers table and per-position acceptance on every speculative fixture with its plain baseline
+(docs/economics.md, "Levers", "Per-position acceptance"): each lever row recomputed here, by this test's own
+arithmetic, from the same run's measured quantities as `analyze --json` prints them (the economics' headline, the
+cycle breakdown's shares, the per-position rates); per-position acceptance adds up to the accept length within 0.01;
+`analyze --baseline` prints the table with intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import ROOT
+from specprof.analyzer.app.analyze import RunInputs
+from specprof.analyzer.app.run import Run
+from specprof.analyzer.render import json as json_render
+from specprof.analyzer.render import terminal
+
+FIX = ROOT / "fixtures"
+PAIRS = [("reference-k2", "reference-k0"), ("reference-k4", "reference-k0"), ("reference-k6", "reference-k0"),
+         ("reference-k4-tp2", "reference-k0"),
+         ("sglang-dense-k1", "sglang-dense-plain"), ("sglang-dense-k2", "sglang-dense-plain"),
+         ("sglang-dense-k3", "sglang-dense-plain"), ("sglang-dense-k4", "sglang-dense-plain"),
+         ("sglang-dense-k6", "sglang-dense-plain"), ("sglang-dense-tree", "sglang-dense-plain"),
+         ("sglang-k2", "sglang-plain"), ("sglang-k4", "sglang-plain"),
+         ("sglang-k4-nooverlap", "sglang-plain"), ("sglang-moe-k2", "sglang-moe-plain"),
+         ("sglang-moe-k4", "sglang-moe-plain")]
+_DONE: dict = {}
+
+
+def analysed(run: str, base: str):
+    if run not in _DONE:
+        a = Run.load(str(FIX / run), inputs=RunInputs(baseline_run=str(FIX / base))).analysis()
+        doc = json.loads(json_render.dumps(json_render.document(a)))
+        _DONE[run] = (a, doc, terminal.render(a))
+    return _DONE[run]
+
+
+def _half(lo, hi):
+    return (hi - lo) / 2
+
+
+def _expected(a) -> dict:
+    """lever -> (cycle ns, accept length): this test's own arithmetic on the measured quantities."""
+    e = a.economics.headline
+    C, L, K = e["cycle_ns"], e["accept_len"], e["draft_steps"]
+    b = a.cycle_breakdown
+    twin = not e["profiled"] and b.unprofiled_mean_ns
+    share = {}
+    for r in b.phases.iter_rows(named=True):
+        share[r["phase"]] = r["unprofiled_share"] if twin and r["unprofiled_share"] is not None else (r["share"] or 0)
+    out = {}
+    for p in ("verify", "draft", "draft_extend"):
+        t = share.get(p, 0) * C
+        if not t:
+            continue
+        out[f"{p} 1 ms cheaper" if t >= 1e6 else f"{p} removed ({t / 1e6:.3f} ms, less than 1 ms)"] = (C - min(1e6, t), L)
+        out[f"{p} 10% cheaper"] = (C * (1 - 0.1 * share[p]), L)
+    cats = {(r["phase"], r["category"]): r["ns_per_cycle"] for r in b.categories.iter_rows(named=True)}
+    verify = sum(v for (p, _), v in cats.items() if p == "verify")
+    if cats.get(("verify", "allreduce")):
+        out["allreduce of verify removed"] = (C * (1 - share["verify"] * cats[("verify", "allreduce")] / verify), L)
+    busy = sum(b.phases["busy_ns_per_cycle"].to_list())
+    gaps = 1 - busy / (b.unprofiled_mean_ns if twin else b.mean_ns)
+    if gaps > 0:
+        out["launch and CPU-wait gaps removed"] = (C * (1 - gaps), L)
+    if L + 0.1 <= K + 1:
+        out["accept length +0.1"] = (C, L + 0.1)
+    p = [r["rate"] or 0.0 for r in a.acceptance.positions.iter_rows(named=True)]
+    q = [min(1.0, p[0] + 0.05)] + p[1:]
+
+    def length(rates):
+        total, survive = 1.0, 1.0
+        for x in rates:
+            survive *= x
+            total += survive
+        return total
+
+    out[f"first position's acceptance +5 points ({100 * p[0]:.1f}% -> {100 * q[0]:.1f}%)"] = \
+        (C, L + length(q) - length(p))
+    return out
+
+
+@pytest.mark.parametrize("run,base", PAIRS)
+def test_levers_recomputed(run, base):
+    a, _, text = analysed(run, base)
+    e = a.economics.headline
+    C, L, B, batch, S = e["cycle_ns"], e["accept_len"], e["baseline_ns"], e["batch"], e["speedup"]
+    hc, hl = _half(e["cycle_lo_ns"], e["cycle_hi_ns"]), _half(e["accept_len_lo"], e["accept_len_hi"])
+    rb2 = (_half(e["speedup_lo"], e["speedup_hi"]) / S) ** 2 - (hc / C) ** 2 - (hl / L) ** 2
+    rb = math.sqrt(max(0.0, rb2))
+    want = _expected(a)
+    rows = {r["lever"]: r for r in a.levers.rows.iter_rows(named=True)}
+    predicted = {k: r for k, r in rows.items() if r["kind"] != "steps"}
+    assert set(predicted) == set(want), (run, set(predicted) ^ set(want))
+    for name, (c2, l2) in want.items():
+        r = rows[name]
+        assert r["cycle_ns"] == pytest.approx(c2, rel=1e-9) and r["accept_len"] == pytest.approx(l2, rel=1e-9)
+        assert r["speedup"] == pytest.approx(l2 * B / c2, rel=1e-9), name
+        assert r["tokens_per_s"] == pytest.approx(l2 * batch / c2 * 1e9, rel=1e-9), name
+        assert r["gain"] == pytest.approx(l2 * B / c2 / S - 1, rel=1e-9, abs=1e-12), name
+        # the interval: the cycle's half-width carried over C' (a fixed saving) or C's relative width (a share
+        # held), the accept length's over L', the plain step's as measured
+        rc = hc / c2 if (name.endswith("1 ms cheaper") or "less than 1 ms" in name) else hc / C
+        rel = math.sqrt(rc ** 2 + (hl / l2) ** 2 + rb ** 2)
+        assert r["speedup_lo"] == pytest.approx(r["speedup"] * (1 - rel), rel=1e-6), name
+        assert r["speedup_hi"] == pytest.approx(r["speedup"] * (1 + rel), rel=1e-6), name
+        assert r["speedup_lo"] < r["speedup"] < r["speedup_hi"]
+    gains = [r["gain"] for r in a.levers.rows.iter_rows(named=True) if r["gain"] is not None]
+    assert gains == sorted(gains, reverse=True)
+    steps = [r for r in rows.values() if r["kind"] == "steps"]
+    assert steps and all("needs a sweep" in r["held"] for r in steps)
+    # analyze --baseline prints the table with its intervals
+    assert "Levers: what each change would give" in text
+    line = next(x for x in text.splitlines() if x.startswith("accept length +0.1") or x.startswith("verify 10%"))
+    assert "(" in line and "x (" in line
+
+
+@pytest.mark.parametrize("run,base", PAIRS)
+def test_acceptance_adds_up(run, base):
+    a, _, text = analysed(run, base)
+    acc = a.acceptance
+    e = a.economics.headline
+    assert abs(1 + sum(acc.positions["at_least"].to_list()) - e["accept_len"]) < 0.01
+    assert acc.accept_len == pytest.approx(e["accept_len"], abs=0.01)
+    assert acc.steps == e["draft_steps"]
+    prod = 1.0
+    for r in acc.positions.iter_rows(named=True):
+        prod *= r["rate"] or 0.0
+        assert r["at_least"] == pytest.approx(prod, abs=1e-9)
+        if r["at_least_lo"] is not None:
+            assert r["at_least_lo"] <= r["at_least"] <= r["at_least_hi"]
+    assert "Acceptance per draft position" in text
+    _, doc, _ = analysed(run, base)
+    entry = doc["acceptance"][0]
+    assert entry["group"] is None and len(entry["positions"]) == acc.steps
+    assert abs(1 + sum(p["at_least"] for p in entry["positions"]) - doc["economics"]["estimates"][0]["accept_len"]) \
+        < 0.01
+    lv = doc["levers"][0]
+    assert [r["lever"] for r in lv["rows"]] == a.levers.rows["lever"].to_list()
+    assert all(r["speedup_ci"] is not None for r in lv["rows"] if r["kind"] != "steps")
