@@ -462,7 +462,7 @@ def sweep(s: Sweep) -> dict:
     }
 
 
-def compare(c: Comparison) -> dict:
+def compare(c: Comparison, drafters=None) -> dict:
     return {
         "schema": COMPARE_SCHEMA,
         "unit": c.unit,
@@ -479,7 +479,34 @@ def compare(c: Comparison) -> dict:
                         "diff_ms": ms_or_null(r["diff_ns"]), "ratio": num(r["ratio"], 4)}
                        for r in c.categories.iter_rows(named=True)],
         "notes": c.notes,
+        # Additive: two drafters of one target and workload (derived/drafters.py); null otherwise.
+        "drafters": None if drafters is None else _drafters(drafters),
     }
+
+
+def _drafter_side(s: dict) -> dict:
+    return {"path": s["path"], "draft_model": s["draft_model"], "source": s.get("source"),
+            "accept_len": num(s.get("accept_len"), 4),
+            "accept_len_ci": _pair(num(s.get("accept_len_lo"), 4), num(s.get("accept_len_hi"), 4)),
+            "cycle_ms": ms_or_null(s.get("cycle_ns")),
+            "cycle_ms_ci": _pair(ms_or_null(s.get("cycle_lo_ns")), ms_or_null(s.get("cycle_hi_ns"))),
+            "draft_ms": ms_or_null(s.get("draft_ns")), "draft_basis": s.get("draft_basis"),
+            "tokens_per_s": num(s.get("tokens_per_s"), 1),
+            "tokens_per_s_ci": _pair(num(s.get("tokens_per_s_lo"), 1), num(s.get("tokens_per_s_hi"), 1)),
+            "speedup": num(s.get("speedup"), 4), "speedup_ci": _pair(num(s.get("speedup_lo"), 4),
+                                                                     num(s.get("speedup_hi"), 4))}
+
+
+def _drafters(d) -> dict:
+    return {"a": _drafter_side(d.a), "b": _drafter_side(d.b),
+            "positions": [{"position": r["position"],
+                           **{f"{s}_{c}": num(r[f"{s}_{c}"], 4) for s in "ab" for c in ("at_least", "rate")},
+                           **{f"{s}_{c}_ci": _pair(num(r[f"{s}_{c}_lo"], 4), num(r[f"{s}_{c}_hi"], 4))
+                              for s in "ab" for c in ("at_least", "rate")},
+                           "a_drafted": r["a_drafted"], "b_drafted": r["b_drafted"],
+                           "at_least_diff": num(r["at_least_diff"], 4)} for r in d.positions.iter_rows(named=True)],
+            "ratio": num(d.ratio, 4), "ratio_ci": _pair(num(d.ratio_lo, 4), num(d.ratio_hi, 4)),
+            "faster": d.faster, "verdict": d.verdict}
 
 
 def render(a: Analysis) -> str:

@@ -586,6 +586,37 @@ def compare(c: Comparison, limit: int = 40) -> str:
     return text + "\n"
 
 
+def drafters(d) -> str:
+    """Two drafters side by side (derived/drafters.py)."""
+    def one(x):
+        return [clean(x["draft_model"] or "-", 50), f_num(x.get("accept_len")) + _ci(x.get("accept_len_lo"),
+                                                                                  x.get("accept_len_hi"), 3),
+                f_ms_or_dash(x.get("cycle_ns")), f_ms_or_dash(x.get("draft_ns")),
+                ("-" if x.get("tokens_per_s") is None else f"{x['tokens_per_s']:,.0f}")
+                + _ci(x.get("tokens_per_s_lo"), x.get("tokens_per_s_hi"), 0),
+                ("-" if x.get("speedup") is None else f_x(x["speedup"])) + _ci(x.get("speedup_lo"),
+                                                                               x.get("speedup_hi"), 2)]
+    sides = [["A"] + one(d.a), ["B"] + one(d.b)]
+    pos = [[str(r["position"]),
+            (pct(r["a_at_least"]) + _ci(_pc(r["a_at_least_lo"]), _pc(r["a_at_least_hi"]), 1)) if r["a_drafted"]
+            else "not drafted",
+            (pct(r["b_at_least"]) + _ci(_pc(r["b_at_least_lo"]), _pc(r["b_at_least_hi"]), 1)) if r["b_drafted"]
+            else "not drafted",
+            "-" if r["at_least_diff"] is None else f"{100 * r['at_least_diff']:+.1f}",
+            ("-" if r["a_rate"] is None else pct(r["a_rate"])) + _ci(_pc(r["a_rate_lo"]), _pc(r["a_rate_hi"]), 1),
+            ("-" if r["b_rate"] is None else pct(r["b_rate"])) + _ci(_pc(r["b_rate_lo"]), _pc(r["b_rate_hi"]), 1)]
+           for r in d.positions.iter_rows(named=True)]
+    basis = d.a.get("draft_basis") or "-"
+    return ("Two drafters (one target and workload, different draft models; each run's economics headline; draft: "
+            f"draft and draft_extend ms per cycle, {basis})\n"
+            + table(["", "draft model", "accept len (95% CI)", "cycle ms", "draft ms", "tokens/s (95% CI)",
+                     "speedup (95% CI)"], sides, "llrrrrr")
+            + "\n\nAcceptance per draft position, A against B\n"
+            + table(["position", "A: P(at least i)", "B: P(at least i)", "B - A points", "A: rate given 1..i-1",
+                     "B: rate given 1..i-1"], pos, "rrrrrr")
+            + "\n" + bullets(d.verdict) + "\n")
+
+
 def runs(listed: pl.DataFrame, db_path: str) -> str:
     """The results store's run list."""
     if listed.is_empty():
