@@ -30,8 +30,10 @@
 #endif
 #include <Python.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "_arrow.h"
@@ -474,28 +476,100 @@ close:
     return result;
 }
 
-/* A crash in native code (a library that dereferences a failed allocation when the address space runs out,
- * an allocator that aborts) ends the process with one line on stderr instead: the handler only write()s a
- * message set beforehand and _exit()s (both async-signal-safe), on an alternate stack. */
-static char fatal_text[2048];
-static size_t fatal_len;
+/* A crash in native code. When the process is close to a memory limit it runs under (an allocation that failed
+ * there, which a library dereferenced or an allocator aborted on), it ends with one out-of-memory line on stderr
+ * and status 2: the handler only reads /proc/self/statm, getrlimit()s, write()s a message set beforehand and
+ * _exit()s, on an alternate stack. Any other crash is a bug: the handler write()s that signal's own line, puts
+ * back the handler it replaced (Python's faulthandler, which prints the traceback, or the default action) and
+ * raises the signal again, which that handler gets as soon as this one returns. */
+#define FATAL_SIGNALS 5
+static const int fatal_signals[FATAL_SIGNALS] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+static char fatal_oom[1024];
+static size_t fatal_oom_len;
+static char fatal_crash[FATAL_SIGNALS][1024];
+static size_t fatal_crash_len[FATAL_SIGNALS];
+static struct sigaction fatal_previous[FATAL_SIGNALS];
+static int fatal_installed[FATAL_SIGNALS];
+static unsigned long long fatal_page = 4096;
 static char fatal_stack[1 << 16];
 
+/* Whether the process's size is at least half of its address-space limit (RLIMIT_AS, `ulimit -v`), or its data
+ * at least half of its data limit (RLIMIT_DATA): an allocation that failed is then what crashed, as a rule (one
+ * that fails asks for more than is left). Without such a limit, no. */
+static int near_memory_limit(void) {
+    char buf[256];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    unsigned long long field[7] = {0};
+    int k = 0;
+    const char *p = buf;
+    while (k < 7) {
+        while (*p == ' ') p++;
+        if (*p < '0' || *p > '9') break;
+        unsigned long long v = 0;
+        while (*p >= '0' && *p <= '9' && v < (1ULL << 50)) v = v * 10 + (unsigned long long)(*p++ - '0');
+        field[k++] = v;
+    }
+    if (k < 6) return 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        field[0] * fatal_page >= (unsigned long long)rl.rlim_cur / 2)
+        return 1;
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        field[5] * fatal_page >= (unsigned long long)rl.rlim_cur / 2)
+        return 1;
+    return 0;
+}
+
 static void on_fatal(int sig) {
-    (void)sig;
-    ssize_t ignored = write(2, fatal_text, fatal_len);
+    int i = 0;
+    while (i < FATAL_SIGNALS && fatal_signals[i] != sig) i++;
+    if (i == FATAL_SIGNALS || near_memory_limit()) {
+        ssize_t ignored = write(2, fatal_oom, fatal_oom_len);
+        (void)ignored;
+        _exit(2);
+    }
+    ssize_t ignored = write(2, fatal_crash[i], fatal_crash_len[i]);
     (void)ignored;
-    _exit(2);
+    struct sigaction next = fatal_previous[i];
+    if (!(next.sa_flags & SA_SIGINFO) && next.sa_handler == SIG_IGN) next.sa_handler = SIG_DFL;
+    sigaction(sig, &next, NULL);
+    raise(sig);
+}
+
+static size_t fatal_copy(char *to, size_t size, PyObject *text) {
+    char *bytes;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(text, &bytes, &n) < 0) return (size_t)-1;
+    if ((size_t)n >= size) n = (Py_ssize_t)size - 1;
+    memcpy(to, bytes, (size_t)n);
+    return (size_t)n;
 }
 
 static PyObject *py_fatal_line(PyObject *self, PyObject *args) {
-    const char *text;
-    Py_ssize_t n;
+    PyObject *oom, *crashes;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y#", &text, &n)) return NULL;
-    if ((size_t)n >= sizeof fatal_text) n = sizeof fatal_text - 1;
-    memcpy(fatal_text, text, (size_t)n);
-    fatal_len = (size_t)n;
+    if (!PyArg_ParseTuple(args, "SO", &oom, &crashes)) return NULL;
+    size_t oom_len = fatal_copy(fatal_oom, sizeof fatal_oom, oom);
+    if (oom_len == (size_t)-1) return NULL;
+    fatal_oom_len = oom_len;
+    for (int i = 0; i < FATAL_SIGNALS; i++) {
+        PyObject *key = PyLong_FromLong(fatal_signals[i]);
+        if (key == NULL) return NULL;
+        PyObject *text = PyObject_GetItem(crashes, key);
+        Py_DECREF(key);
+        if (text == NULL) return NULL;
+        size_t len = fatal_copy(fatal_crash[i], sizeof fatal_crash[i], text);
+        Py_DECREF(text);
+        if (len == (size_t)-1) return NULL;
+        fatal_crash_len[i] = len;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (page > 0) fatal_page = (unsigned long long)page;
     stack_t ss;
     memset(&ss, 0, sizeof ss);
     ss.ss_sp = fatal_stack;
@@ -506,15 +580,21 @@ static PyObject *py_fatal_line(PyObject *self, PyObject *args) {
     sa.sa_handler = on_fatal;
     sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    int signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
-    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) sigaction(signals[i], &sa, NULL);
+    for (int i = 0; i < FATAL_SIGNALS; i++) {
+        struct sigaction previous;
+        if (sigaction(fatal_signals[i], &sa, &previous) == 0 && !fatal_installed[i]) {
+            fatal_previous[i] = previous;  /* a second call keeps the handler the first one replaced */
+            fatal_installed[i] = 1;
+        }
+    }
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"fatal_line", py_fatal_line, METH_VARARGS,
-     "fatal_line(message: bytes): on a crash in native code (SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE), write "
-     "message to stderr and exit with status 2"},
+     "fatal_line(out_of_memory: bytes, crashes: {signal number: bytes}): on a crash in native code (SIGSEGV, "
+     "SIGBUS, SIGABRT, SIGILL, SIGFPE) close to a memory limit, write out_of_memory to stderr and exit with status "
+     "2; on any other, write that signal's line and pass the signal on to the handler replaced"},
     {"merge_runs", py_merge_runs, METH_VARARGS,
      "merge_runs(starts, ends, offsets) -> the order merging sorted runs into one (start, end) order"},
     {"lookup", py_lookup, METH_VARARGS,

@@ -19,6 +19,16 @@ from specprof.analyzer.errors import SpecprofError, clean, clean_lines
 
 OUT_OF_MEMORY = ("specprof: error: out of memory (the address-space limit, `ulimit -v`, or the machine's memory "
                  "ran out); raise the limit, or analyse fewer traces at once (--jobs 1)")
+# A crash in native code (analyzer/_scan.c fatal_line) close to a memory limit: an allocation failed there.
+NATIVE_OUT_OF_MEMORY = ("specprof: error: out of memory: a crash in native code with the process close to its "
+                        "memory limit (`ulimit -v`: the address space, or the data size); raise the limit, or analyse "
+                        "fewer traces at once (--jobs 1)")
+# Any other crash in native code is a bug: its signal named, then Python's traceback (faulthandler's).
+FATAL_SIGNALS = {"SIGSEGV": "a segmentation fault", "SIGBUS": "a bus error", "SIGABRT": "an abort",
+                 "SIGILL": "an illegal instruction", "SIGFPE": "an arithmetic fault"}
+CRASH = ("specprof: error: {name} ({what}) in native code: a bug in specprof or in a library it uses; please report "
+         "it to specprof's maintainers with the command, `specprof --version` and this output (Python's traceback "
+         "follows)")
 _NO_MEMORY = ("Cannot allocate memory", "failed to map segment", "can't start new thread", "out of memory",
               "std::bad_alloc")
 
@@ -37,13 +47,7 @@ class _Group(click.Group):
     def main(self, args=None, *rest, **kwargs):
         if args is None:  # the console script, not a test's CliRunner: the whole process is specprof's
             _Group.console = True
-            try:
-                from specprof.analyzer import _scan
-
-                _scan.fatal_line((OUT_OF_MEMORY.replace("out of memory", "a crash in native code, "
-                                          "out of memory as a rule", 1) + "\n").encode())
-            except (ImportError, AttributeError):
-                pass
+            _on_crash()
         return super().main(args, *rest, **kwargs)
 
     def invoke(self, ctx):
@@ -57,6 +61,28 @@ class _Group(click.Group):
                 raise
             click.echo(OUT_OF_MEMORY, err=True)
             sys.exit(2)
+
+
+def _on_crash() -> None:
+    """What a crash in native code prints (the console script only): Python's faulthandler is turned on (the
+    traceback), then analyzer/_scan.c's handler goes before it: one out-of-memory line and exit 2 close to a
+    memory limit, else the signal's own line (CRASH), and faulthandler's traceback after it."""
+    import faulthandler
+    import signal
+
+    try:
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
+    except (RuntimeError, ValueError, OSError):  # no usable stderr
+        pass
+    try:
+        from specprof.analyzer import _scan
+
+        crashes = {int(getattr(signal, name)): (CRASH.format(name=name, what=what) + "\n").encode()
+                   for name, what in FATAL_SIGNALS.items()}
+        _scan.fatal_line((NATIVE_OUT_OF_MEMORY + "\n").encode(), crashes)
+    except (ImportError, AttributeError, TypeError):  # not built, or built before this signature
+        pass
 
 
 def _library():
@@ -93,6 +119,27 @@ class _Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+    def _describe_range(self) -> str:
+        # without bounds there is no range to show (click would print `x<=None`)
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+
+class _Count(click.IntRange):
+    """A count of at least `least`, and at most _MOST, which the help leaves out (click would print
+    `0<=x<=4611686018427387904`)."""
+
+    def __init__(self, least: int = 0):
+        super().__init__(least, _MOST)
+
+    def convert(self, value, param, ctx):
+        number = click.INT.convert(value, param, ctx)
+        if number > _MOST:
+            self.fail(f"{number} is more than any trace holds (at most {_MOST})", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        return f"x>={self.min}"
 
 
 def _remember_all_domains(ctx, param, value):
@@ -163,7 +210,7 @@ def _window_options(command):
                      help="Analyse only the GPU work launched from A to B ms after the capture's start (its "
                           "first event: time 0 of the per-cycle table's start ms and of the report's timeline; A: "
                           "or :B leave a side open); the cycles at the edges may be partial."),
-        click.option("--skip-warmup", type=click.IntRange(0, _MOST), metavar="N", callback=_remember_window,
+        click.option("--skip-warmup", type=_Count(), metavar="N", callback=_remember_window,
                      expose_value=False, help="Leave out the first N cycles of each process (the cycle window N:)."),
     )):
         command = option(command)
@@ -232,10 +279,10 @@ def main():
               help="Also write the HTML report (docs/report.md) to FILE.")
 @_analysis_options
 @_window_options
-@click.option("--show-cycles", "cycle_limit", type=click.IntRange(0, _MOST), default=10, show_default=True,
+@click.option("--show-cycles", "cycle_limit", type=_Count(), default=10, show_default=True,
               metavar="N",
               help="How many rows the per-cycle table shows (what is analysed: --cycle-window).")
-@click.option("--phases", "phase_limit", type=click.IntRange(0, _MOST), default=20, show_default=True,
+@click.option("--phases", "phase_limit", type=_Count(), default=20, show_default=True, metavar="N",
               help="How many phases the terminal tables show (the JSON has all).")
 @click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
               help="The tracer's sidecar of this run (specprof-sidecar.*.jsonl), for the cross-check and the "
@@ -248,13 +295,13 @@ def main():
 @click.option("--log-interval", type=click.IntRange(1),
               help="The server's --decode-log-interval (iterations per `accept len` line) [default: from the "
                    "server's command line in the sidecar, else SGLang's default, 40].")
-@click.option("--baseline", "baseline_run",
+@click.option("--baseline", "baseline_run", metavar="RUN",
               help="A non-speculative run (run directory, sidecar, or any nsys or Kineto trace) whose step time "
                    "is the baseline of the economics.")
 @click.option("--baseline-range", metavar="NAME",
               help="In a --baseline trace without a sidecar, the range that marks one decode step [default: "
                    "cycle, then decode].")
-@click.option("--baseline-ms", type=_Finite(),
+@click.option("--baseline-ms", type=_Finite(), metavar="MS",
               help="The plain-decode step time in ms, for the economics.")
 @click.option("--steps", type=click.IntRange(0, MAX_STEPS), metavar="K",
               help="Draft steps per cycle, when the traced command line does not say (a cycle accepts at most "
@@ -313,12 +360,13 @@ def runs_command(db_path, as_json):
               help="The HTML file to write.")
 @_analysis_options
 @_window_options
-@click.option("--baseline", "baseline_run",
+@click.option("--baseline", "baseline_run", metavar="RUN",
               help="A non-speculative run (run directory, sidecar or trace): its step time draws the economics "
                    "panel's break-even line.")
-@click.option("--baseline-ms", type=_Finite(),
+@click.option("--baseline-ms", type=_Finite(), metavar="MS",
               help="The plain-decode step time in ms, for the economics panel.")
-def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms):
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
+def report_command(run, output, categories_file, grouping, domains, no_cache, baseline_run, baseline_ms, quiet):
     """Write the HTML report of RUN: one self-contained file (docs/report.md).
 
     RUN is a run directory made by `specprof capture`, or an nsys SQLite export.
@@ -327,7 +375,7 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
     from specprof.analyzer.app.analyze import RunInputs
 
     _say(commands.write_report(run, output, _options(categories_file, grouping, domains, no_cache),
-                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms)))
+                               RunInputs(baseline_run=baseline_run, baseline_ms=baseline_ms), quiet=quiet))
 
 
 @main.command("sweep")
@@ -350,7 +398,7 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
                    "accept length.")
 @click.option("--extrapolate", is_flag=True,
               help="Recommend among every predicted step count, not only the measured ones.")
-@click.option("--baseline", "baseline_run",
+@click.option("--baseline", "baseline_run", metavar="RUN",
               help="A plain-decode run (run directory, sidecar or trace): the best K is stated against it, with its "
                    "interval [default: a K = 0 run among RUNS].")
 @click.option("--allow-mixed", is_flag=True,
@@ -415,7 +463,8 @@ def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains,
               help="Write the attributed timeline to FILE as a Perfetto trace (protobuf), for ui.perfetto.dev.")
 @_analysis_options
 @_window_options
-def export_command(trace, perfetto_file, categories_file, grouping, domains, no_cache):
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars on stderr.")
+def export_command(trace, perfetto_file, categories_file, grouping, domains, no_cache, quiet):
     """Export the attributed timeline of TRACE for a trace viewer (docs/perfetto.md).
 
     TRACE is an nsys SQLite export, a PyTorch-profiler (Kineto) trace, or a run directory made by `specprof
@@ -424,7 +473,7 @@ def export_command(trace, perfetto_file, categories_file, grouping, domains, no_
     """
     commands = _library()
 
-    _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache)))
+    _say(commands.export_trace(trace, perfetto_file, _options(categories_file, grouping, domains, no_cache), quiet))
 
 
 @main.group("cache")

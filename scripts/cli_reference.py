@@ -19,6 +19,12 @@ HEAD = """# Command-line reference
 Every `specprof` command's `--help`, generated from the CLI by `python3 scripts/cli_reference.py` (and checked
 by `tests/test_docs.py`: do not edit by hand). What the commands do, with examples: README.md and the pages
 each help names.
+
+Shell completion of the commands and their options (click's): the line for your shell, in its start-up file.
+
+    eval "$(_SPECPROF_COMPLETE=bash_source specprof)"    # bash: ~/.bashrc
+    eval "$(_SPECPROF_COMPLETE=zsh_source specprof)"     # zsh: ~/.zshrc
+    _SPECPROF_COMPLETE=fish_source specprof | source     # fish: ~/.config/fish/completions/specprof.fish
 """
 
 

@@ -38,8 +38,10 @@ def chromium():
 class Page:
     """A report opened in a fresh page, with what it said on the console and any dialog it opened."""
 
-    def __init__(self, browser, path: Path, width: int = 1500, height: int = 1000):
+    def __init__(self, browser, path: Path, width: int = 1500, height: int = 1000, init_script: str | None = None):
         self.page = browser.new_page(viewport={"width": width, "height": height})
+        if init_script:  # runs in the page before any of its own scripts
+            self.page.add_init_script(init_script)
         self.console: list[tuple[str, str]] = []
         self.errors: list[str] = []
         self.dialogs: list[str] = []

@@ -529,6 +529,115 @@ def test_an_empty_existing_directory_is_used(tools, workload, tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_force_never_deletes_a_server_log_no_manifest_lists(tools, workload, tmp_path):
+    # A server.log a user left in the folder (their own `... | tee RUN/server.log`) is not a capture's: --force
+    # deletes a server log only where a manifest there lists it, and refuses before anything runs otherwise.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "server.log").write_text("a user's own log")
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    line = _refused_one_line(forced, run_dir)
+    assert "holds server.log, which no manifest.json there lists" in line
+    assert tools.calls() == [] and (run_dir / "server.log").read_text() == "a user's own log"
+    # listed by a capture's manifest: that capture's, replaced by the next one's
+    (run_dir / "server.log").unlink()
+    _a_capture(tools, workload, run_dir)
+    assert read_manifest(run_dir)["files"]["server_log"] == "server.log"
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert forced.exit_code == 0, forced.output
+
+
+def test_force_with_a_manifest_nested_too_deep_reads_it_as_listing_nothing(tools, workload, tmp_path):
+    # json.loads raised RecursionError on it, which was not caught: a traceback, exit 1.
+    run_dir = tmp_path / "run"
+    _a_capture(tools, workload, run_dir)
+    (run_dir / "manifest.json").write_text("[" * 50_000)
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert "holds server.log, which no manifest.json there lists" in _refused_one_line(forced, run_dir)
+    assert (run_dir / "server.log").exists()
+
+
+def _outside(tmp_path) -> Path:
+    """A file outside the run directory that a link planted in it points at."""
+    target = tmp_path / "outside" / "precious.txt"
+    target.parent.mkdir(exist_ok=True)
+    target.write_text("a user's own, outside the run")
+    return target
+
+
+def test_a_link_planted_at_the_write_probe_is_never_written_through(tools, workload, tmp_path):
+    # The probe that checks the run directory can be written was `.specprof-write-test.<pid>`, written with a call
+    # that follows links: a link planted under that name truncated its target to 0 bytes.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    target = _outside(tmp_path)
+    for pid in {os.getpid(), os.getppid()}:
+        (run_dir / f".specprof-write-test.{pid}").symlink_to(target)
+    forced = invoke("--force", "--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert forced.exit_code == 0, forced.output
+    assert target.read_text() == "a user's own, outside the run"
+    assert (run_dir / f".specprof-write-test.{os.getpid()}").is_symlink()  # not ours: left alone
+
+
+PLANTING = """
+import os, sys
+run, target = sys.argv[1], sys.argv[2]
+for name in sys.argv[3:]:
+    os.symlink(target, os.path.join(run, name))
+"""
+
+
+@pytest.mark.parametrize("planted", ["manifest.json", "run.sqlite"])
+def test_links_the_workload_plants_in_the_run_directory_are_never_written_through(tools, workload, tmp_path,
+                                                                                   planted):
+    # The workload runs after the run directory was checked; a link it leaves under a name capture writes later
+    # (the manifest) or has nsys write (the export) is refused there: one line, exit 2, the target untouched.
+    run_dir = tmp_path / "run"
+    target = _outside(tmp_path)
+    planting = _script(tmp_path / "planting.py", PLANTING)
+    result = invoke("--no-tracer", "--nsys", tools.nsys, "-o", run_dir, "--", sys.executable, planting, run_dir,
+                    target, planted)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert target.read_text() == "a user's own, outside the run" and (run_dir / planted).is_symlink()
+    if planted == "manifest.json":
+        line = _refused_one_line(result, run_dir / "manifest.json")
+        assert "cannot write the manifest (a symbolic link, which specprof never writes through)" in line
+    else:
+        assert f"{run_dir / 'run.sqlite'} became a symbolic link during the run" in result.stderr
+        assert read_manifest(run_dir)["exit_codes"]["export"] is None
+        assert [c["argv"][0] for c in tools.calls()] == ["profile"]
+
+
+@pytest.mark.parametrize("where", ["server.log", ".bootstrap", ".bootstrap/sitecustomize.py"])
+def test_links_planted_after_the_check_are_never_written_through(tools, workload, tmp_path, monkeypatch, where):
+    # Planted between the run directory's check and the write (here: right after --force's deletions): refused in
+    # one line before the workload runs, the target untouched.
+    run_dir = tmp_path / "run"
+    _a_capture(tools, workload, run_dir)
+    target = _outside(tmp_path)
+    delete = capture._delete_owned
+
+    def delete_then_plant(*args):
+        delete(*args)
+        if where.startswith(".bootstrap/"):
+            (run_dir / ".bootstrap").mkdir(exist_ok=True)
+        (run_dir / where).symlink_to(target.parent if where == ".bootstrap" else target)
+
+    monkeypatch.setattr(capture, "_delete_owned", delete_then_plant)
+    forced = invoke("--force", "--preset", "reference", "--nsys", tools.nsys, "-o", run_dir, "--", *workload)
+    assert target.read_text() == "a user's own, outside the run"
+    assert [p.name for p in target.parent.iterdir()] == ["precious.txt"] and (run_dir / where).is_symlink()
+    assert [c["argv"][0] for c in tools.calls()].count("profile") == 1  # the first capture's only
+    if where == "server.log":
+        line = _refused_one_line(forced, run_dir / "server.log")
+        assert "cannot write the server log there (a symbolic link, which specprof never writes through)" in line
+    else:
+        line = _refused_one_line(forced, run_dir / ".bootstrap")
+        name = where.rpartition("/")[2]
+        assert f"cannot write the tracer's bootstrap folder ({name}: a symbolic link, which specprof never writes " \
+               "through)" in line
+
+
 # ------------------------------------------------------------------------------------------------ running
 
 

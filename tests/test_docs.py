@@ -43,6 +43,30 @@ def test_the_cli_reference_is_the_clis_help():
         "docs/cli.md is out of date: run python3 scripts/cli_reference.py"
 
 
+def test_the_help_prints_no_broken_range():
+    # click writes an open range as `x<=None`, and a count's 64-bit ceiling as `0<=x<=4611686018427387904`
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts" / "cli_reference.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    text = reference.render()
+    assert "None]" not in text and "4611686018427387904" not in text and "--baseline-ms MS " in text
+    assert "--skip-warmup N               Leave out the first N cycles of each process (the cycle window N:).  [x>=0]" \
+        in text
+
+
+def test_shell_completion_works_as_documented():
+    # docs/cli.md's lines turn click's completion on; asked as bash asks, it completes an option of analyze
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert 'eval "$(_SPECPROF_COMPLETE=bash_source specprof)"' in doc
+    env = {"_SPECPROF_COMPLETE": "bash_complete", "COMP_WORDS": "specprof analyze --baseline-m", "COMP_CWORD": "2"}
+    out = CliRunner().invoke(main, [], prog_name="specprof", env=env)
+    assert out.exit_code == 0 and out.output.splitlines() == ["plain,--baseline-ms"], out.output
+    out = CliRunner().invoke(main, [], prog_name="specprof", env={**env, "_SPECPROF_COMPLETE": "bash_source"})
+    assert "_specprof_completion()" in out.output
+
+
 def test_readme_links_resolve():
     readme = (ROOT / "README.md").read_text()
     for target in re.findall(r"\]\(([^)#]+)\)", readme):
@@ -51,11 +75,18 @@ def test_readme_links_resolve():
 
 
 def test_readme_commands_are_the_ci_ones():
+    # The setup command makes and uses a venv in the checkout (a system Python may refuse pip, PEP 668); CI runs it
+    # as written (scripts/readme_main: in a fresh copy of the checkout), then, in its own Python, exactly the
+    # README's test command.
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
+    setup = readme.split("\n## Setup", 1)[1]
+    first = next(line[4:] for line in setup.splitlines() if re.match(r"    \S", line))
+    assert first.startswith("python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/specprof analyze ")
+    assert "\n./scripts/readme_main\n" in ci
     test_command = "./scripts/test"
-    assert test_command in readme and ci.strip().splitlines()[-1] == test_command
-    assert "python3 -m pip install -e ." in readme and "python3 -m pip install -q -e ." in ci
+    assert f"\n    {test_command}\n" in readme and ci.strip().splitlines()[-1] == test_command
+    assert "python3 -m pip install -q -e ." in ci
 
 
 # Keys whose children are data (phase, category, reason names), not keys of the contract.

@@ -189,6 +189,25 @@ def test_numbers_that_are_not_finite_are_refused(args):
     assert result.exit_code == 2 and "is not a finite number" in result.output, result.output
 
 
+@pytest.mark.parametrize("command", [["analyze", str(K4)], ["report", str(K4)],
+                                     ["sweep", str(FIXTURES / "reference-k2"), str(K4)]], ids=lambda c: c[0])
+def test_a_baseline_that_is_not_there_names_what_baseline_takes(tmp_path, command):
+    # --baseline takes a run directory, a sidecar or a trace of any kind: the line says so, not "an nsys export"
+    nope = tmp_path / "nope"
+    result = CliRunner().invoke(main, [*command, "--baseline", str(nope), "-o" if command[0] == "report" else "--json",
+                                       *([str(tmp_path / "r.html")] if command[0] == "report" else [])])
+    assert_clean_error(result, nope, ["no such file or directory"])
+    assert "give the non-speculative run's directory, its sidecar (specprof-sidecar.*.jsonl), or its trace" in \
+        result.output
+
+
+@pytest.mark.parametrize("args, words", [(["--skip-warmup", "-1"], "-1 is not in the range x>=0"),
+                                         (["--show-cycles", str(2**63)], "is more than any trace holds")])
+def test_counts_out_of_range_say_the_range_the_help_shows(args, words):
+    result = CliRunner().invoke(main, ["analyze", str(K4), *args])
+    assert result.exit_code == 2 and words in result.output, result.output
+
+
 def _changed(tmp_path, *sql) -> str:
     path = tmp_path / "run.sqlite"
     shutil.copy(K4 / "run.sqlite", path)
@@ -248,3 +267,68 @@ def test_a_gz_that_is_not_gzip_says_so(tmp_path, shared_dir, name, body):
     assert_clean_error(run(p), p, ["not gzip-compressed"])
     lines = run(p).output
     assert "no GPU events" not in lines and "truncated" not in lines
+
+
+# -- a crash in native code (the console script's handler, analyzer/_scan.c fatal_line) ---------------------------
+# A workload that ends once specprof (its parent) is gone.
+_WAITING = "import os, time\nparent = os.getppid()\nwhile os.getppid() == parent:\n    time.sleep(0.05)\n"
+
+
+def _console_script_waiting(tmp_path):
+    """`python3 -m specprof capture --no-nsys` of a workload that waits: a console script that has set its handlers
+    (they are set first) and sits in Python code until a signal comes."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    pytest.importorskip("specprof.analyzer._scan")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONFAULTHANDLER", None)
+    child = subprocess.Popen([sys.executable, "-m", "specprof", "capture", "--no-nsys", "--no-tracer", "-o",
+                              str(tmp_path / "run"), "--", sys.executable, "-c", _WAITING],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "server.log").exists():  # made just before the workload starts
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate()
+        time.sleep(0.05)
+    return child
+
+
+@pytest.mark.parametrize("name", ["SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE"])
+def test_a_crash_in_native_code_names_its_signal_and_keeps_pythons_traceback(tmp_path, name):
+    # Every such signal was "a crash in native code, out of memory as a rule ... raise the limit": a memory bug
+    # (in the page reader, on a crafted file) would have been reported as a lack of memory.
+    import signal
+
+    from specprof.analyzer.cli import CRASH, FATAL_SIGNALS
+
+    child = _console_script_waiting(tmp_path)
+    signum = getattr(signal, name)
+    child.send_signal(signum)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == -signum, err  # ended by the signal, after the handlers it passed through
+    lines = err.splitlines()
+    assert lines[0] == CRASH.format(name=name, what=FATAL_SIGNALS[name]), err
+    assert "report it to specprof's maintainers" in lines[0] and "out of memory" not in err
+    # Python's faulthandler: the fatal error, then each thread's stack, this one's ending in the console script
+    assert lines[1].startswith("Fatal Python error: ") and "Current thread" in err, err
+    assert 'specprof/__main__.py", line' in err
+
+
+def test_a_crash_close_to_a_memory_limit_is_the_out_of_memory_line(tmp_path):
+    # A failed allocation that a library dereferenced is the same SIGSEGV; close to the address-space limit
+    # (here: set just above the process's size), it is one line, exit 2, as running out of memory is.
+    import resource
+    import signal
+
+    from specprof.analyzer.cli import NATIVE_OUT_OF_MEMORY
+
+    child = _console_script_waiting(tmp_path)
+    size = int(open(f"/proc/{child.pid}/statm").read().split()[0]) * resource.getpagesize()
+    resource.prlimit(child.pid, resource.RLIMIT_AS, (size + (64 << 20), resource.RLIM_INFINITY))
+    child.send_signal(signal.SIGSEGV)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 2 and err == NATIVE_OUT_OF_MEMORY + "\n", err

@@ -184,3 +184,68 @@ def test_ids_of_runs_deleted_by_hand_are_not_given_again(store, tmp_path):
     con.close()
     compared = CliRunner().invoke(main, ["compare", "@1", "@3", "--db", str(db)])
     assert compared.exit_code == 0, compared.output
+
+
+# -- JSON nested deeper than Python's parser goes: a RecursionError, once a traceback -----------------------------
+DEEP = "[" * 50_000
+
+
+def _run_copy(tmp_path):
+    """A copy of the reference-k2 run directory (its export, sidecar, ground truth, manifest and its twin's)."""
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "reference-k2", run)
+    return run
+
+
+def _sidecar(folder):
+    (path,) = folder.glob("specprof-sidecar.*.jsonl")
+    return path
+
+
+def _plant_line(path, number: int) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    lines[number - 1] = DEEP + "\n"
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("where", ["sidecar header", "sidecar line", "twin's sidecar line", "manifest",
+                                   "ground truth", "categories"])
+def test_json_nested_too_deep_is_one_line_naming_the_file(tmp_path, where):
+    run = _run_copy(tmp_path)
+    args = ["analyze", str(run), "-q", "--no-cache"]
+    if where == "sidecar header":
+        path = _sidecar(run)
+        _plant_line(path, 1)
+        words = [f"{path}: not a specprof sidecar (the first line is not JSON, nested too deep to read)"]
+    elif where == "sidecar line":
+        path = _sidecar(run)
+        _plant_line(path, 5)
+        words = [f"{path}:5: not valid JSON, nested too deep to read: the sidecar is damaged"]
+    elif where == "twin's sidecar line":
+        path = _sidecar(run / "no-nsys")
+        _plant_line(path, 7)
+        words = [f"{path}:7: not valid JSON, nested too deep to read: the sidecar is damaged"]
+    elif where == "manifest":
+        path = run / "manifest.json"
+        path.write_text(DEEP)
+        words = [f"{path}: not valid JSON, nested too deep to read: the run's manifest is damaged"]
+    elif where == "ground truth":
+        path = run / "ground_truth.json"
+        path.write_text(DEEP)
+        words = [f"{path}: JSON nested too deep to read: not a specprof ground-truth file"]
+    else:
+        path = tmp_path / "categories.toml"
+        path.write_text("[[rule]]\ncategory = \"x\"\npattern = " + DEEP + "\n")
+        args += ["--categories", str(path)]
+        words = [f"{path}: not valid TOML (nested too deep to read)"]
+    one_line(CliRunner().invoke(main, args), *words)
+
+
+def test_a_last_sidecar_line_nested_too_deep_and_cut_is_left_out_with_a_note(tmp_path):
+    # A process killed in the middle of its last write: the cut line is left out, as any cut last line is.
+    from specprof.analyzer.readers.sidecar import read_sidecars
+
+    path = _sidecar(_run_copy(tmp_path))
+    path.write_bytes(path.read_bytes() + DEEP.encode())  # no newline: the line was cut
+    sidecars = read_sidecars([str(path)])
+    assert any("the last line is cut off" in n for n in sidecars.notes)

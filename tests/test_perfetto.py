@@ -137,3 +137,38 @@ def test_an_unwritable_file_is_one_clear_error(tmp_path):
     result = CliRunner().invoke(main, ["export", str(FIXTURES / "reference-k2"), "--perfetto",
                                        str(blocked / "t.pftrace"), "--no-cache"])
     assert result.exit_code == 2 and "cannot write the Perfetto trace" in result.output
+
+
+def test_export_shows_progress_as_analyze_does(tmp_path, monkeypatch):
+    # Building the tracks and writing the file are steps of their own (after the trace's reading and attribution):
+    # on a terminal, each draws a bar once it has taken DELAY_S (0 here); --quiet draws none.
+    import io
+
+    from specprof.analyzer import progress
+    from specprof.analyzer.app import commands
+
+    steps = []
+
+    def record(event, name, info):
+        steps.append((event, name, info.get("total")))
+
+    out = io.StringIO()
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "wanted", lambda quiet, stream=None: not quiet)  # stderr as a terminal
+    progress.enable(False, out)
+    progress.listen(record)
+    try:
+        commands.export_trace(str(FIXTURES / "reference-k2"), str(tmp_path / "t.pftrace"), Options(cache=False))
+        drawn = out.getvalue()
+        out.seek(0)
+        out.truncate()
+        commands.export_trace(str(FIXTURES / "reference-k2"), str(tmp_path / "q.pftrace"), Options(cache=False),
+                              quiet=True)
+    finally:
+        progress.unlisten(record)
+        progress.enable(False, progress.sys.stderr)
+    _, slices = read(tmp_path / "t.pftrace")
+    starts = [(name, total) for event, name, total in steps if event == "start"]
+    assert ("building the Perfetto tracks", None) in starts and ("writing the Perfetto trace", 2 * len(slices)) in starts
+    assert "specprof: writing the Perfetto trace [" in drawn and drawn.endswith("\n")
+    assert out.getvalue() == ""

@@ -45,16 +45,18 @@ def test_the_economics_panel_draws_the_intervals(report):
     # the verdict badge and the tile: 1.46x (1.40-1.52), as the terminal words it
     assert got["badge"] == f"speculation wins ×{head['speedup']:.2f} ({lo:.2f}–{hi:.2f})"
     assert f"(95% CI {lo:.2f}–{hi:.2f})" in got["tile"]
-    # the table: every figure with its interval, the JSON's numbers
-    header, first, _ = got["table"]
-    assert header[1:6] == ["cycle ms (95% CI)", "accept len (95% CI)", "tokens/s (95% CI)", "speedup (95% CI)",
-                           "break-even (95% CI)"]
+    # the table: a column per source, a row per figure, each with its interval: the JSON's numbers
+    header, *rows = got["table"]
+    assert header == ["", *(e["source"] for e in econ["estimates"])]
+    assert [r[0] for r in rows][:5] == ["cycle ms (95% CI)", "accept len (95% CI)", "tokens/s (95% CI)",
+                                        "speedup (95% CI)", "break-even (95% CI)"]
+    first = {r[0]: r[1] for r in rows}
     c_lo, c_hi = head["cycle_ms_ci"]
     b_lo, b_hi = head["break_even_accept_len_ci"]
-    assert first[1] == f"{head['cycle_ms']:.3f} ({c_lo:.3f}–{c_hi:.3f})"
-    assert first[4] == f"×{head['speedup']:.2f} ({lo:.2f}–{hi:.2f})"
-    assert first[5] == f"{head['break_even_accept_len']:.3f} ({b_lo:.3f}–{b_hi:.3f})"
-    assert "(" in first[2] and "(" in first[3]
+    assert first["cycle ms (95% CI)"] == f"{head['cycle_ms']:.3f} ({c_lo:.3f}–{c_hi:.3f})"
+    assert first["speedup (95% CI)"] == f"×{head['speedup']:.2f} ({lo:.2f}–{hi:.2f})"
+    assert first["break-even (95% CI)"] == f"{head['break_even_accept_len']:.3f} ({b_lo:.3f}–{b_hi:.3f})"
+    assert "(" in first["accept len (95% CI)"] and "(" in first["tokens/s (95% CI)"]
     # the chart: error bars on each measurement (cycle and accept length), and the break-even line's band
     marker = next(t for t in got["traces"] if t["name"] == head["source"])
     assert marker["ex"][0] == pytest.approx(c_hi - head["cycle_ms"], abs=2e-3)

@@ -8,6 +8,7 @@ element, an <img onerror>, an <svg onload>, a template placeholder, U+2028) come
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -28,8 +29,8 @@ from browser import Page, chromium
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
-PANELS = ("timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics")
-PLOTS = ("timeline", "phase-bars", "cycle-series", "cycle-hist")
+PANELS = ("breakdown", "timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics")
+PLOTS = ("breakdown-chart", "timeline", "phase-bars", "cycle-series", "cycle-hist")
 
 HOSTILE_KERNEL = "</script><script>alert(1)</script><img src=x onerror=alert(2)>{{DATA}}\u2028<!--k"
 HOSTILE_RANGE = "<img src=x onerror=alert(3)>draft_extend"
@@ -325,10 +326,45 @@ def test_economics_chart_titles_are_whole_and_clear_of_the_legend(browser, econo
     for item in got["legend"]:
         assert _inside(item, got["svg"]), item
         assert not _overlap(item, x) and not _overlap(item, y), (item, x, y)
-    # the table names the column for what it is: the break-even is within K + 1 tokens per cycle
+    # the table names the row for what it is: the break-even is within K + 1 tokens per cycle
     head, *rows = got["table"]
-    assert head[-2:] == ["K", "break-even ≤ K+1"] and "can pay" not in " ".join(head)
-    assert [r[-2:] for r in rows] == [["4", "yes"], ["4", "yes"]]
+    assert [r[0] for r in rows][-2:] == ["K", "break-even ≤ K+1"] and "can pay" not in str(rows)
+    assert [r[1:] for r in rows][-2:] == [["4", "4"], ["yes", "yes"]]
+
+
+BREAKDOWN = "[...document.querySelectorAll('#breakdown table.grid tr')].map(r => [...r.cells].map(c => c.textContent))"
+
+
+def _terminal_breakdown(text: str) -> list[list[str]]:
+    """The terminal's "Where a decode cycle goes" table, cell by cell."""
+    lines = text.split("\nWhere a decode cycle goes", 1)[1].splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("phase "))
+    rows = [lines[head]] + list(itertools.takewhile(lambda line: line and not line.startswith(" "), lines[head + 2:]))
+    return [re.split(r"\s{2,}", line.strip()) for line in rows]
+
+
+@pytest.mark.parametrize("run, args", [("reference-k4", ["--baseline", str(FIXTURES / "reference-k0")]),
+                                       ("sglang-dense-k3", []), ("reference-k4-tp2", [])],
+                         ids=["k4-baseline", "dense-k3-no-nsys-twin", "k4-tp2-ranks"])
+def test_the_breakdown_panel_is_the_terminals_table(browser, tmp_path, run, args):
+    # the first panel after the header: the terminal's first table, every cell the same (ms per cycle and share,
+    # under nsys and, with a twin without the profiler, without it)
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["analyze", str(FIXTURES / run), *args, "--html", str(out), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    terminal = _terminal_breakdown(result.stdout)
+    p = Page(browser, out, width=1400)
+    assert p.page.evaluate(BREAKDOWN) == terminal
+    assert p.page.evaluate("document.querySelector('main > section').id") == "panel-breakdown"
+    bars = p.page.evaluate("document.getElementById('breakdown-chart').data.map(t => [t.name, t.y, t.x])")
+    if run == "sglang-dense-k3":
+        assert terminal[0][-3:] == ["without nsys ms", "ratio", "share without"]
+        verify = next(b for b in bars if b[0] == "verify")
+        assert verify[1] == ["without nsys", "under nsys"]
+        assert [f"{x:.3f}" for x in verify[2]] == [r[5:6] + r[1:2] for r in terminal if r[0] == "verify"][0]
+    if run == "reference-k4-tp2":  # a cycle without nsys, but no phase's events there: no column, as the terminal
+        assert "ratio" not in terminal[0] and all(b[1] == ["under nsys"] for b in bars)
+    assert p.console_errors() == []
 
 
 def test_report_without_cycles_or_ranges(browser, tmp_path, shared_dir):
@@ -356,3 +392,67 @@ def test_tiny_capture_embeds_plain_json(browser, tmp_path, shared_dir):
     p = Page(browser, out)
     assert p.console_errors() == [] and p.dialogs == []
     assert p.page.locator("#timeline .main-svg").count() >= 1
+
+
+def _gzip_vectors() -> dict[str, tuple[bytes, bytes]]:
+    """name -> (gzip member, what it holds): every kind of deflate block, a header with a file name, and the
+    data block of a real report."""
+    import base64
+    import gzip
+    import io
+    import random
+
+    rng = random.Random(41)
+    text = json.dumps({"ops": [rng.randrange(10 ** 9) for _ in range(20_000)]}).encode()
+    named = io.BytesIO()
+    with gzip.GzipFile(filename="data.json", mode="wb", fileobj=named, mtime=0) as fh:
+        fh.write(text)
+    page = html.render(Analysis(attribute(load_trace(str(K4)))))
+    body = re.search(r'<script type="application/gzip;base64" id="specprof-data">(.*?)</script>', page, re.S).group(1)
+    real = base64.b64decode(body)
+    return {
+        "empty": (gzip.compress(b"", mtime=0), b""),
+        "fixed codes": (gzip.compress(b"hello, hello, hello", mtime=0), b"hello, hello, hello"),
+        "stored blocks": (gzip.compress(text, compresslevel=0, mtime=0), text),
+        "long overlapping copies": (gzip.compress(b"ab" * 100_000, compresslevel=1, mtime=0), b"ab" * 100_000),
+        "incompressible": (gzip.compress(bytes(rng.randrange(256) for _ in range(70_000)), mtime=0), None),
+        "dynamic codes, level 9": (gzip.compress(text, compresslevel=9, mtime=0), text),
+        "a file name in the header": (named.getvalue(), text),
+        "a real report's data block": (real, gzip.decompress(real)),
+    }
+
+
+GUNZIP = """([packed, expected]) => {
+  const bin = atob(packed), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  const out = gunzip(bytes);
+  let s = ''; for (let i = 0; i < out.length; i++) s += String.fromCharCode(out[i]);
+  return btoa(s) === expected;
+}"""
+
+
+def test_the_pages_inflate_agrees_with_python_gzip(browser):
+    # The page inflates its gzip'd data block itself (synchronously, so that every chart is drawn by the load
+    # event): main.js's gunzip, run in Chromium on each kind of deflate block, against Python's gzip.
+    import base64
+    import gzip
+
+    source = html._resource("report/main.js")
+    code = source[source.index("function gunzip(src) {"):]
+    code = code[:code.index("\n}\n") + 3]
+    page = browser.new_page()
+    try:
+        page.add_script_tag(content=code)
+        for name, (packed, raw) in _gzip_vectors().items():
+            raw = gzip.decompress(packed) if raw is None else raw
+            args = [base64.b64encode(packed).decode(), base64.b64encode(raw).decode()]
+            assert page.evaluate(GUNZIP, args), name
+        damaged = bytearray(gzip.compress(b"x" * 5000, mtime=0))
+        damaged[12] ^= 0xFF
+        got = page.evaluate("""(packed) => { const bin = atob(packed), b = new Uint8Array(bin.length);
+            for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+            try { gunzip(b); return 'no error'; } catch (e) { return e.message; } }""",
+                            base64.b64encode(bytes(damaged[:40])).decode())
+        assert got.startswith("the report's data block is damaged"), got
+    finally:
+        page.close()

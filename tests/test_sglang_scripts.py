@@ -72,7 +72,8 @@ args = serve.parse_args(sys.argv[1:])
 os.makedirs(args.run_dir)
 for name in ("manifest.json", "server.log", "specprof-sidecar.vm.1.jsonl"):
     open(os.path.join(args.run_dir, name), "w").write("{}")
-json.dump({"server_argv": serve.server_argv(args), "no_nsys": args.no_nsys}, open(os.path.join(args.run_dir, "client.json"), "w"))
+json.dump({"server_argv": serve.server_argv(args), "no_nsys": args.no_nsys, "capture_cycles": args.capture_cycles,
+           "ramp": args.ramp, "new_tokens": args.new_tokens}, open(os.path.join(args.run_dir, "client.json"), "w"))
 first = os.path.join(os.environ["RUNS_HOME"], ".fake-first-done")  # FAKE_FIRST_SECONDS: the hold's first launch
 if os.environ.get("FAKE_FIRST_SECONDS") and not os.path.exists(first):
     open(first, "w").close()
@@ -271,3 +272,111 @@ def test_only_some_configurations_of_a_plan(tmp_path):
     assert [(x["run"], x["position"]) for x in launches] == [
         ("sglang-dense-k3", 4), ("sglang-dense-k6", 6), ("sglang-dense-k3/no-nsys", 10),
         ("sglang-dense-k6/no-nsys", 12)]
+
+
+def test_the_ramp_plan(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (runs / "model-moe").mkdir()
+    (runs / "model-moe" / "model.json").write_text('{"shape": "moe"}')
+    (runs / ".server_help").write_text("--cuda-graph-bs\n--skip-server-warmup\n--disable-prefill-cuda-graph\n"
+                                       "--moe-runner-backend\n")
+    done = call(env, tmp_path / "out", "ramp")
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [f"sglang-ramp-{shape}-{config}" for shape in ("dense", "moe") for config in ("plain", "k2", "adaptive")]
+    assert [x["run"] for x in launches_of(runs)] == [run for name in names for run in (name, f"{name}/no-nsys")]
+    windows = {"plain": "0:150", "k2": "0:88", "adaptive": "0:96"}
+    for name in names:
+        for sub, nsys in ((runs / name, True), (runs / name / "no-nsys", False)):
+            client = json.loads((sub / "client.json").read_text())
+            argv = client["server_argv"]
+            assert client["no_nsys"] != nsys and client["ramp"] == [1, 2, 4, 8, 16] and client["new_tokens"] == 32
+            assert client["capture_cycles"] == windows[name.rsplit("-", 1)[1]]
+            graphs = argv.index("--cuda-graph-bs")
+            assert argv[graphs + 1:graphs + 6] == ["1", "2", "4", "8", "16"]
+            assert argv[argv.index("--cuda-graph-max-bs") + 1] == "16"
+            assert "--disable-prefill-cuda-graph" in argv and "--skip-server-warmup" in argv
+            assert ("--moe-runner-backend" in argv) == ("-moe-" in name)
+            assert ("--speculative-adaptive" in argv) == name.endswith("adaptive")
+            if name.endswith("adaptive"):
+                config = argv[argv.index("--speculative-adaptive-config") + 1]
+                assert config == str(SCRIPTS / "adaptive_ramp.json")
+                assert argv[argv.index("--speculative-num-steps") + 1] == "3"
+
+
+def test_the_ramp_adaptive_config_is_sglangs_format_with_steps_by_batch_size():
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    params = AdaptiveSpeculativeParams(initial_steps=3, cfg_path=str(SCRIPTS / "adaptive_ramp.json"))
+    params.set_cuda_graph_bs([1, 2, 4, 8, 16])  # the ramp's CUDA graphs: a batch is padded to the next one
+    assert [params.get_steps_for_batch(bs) for bs in range(1, 17)] == [3] * 2 + [2] * 6 + [0] * 8
+    assert params.candidate_steps == [0, 2, 3]
+
+
+class FakeServer:
+    """Answers /generate with `new_tokens` ids, counting requests and the most answered at once; after `stop_after`
+    requests it writes a capture stop record into the run folder's sidecar (as the tracer does when the window
+    closes)."""
+
+    def __init__(self, sidecar, stop_after: int):
+        import http.server
+        import threading
+
+        self.seen, self.busy, self.most = [], 0, 0
+        lock, server = threading.Lock(), self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                import time
+
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    server.seen.append(body)
+                    server.busy += 1
+                    server.most = max(server.most, server.busy)
+                    if len(server.seen) == stop_after:
+                        with open(sidecar, "a") as fh:
+                            fh.write('{"type":"capture","event":"stop","after_cycle":9,"decode_cycles":9,"ns":1}\n')
+                time.sleep(0.4)
+                with lock:
+                    server.busy -= 1
+                n = body["sampling_params"]["max_new_tokens"]
+                data = json.dumps({"output_ids": list(range(n)), "meta_info": {"spec_verify_ct": 1}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.port = self.http.server_address[1]
+
+
+def test_the_ramp_workload_sends_each_level_at_once_then_closes_an_open_window(tmp_path):
+    serve = load("serve")
+    run = tmp_path / "run"
+    run.mkdir()
+    sidecar = run / "specprof-sidecar.vm.1.jsonl"
+    sidecar.write_text('{"type":"header"}\n{"type":"capture","event":"start","after_cycle":null,"decode_cycles":0,'
+                       '"ns":1}\n')
+    server = FakeServer(sidecar, stop_after=31 + 3)  # the window closes on the third request after the ramp
+    args = serve.parse_args([str(run), "--model", "m", "--steps", "3", "--adaptive", "c.json", "--ramp", "1,2,4,8,16",
+                             "--new-tokens", "32", "--capture-cycles", "0:80", "--port", str(server.port)])
+    record: dict = {}
+    serve.workload(args, record)
+    server.http.shutdown()
+    assert [(x["concurrency"], x["requests"]) for x in record["levels"]] == [
+        (1, [0, 1]), (2, [1, 3]), (4, [3, 7]), (8, [7, 15]), (16, [15, 31])]
+    assert server.most == 16 and record["window_fill"] == 3
+    assert [len(b["input_ids"]) for b in server.seen] == [41] * 34
+    assert [b["sampling_params"]["max_new_tokens"] for b in server.seen] == [32] * 31 + [8] * 3
+    assert len(record["responses"]) == 31 and record["output_tokens"] == 31 * 32
+    assert not serve.window_open(str(run))
+    # without a window left open, nothing more is sent
+    server = FakeServer(sidecar, stop_after=0)
+    args.port = server.port
+    serve.workload(args, record)
+    server.http.shutdown()
+    assert record["window_fill"] == 0 and len(server.seen) == 31

@@ -185,6 +185,24 @@ def test_dropped_records_are_said(tmp_path):
     assert any("dropped 12" in n for n in s.notes)
 
 
+def test_without_a_footer_the_headers_count_of_dropped_records_is_said(tmp_path):
+    # A copy of a real capture's sidecar as a tracer leaves it when its process is killed while its writes fail:
+    # no footer, and the header's running count (rewritten in place at each flush, tracer/sidecar.py).
+    lines = (FIXTURES / "reference-k4" / "specprof-sidecar.vm.494.jsonl").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n")
+    assert json.loads(lines[-1])["type"] == "footer" and '"dropped"' not in header
+    path = tmp_path / "specprof-sidecar.vm.494.jsonl"
+    path.write_text(header[:-1] + ',"dropped":37                  }\n' + "".join(lines[1:-1]))
+    s = read_sidecars([str(path)])
+    assert s.files["dropped"].to_list() == [37] and s.files["complete"].to_list() == [False]
+    assert f"{path}: the tracer had dropped 37 records by its last flush (its queue was full or a write of the " \
+           "sidecar failed; the count in its header)" in s.notes
+    result = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k4" / "run.sqlite"), "--sidecar",
+                                       str(path), "--json", "-q", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert any("had dropped 37 records" in n for n in json.loads(result.stdout)["crosscheck"]["notes"])
+
+
 def test_cli_bad_sidecar_exits_2_with_one_line(tmp_path):
     bad = write(tmp_path, ["garbage"])
     result = CliRunner().invoke(main, ["analyze", str(FIXTURES / "reference-k4" / "run.sqlite"), "--sidecar", bad])

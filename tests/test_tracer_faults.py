@@ -8,6 +8,7 @@ tracer cannot know whether it took effect, and never pops twice.)"""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import types
 
@@ -18,7 +19,7 @@ from specprof.tracer.presets import sglang as sglang_preset
 from specprof.tracer.targets import Target
 from specprof.tracer.session import TracingSession
 from test_tracer_steps_window_events import PlainBatch, PlainWorker
-from tracer_helpers import FakeClock, RecordingNvtx, of_type, read_sidecar
+from tracer_helpers import FakeClock, RecordingNvtx, of_type, read_sidecar, sidecar_files
 
 CYCLES = 6
 
@@ -181,3 +182,81 @@ def test_a_clock_fault_at_the_session_start_still_writes_the_sidecar(tmp_path):
         records, nvtx, calls, _ = _run(tmp_path / f"{k}", "clock", k)
         assert records[0]["type"] == "header" and len(of_type(records, "cycle")) == CYCLES
         assert records[-1]["tracer_faults"] == 1
+
+
+# -- a sidecar write that fails: a real file-size limit (RLIMIT_FSIZE), then lifted -------------------------------
+_FSIZE_CHILD = '''
+import json, os, resource, signal, sys
+import fake_engine
+from specprof.tracer.session import TracingSession
+
+assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN  # Python's: a write past the limit fails with EFBIG
+# The flusher never runs on its own: each write is a flush the test makes.
+session = TracingSession(fake_engine.preset_for("fake_engine"), sys.argv[1], flush_interval_s=3600)
+session.activate()
+scheduler = fake_engine.ReferenceScheduler(fake_engine.ReferenceWorker())
+scheduler.run(fake_engine.Batch(2), cycles=3)
+session.flush()
+path = session.sidecar.path
+size = os.path.getsize(path)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, hard))  # the next write is cut by the limit
+scheduler.run(fake_engine.Batch(2), cycles=20)
+session.flush()
+failed = dict(dropped=session.sidecar.dropped, failed_writes=getattr(session.sidecar, "failed_writes", None),
+              size=os.path.getsize(path), limit=size + 100, header=open(path).readline())
+if sys.argv[2] == "killed":  # the process ends without its footer while writes still fail
+    print(json.dumps(failed), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # writes work again
+scheduler.run(fake_engine.Batch(2), cycles=3)
+session.close()
+print(json.dumps(failed))
+'''
+
+
+def _fsize_run(tmp_path, how: str):
+    from tracer_helpers import run_python
+
+    done = run_python(_FSIZE_CHILD.replace("sys.argv[1]", repr(str(tmp_path))).replace("sys.argv[2]", repr(how)))
+    if how == "killed":
+        assert done.returncode == -9, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_a_failed_sidecar_write_loses_only_its_records_and_recording_goes_on(tmp_path):
+    # Before: one failed write (disk full, a file-size limit) turned the sidecar off for the rest of the process,
+    # the file ended in a cut line without a footer, and the count of what was lost stayed in memory.
+    from specprof.analyzer.readers.sidecar import read_sidecars
+
+    failed, stderr = _fsize_run(tmp_path, "normal")
+    records = read_sidecar(tmp_path)  # every line whole JSON
+    assert records[0]["type"] == "header" and records[-1]["type"] == "footer"
+    assert failed["failed_writes"] == 1 and failed["dropped"] > 0
+    assert failed["size"] < failed["limit"]  # what the write managed before the limit was cut off again
+    assert "sidecar write failed" in stderr and "sidecar writes work again" in stderr
+    footer = records[-1]
+    assert footer["dropped"] == failed["dropped"] == records[0]["dropped"]  # the header's count, rewritten in place
+    assert footer["failed_writes"] == 1 and footer["reason"] == "exit"
+    indices = [c["index"] for c in of_type(records, "cycle")]
+    assert indices[:3] == [0, 1, 2] and indices[-3:] == [23, 24, 25]  # recording resumed after the failure
+    assert footer["cycles"] == len(indices) < 26
+    sidecars = read_sidecars(sidecar_files(tmp_path))
+    assert sidecars.files["dropped"].to_list() == [failed["dropped"]]
+    assert f"the tracer dropped {failed['dropped']} records (1 writes of the sidecar failed: a full disk or a " \
+           "file-size limit; or its queue was full)" in " ".join(sidecars.notes)
+
+
+def test_a_process_killed_while_writes_fail_leaves_its_count_of_dropped_records(tmp_path):
+    from specprof.analyzer.readers.sidecar import read_sidecars
+
+    failed, _ = _fsize_run(tmp_path, "killed")
+    records = read_sidecar(tmp_path)
+    assert records[0]["type"] == "header" and records[-1]["type"] != "footer"
+    # the header's count was rewritten in place, within the file's size: the limit did not stop it
+    assert records[0]["dropped"] == failed["dropped"] > 0
+    sidecars = read_sidecars(sidecar_files(tmp_path))
+    assert sidecars.files["dropped"].to_list() == [failed["dropped"]]
+    assert any(f"the tracer had dropped {failed['dropped']} records by its last flush" in n for n in sidecars.notes)

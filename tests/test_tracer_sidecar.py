@@ -105,6 +105,20 @@ def test_a_second_session_in_the_same_process_gets_its_own_file(traced, tmp_path
     )
 
 
+def test_a_link_planted_under_the_sidecars_name_is_never_written_through(traced, tmp_path):
+    target = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    target.write_text("a user's own")
+    host, pid = socket.gethostname(), os.getpid()
+    os.symlink(target, tmp_path / file_name(host, pid))
+    os.symlink(tmp_path / "nowhere", tmp_path / file_name(host, pid, 2))  # one that leads nowhere: not created
+    session, _ = traced()
+    fake_engine.ReferenceWorker().forward_batch_generation(Batch(1))
+    session.deactivate()
+    assert target.read_text() == "a user's own" and not (tmp_path / "nowhere").exists()
+    written = tmp_path / file_name(host, pid, 3)
+    assert not written.is_symlink() and json.loads(written.read_text().splitlines()[0])["type"] == "header"
+
+
 # -- accept counts -------------------------------------------------------------------------------------------
 def test_counts_one_iteration_late_are_matched_in_order(traced, tmp_path):
     counts = [[i % 4, (i * 7) % 5] for i in range(6)]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from specprof.analyzer import __version__
+from specprof.analyzer import safe_files
 from specprof.analyzer.errors import SpecprofError, clean
 from specprof.tracer import gpu_events, manifest, window
 
@@ -276,12 +277,17 @@ def _parse_extra(extra: str) -> tuple[str, ...]:
     return args
 
 
-# What --force may delete: regular files with these names, directly in the run directory (fnmatch patterns;
-# the manifest's list must name only these), and the bootstrap folder's sitecustomize.py with its bytecode.
-OWN_NAMES = (REPORT, QDSTRM, SQLITE, SERVER_LOG, manifest.MANIFEST)
-OWN_PATTERNS = (SIDECAR_GLOB, f"{STATS_PREFIX}_*.csv")
+# What --force may delete (docs/capture.md, docs/robustness.md): regular files directly in the run directory,
+# each only by one of these names. OWN_NAMES by name alone (the report, the export and the manifest every capture
+# writes); LISTED_NAMES and LISTED_PATTERNS (fnmatch) only where the run's manifest.json lists them: one present
+# that no manifest lists is someone else's, and --force refuses. The manifest may list nothing else. And the
+# bootstrap folder's sitecustomize.py with its bytecode.
+OWN_NAMES = (REPORT, QDSTRM, SQLITE, manifest.MANIFEST)
+LISTED_NAMES = (SERVER_LOG,)
+LISTED_PATTERNS = (SIDECAR_GLOB, f"{STATS_PREFIX}_*.csv")
 BOOTSTRAP_FILES = ("sitecustomize.py",)
 BOOTSTRAP_PYCACHE = ("sitecustomize.*.pyc",)
+MANIFEST_MAX_BYTES = 16 << 20  # a capture's manifest is a few KB
 
 
 def _refuse(run_dir: Path, what: str) -> SpecprofError:
@@ -289,19 +295,41 @@ def _refuse(run_dir: Path, what: str) -> SpecprofError:
                          "move it away or choose another -o DIR", str(run_dir))
 
 
+def _is_listed_name(name: str) -> bool:
+    return name in LISTED_NAMES or any(fnmatch.fnmatchcase(name, pattern) for pattern in LISTED_PATTERNS)
+
+
 def _is_own_name(name: str) -> bool:
-    return name in OWN_NAMES or any(fnmatch.fnmatchcase(name, pattern) for pattern in OWN_PATTERNS)
+    return name in OWN_NAMES or _is_listed_name(name)
+
+
+def _manifest_files(run_dir: Path) -> dict:
+    """The `files` of the run's manifest.json, read without following a link and only from a regular file; {}
+    when there is none or it cannot be read (JSON nested too deep included): it then lists nothing."""
+    try:
+        fd = os.open(run_dir / manifest.MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MANIFEST_MAX_BYTES + 1)
+        if len(data) > MANIFEST_MAX_BYTES:
+            return {}
+        files = json.loads(data.decode("utf-8")).get("files") or {}
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+        return {}
+    finally:
+        os.close(fd)
+    return files if isinstance(files, dict) else {}
 
 
 def _listed_names(run_dir: Path) -> set[str]:
     """The names the run's manifest.json lists as its files. Each must be a plain name a capture writes
     (no folder, no `..`, not absolute): anything else is refused, never followed."""
-    try:
-        files = json.loads((run_dir / manifest.MANIFEST).read_text()).get("files") or {}
-    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
-        files = {}
     listed: set[str] = set()
-    for key, value in files.items() if isinstance(files, dict) else ():
+    for key, value in _manifest_files(run_dir).items():
         if key == "server_log" and value != SERVER_LOG:
             continue  # a log the user put elsewhere (--server-log PATH): theirs, never deleted
         for name in value if isinstance(value, list) else [value]:
@@ -336,21 +364,23 @@ def _open_folder(path: str, dir_fd: int | None = None) -> int:
 
 def _owned_files(run_dir: Path) -> list[tuple[str, ...]]:
     """What --force deletes, as paths relative to the run directory: the regular files a capture writes, by
-    name (the fixed report, export and manifest names, and the sidecars and CSVs the manifest lists), and the
-    bootstrap folder's own files. A sidecar or CSV that no manifest lists is someone else's; a manifest
-    naming anything but a capture's file, or one of those names being a link or a folder: refused
-    (SpecprofError) before anything is deleted."""
-    listed = _listed_names(run_dir)
-    foreign = [path.name for path in sorted(run_dir.glob(SIDECAR_GLOB)) + sorted(run_dir.glob(f"{STATS_PREFIX}_*.csv"))
-               if path.name not in listed]
-    if foreign:
-        raise SpecprofError(
-            f"{run_dir} holds {', '.join(foreign)}, which no manifest.json there lists as a capture's own: "
-            "--force replaces only a capture's files; move them away or choose another -o DIR", str(run_dir))
+    name (the fixed report, export and manifest names, and the server log, sidecars and CSVs the manifest
+    lists), and the bootstrap folder's own files. A server log, sidecar or CSV that no manifest lists is someone
+    else's; a manifest naming anything but a capture's file, or one of those names being a link or a folder:
+    refused (SpecprofError) before anything is deleted."""
     owned: list[tuple[str, ...]] = []
     top = _open_folder(str(run_dir))
     try:
-        owned += [(name,) for name in _regular_files(top, set(OWN_NAMES) | listed, run_dir, "")]
+        owned += [(name,) for name in _regular_files(top, OWN_NAMES, run_dir, "")]  # the manifest not a link first
+        listed = _listed_names(run_dir)
+        present = [name for name in LISTED_NAMES if os.path.lexists(run_dir / name)]
+        present += [path.name for pattern in LISTED_PATTERNS for path in sorted(run_dir.glob(pattern))]
+        foreign = [name for name in present if name not in listed]
+        if foreign:
+            raise SpecprofError(
+                f"{run_dir} holds {', '.join(foreign)}, which no manifest.json there lists as a capture's own: "
+                "--force replaces only a capture's files; move them away or choose another -o DIR", str(run_dir))
+        owned += [(name,) for name in _regular_files(top, listed - set(OWN_NAMES), run_dir, "")]
         try:
             info = os.stat(BOOTSTRAP, dir_fd=top, follow_symlinks=False)
         except FileNotFoundError:
@@ -601,7 +631,7 @@ class _Tee:
 
     def __init__(self, path: Path):
         try:
-            self.file = open(path, "wb")
+            self.file = safe_files.created(path)  # a new file: a link at `path` is refused, never written through
         except OSError as exc:
             raise SpecprofError(f"{path}: cannot write the server log there ({exc.strerror}); choose another "
                                 "--server-log FILE", str(path)) from None
@@ -649,7 +679,13 @@ def _bootstrap(plan: Plan) -> Plan:
         plugin = importlib.import_module("specprof.tracer.plugin")
     except ImportError as exc:
         raise SpecprofError(f"the tracer cannot be loaded ({exc}); capture with --no-tracer instead") from exc
-    made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))
+    try:
+        made = Path(plugin.bootstrap_dir(plan.run_dir / BOOTSTRAP))
+    except OSError as exc:
+        name = os.path.basename(os.fspath(exc.filename or BOOTSTRAP))
+        raise SpecprofError(f"{plan.run_dir / BOOTSTRAP}: cannot write the tracer's bootstrap folder ({name}: "
+                            f"{exc.strerror or exc}); move it away, or capture with --no-tracer",
+                            str(plan.run_dir / BOOTSTRAP)) from None
     env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ, plan.gpu_time)
     return dataclasses.replace(plan, env=env)
 
@@ -677,9 +713,7 @@ def _prepare_run_dir(plan: Plan) -> None:
     try:
         plan.run_dir.mkdir(parents=True, exist_ok=True)
         _delete_owned(plan.run_dir, _owned_files(plan.run_dir))
-        probe = plan.run_dir / f".specprof-write-test.{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
+        safe_files.probe(plan.run_dir)
     except OSError as exc:
         raise SpecprofError(f"{plan.run_dir}: cannot write the run directory ({exc.strerror or exc}); "
                             "choose a writable -o DIR", str(plan.run_dir)) from None
@@ -774,6 +808,9 @@ def _post_process(plan: Plan, steps: _Steps, say: Callable[[str], None]) -> list
     if not report.exists():
         window = " (did the workload ever open the capture range?)" if plan.capture_range.mode else ""
         return [f"nsys wrote no report{window}; see nsys's output above"]
+    planted = _planted_link(plan.run_dir, SQLITE)
+    if planted:
+        return [planted]
     problem = steps.call("export", plan.export_argv(), plan.run_dir)
     if problem:
         return [problem]
@@ -783,10 +820,20 @@ def _post_process(plan: Plan, steps: _Steps, say: Callable[[str], None]) -> list
             "of a capture range or a normal exit, not when the workload is stopped by a signal; use a capture range"
         )
     if plan.nvidia_stats:
-        problem = steps.call("stats", plan.stats_argv(), plan.run_dir)
+        problem = _planted_link(plan.run_dir, f"{STATS_PREFIX}_{STATS_REPORT}.csv") \
+            or steps.call("stats", plan.stats_argv(), plan.run_dir)
         if problem:
             return [problem]
     return []
+
+
+def _planted_link(run_dir: Path, name: str) -> str | None:
+    """nsys writes its outputs itself, by name: a link put in the run directory under one of those names since it
+    was prepared would be written through, so that step does not run (the sentence for the error message)."""
+    if os.path.islink(run_dir / name):
+        return (f"{run_dir / name} became a symbolic link during the run; specprof never lets a write go through a "
+                f"link: it was not written")
+    return None
 
 
 def _convert_qdstrm(plan: Plan, steps: _Steps, say: Callable[[str], None]) -> str | None:
@@ -820,6 +867,7 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
     record = _facts(plan)
     problems: list[str] = []
     workload = None
+    written = ran = False
     with SignalRelay() as relay:
         steps = _Steps(names, relay)
         try:
@@ -834,15 +882,25 @@ def run(plan: Plan, say: Callable[[str], None] = _stderr) -> dict:
             problems = [workload] if workload else []
             if plan.nsys is not None:
                 problems += _post_process(plan, steps, say)
+            ran = True
         finally:
             record.update(end=_utc_now(), exit_codes=steps.codes, commands=steps.commands,
                           signals_forwarded=list(relay.seen), files=run_files(plan.run_dir, plan.server_log))
-            manifest.write(plan.run_dir, record)
+            try:
+                manifest.write(plan.run_dir, record)
+                written = True
+            except OSError as exc:
+                unwritten = f"{plan.run_dir / manifest.MANIFEST}: cannot write the manifest ({exc.strerror or exc})"
+                if ran:
+                    problems.insert(0, unwritten)
+                else:  # another error is on its way out: this one is said beside it
+                    say(f"error: {unwritten}")
     if problems:
         code = steps.codes["profile"]
         stopped = steps.stopped_by
         raise CaptureFailed(
-            "; ".join(problems) + f"; what was captured is kept in {plan.run_dir} (see {manifest.MANIFEST})",
+            "; ".join(problems) + f"; what was captured is kept in {plan.run_dir}"
+            + (f" (see {manifest.MANIFEST})" if written else ""),
             str(plan.run_dir),
             exit_code=128 + signal.Signals[stopped] if stopped else code if workload and 0 < code < 256 else 2,
         )

@@ -25,7 +25,8 @@ from typing import Callable
 class Cycle:
     """One traced cycle; `phases` holds the frames ([name, start_ns, end_ns]) opened inside it, in start order."""
 
-    __slots__ = ("index", "start_ns", "end_ns", "phases", "batch_size", "counts", "verified", "decode")
+    __slots__ = ("index", "start_ns", "end_ns", "phases", "batch_size", "steps", "draft_tokens", "counts",
+                 "verified", "decode")
 
     def __init__(self, index: int, start_ns: int, batch_size: int | None):
         self.index = index
@@ -33,6 +34,8 @@ class Cycle:
         self.end_ns: int | None = None
         self.phases: list[list] = []
         self.batch_size = batch_size
+        self.steps: int | None = None  # draft steps (K) the cycle's verify checked: 0 when the draft was skipped
+        self.draft_tokens: int | None = None  # tokens per request that verify scored (a chain: steps + 1)
         self.counts: list[int] | None = None
         self.verified = False  # a `verify` phase ended inside this cycle
         self.decode = False  # a `verify` or plain `decode` phase ended inside this cycle: a decode cycle
@@ -53,7 +56,8 @@ class Cycle:
         return (
             f'{{"type":"cycle","index":{self.index},"pid":{pid},"rank":{json_int(rank)},'
             f'"start_ns":{self.start_ns},"end_ns":{json_int(self.end_ns)},"phases":[{phases}],'
-            f'"batch_size":{json_int(self.batch_size)},"accept":{accept}}}'
+            f'"batch_size":{json_int(self.batch_size)},"steps":{json_int(self.steps)},'
+            f'"draft_tokens":{json_int(self.draft_tokens)},"accept":{accept}}}'
         )
 
     def record(self, pid: int, rank: int | None) -> dict:
@@ -74,6 +78,8 @@ class Cycle:
             "end_ns": self.end_ns,
             "phases": [[f[0], f[1], f[2]] for f in self.phases],
             "batch_size": self.batch_size,
+            "steps": self.steps,
+            "draft_tokens": self.draft_tokens,
             "accept": accept,
         }
 

@@ -14,6 +14,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from specprof.analyzer import safe_files
+
 SCHEMA = "specprof.run/1"
 MANIFEST = "manifest.json"
 
@@ -62,6 +64,8 @@ def host() -> str:
 
 
 def write(run_dir: Path, manifest: dict) -> Path:
+    """Writes `manifest.json` into `run_dir` as a new file renamed over the name (a link there is refused, never
+    written through: specprof.analyzer.safe_files)."""
     path = run_dir / MANIFEST
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    safe_files.replace(path, json.dumps(manifest, indent=2) + "\n")
     return path

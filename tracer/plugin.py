@@ -155,12 +155,19 @@ def bootstrap_dir(path: str) -> str:
     Use: `env["PYTHONPATH"] = bootstrap_dir(d) + os.pathsep + env.get("PYTHONPATH", "")`.
     The file also makes `specprof` importable from this installation (a checkout or site-packages) when the
     workload's Python does not find it on its own path.
+
+    Nothing is written through a link: `path` is made (its parents too, as named) or must be a folder, not a
+    link (OSError), and `sitecustomize.py` is a new file renamed into that folder, opened once
+    (specprof.analyzer.safe_files).
     """
     import specprof
+    from specprof.analyzer import safe_files
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(specprof.__file__)))
-    os.makedirs(path, exist_ok=True)
-    target = os.path.join(path, "sitecustomize.py")
-    with open(target, "w", encoding="utf-8") as handle:
-        handle.write(_SITECUSTOMIZE.format(root=root))
+    safe_files.make_folders(os.path.dirname(os.path.abspath(path)))
+    folder = safe_files.own_folder(path)
+    try:
+        safe_files.replace("sitecustomize.py", _SITECUSTOMIZE.format(root=root), dir_fd=folder)
+    finally:
+        os.close(folder)
     return str(path)

@@ -235,8 +235,9 @@ class Recorder:
                 state.stack = [f for f in stack if f is not frame]
         return end
 
-    def enter(self, phase: str, args: tuple, kwargs: dict) -> list | None:
-        """A phase (not `cycle`): inside this thread's open cycle, or a range of its own."""
+    def enter(self, phase: str, args: tuple, kwargs: dict, shape: "Callable | None" = None) -> list | None:
+        """A phase (not `cycle`): inside this thread's open cycle, or a range of its own. `shape` (a target's,
+        tracer/targets.py) gives the open cycle its `steps` and `draft_tokens`."""
         if not self.started:
             self._start(args)
         state = self._local
@@ -249,6 +250,13 @@ class Recorder:
             return None
         if cycle is not None:
             cycle.phases.append(frame)
+            if shape is not None:
+                try:
+                    read = shape(args, kwargs)
+                    if read is not None:
+                        cycle.steps, cycle.draft_tokens = read
+                except Exception:
+                    self.faults += 1
         return frame
 
     def exit(self, frame: list) -> None:
@@ -367,14 +375,17 @@ class Recorder:
             self.exit_cycle(cycle_frame)
 
 
-def range_wrapper(recorder: Recorder, phase: str, step: "Callable[[tuple, dict], str | None] | None" = None
-                  ) -> Callable[[Callable], Callable]:
+def range_wrapper(recorder: Recorder, phase: str, step: "Callable[[tuple, dict], str | None] | None" = None,
+                  shape: "Callable[[tuple, dict], tuple | None] | None" = None) -> Callable[[Callable], Callable]:
     """A `make_wrapper` for targets.patch_method: the method runs inside a `phase` range (with `step`, a step
-    target's `cycle` and phase ranges: Recorder.enter_step)."""
+    target's `cycle` and phase ranges: Recorder.enter_step; with `shape`, the phase also reads its cycle's
+    step count: Recorder.enter)."""
     if step is not None:
         enter, leave, phase = recorder.enter_step, recorder.exit_step, step
     elif phase == CYCLE:
         enter, leave = recorder.enter_cycle, recorder.exit_cycle
+    elif shape is not None:
+        enter, leave = functools.partial(recorder.enter, shape=shape), recorder.exit
     else:
         enter, leave = recorder.enter, recorder.exit
 

@@ -125,7 +125,7 @@ class TracingSession:
         if not self.active:
             return
         for target in self.preset.targets:
-            make = range_wrapper(self.recorder, target.phase, target.step)
+            make = range_wrapper(self.recorder, target.phase, target.step, target.shape)
             for candidate in target.candidates:
                 if candidate[0] == module:
                     ok, detail = patch_method(candidate, RANGE, make, self.patcher, import_module)

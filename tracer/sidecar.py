@@ -2,8 +2,15 @@
 
 The traced thread only appends to a bounded in-memory queue (`put`); a daemon thread turns the queue into JSON
 lines every `flush_interval_s` and writes them with one unbuffered write, so a killed process loses at most the
-last interval. When the queue is full a record is dropped and counted; the count is in the footer. Nothing here
-raises into the caller: an unwritable directory or a full disk turns the sidecar off with one warning.
+last interval. When the queue is full a record is dropped and counted. Nothing here raises into the caller.
+
+A write that fails (a full disk, a file-size limit) loses only the records it held: they are counted, the file
+is cut back to its last whole line, and the next flush writes again, so recording goes on once writes work
+again. The count of records lost so far is always in the file: the footer's `dropped` at close, and before that
+the header's own `dropped`, a fixed-width number rewritten in place at each flush (it never grows the file, so it
+is written even on a full disk) for a process that ends without its footer. The file is created new, never
+through a link (specprof.analyzer.safe_files). Only a file that cannot be created, or whose header cannot be
+written, turns the sidecar off, with one warning.
 
 `ExitFlush` closes the sidecar at normal exit (atexit) and flushes it on SIGTERM and SIGINT before the signal
 does what it would have done without us.
@@ -12,6 +19,7 @@ does what it would have done without us.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import logging
 import os
@@ -21,6 +29,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
+from specprof.analyzer import safe_files
 from specprof.tracer.cycles import Cycle, json_int, json_name
 
 SCHEMA = "specprof.sidecar/1"
@@ -54,6 +63,7 @@ class Sidecar:
     """A bounded queue of records and the thread that writes them. `rank` is set by whoever opens it."""
 
     CHUNK = 256
+    SLOT = 20  # the width of the header's running count of dropped records: any int64
 
     def __init__(
         self,
@@ -77,6 +87,15 @@ class Sidecar:
         self.rank: int | None = None
         self.dropped = 0
         self.cycles = 0
+        self.failed_writes = 0
+        self._reset_file()
+
+    def _reset_file(self) -> None:
+        self._size = 0  # bytes of whole lines in the file: where the next write goes
+        self._cut = False  # bytes of a failed write may lie beyond _size
+        self._slot: int | None = None  # the offset of the header's `dropped` digits
+        self._slot_value = 0  # the count written there
+        self._failing = False  # the last write failed (one warning for a run of failures)
 
     # -- the traced thread ---------------------------------------------------------------------------------
     def put(self, item: Any) -> None:
@@ -98,26 +117,31 @@ class Sidecar:
 
     # -- opening and closing -------------------------------------------------------------------------------
     def open(self, header: dict, first: list[dict] = ()) -> bool:
-        """Creates the file (never over an existing one), writes `header` and `first`, starts the flusher."""
+        """Creates the file (never over an existing one, never through a link), writes `header` (with its
+        running count of dropped records) and `first`, starts the flusher."""
         if self._state is not _NEW:
             return self._state is _OPEN
         try:
             out_dir = self._out_dir or os.getcwd()
-            os.makedirs(out_dir, exist_ok=True)
+            safe_files.make_folders(out_dir)
             host = socket.gethostname() or "localhost"
             self.pid = os.getpid()
             for session in range(1, 1000):
                 path = os.path.join(out_dir, file_name(host, self.pid, session))
                 try:
-                    self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+                    self._fd = safe_files.create(path, mode=0o644)
                     break
                 except FileExistsError:
                     continue
             else:
                 raise FileExistsError(f"{out_dir}: 999 sidecars of pid {self.pid} already")
             self.path = path
-            self._write_bytes("".join(_dumps(r) + "\n" for r in (header, *first)).encode())
+            head = _dumps(header)
+            prefix = head[:-1] + ("," if len(head) > 2 else "") + '"dropped":'
+            self._write((prefix + "0".ljust(self.SLOT) + "}\n" + "".join(_dumps(r) + "\n" for r in first)).encode())
+            self._slot = len(prefix.encode())
         except Exception as exc:
+            self._remove_unwritten()
             self._turn_off(f"cannot write the sidecar in {self._out_dir or os.getcwd()!r}: {exc}")
             return False
         self._state = _OPEN
@@ -137,9 +161,21 @@ class Sidecar:
             thread.join(timeout=2.0)
         if not self._locked(self._drain):
             return  # we interrupted our own write (a signal during close): the outer close finishes
+        self._locked(lambda: self._finish(footer))
+
+    def _finish(self, footer: dict | None) -> None:
+        if self._queue:  # what a failing write left queued
+            self.dropped += len(self._queue)
+            self._queue.clear()
         record = {"type": "footer", "dropped": self.dropped, "cycles": self.cycles}
+        if self.failed_writes:
+            record["failed_writes"] = self.failed_writes
         record.update(footer or {})
-        self._locked(lambda: self._write_bytes((_dumps(record) + "\n").encode()))
+        try:
+            self._write((_dumps(record) + "\n").encode())
+        except OSError:
+            self.failed_writes += 1  # no footer: the header's count stands for it
+        self._write_count()
         self._close_fd()
 
     def flush(self) -> None:
@@ -160,6 +196,8 @@ class Sidecar:
         self.pid = os.getpid()
         self.dropped = 0
         self.cycles = 0
+        self.failed_writes = 0
+        self._reset_file()
 
     # -- the flusher ---------------------------------------------------------------------------------------
     def _flush_loop(self) -> None:
@@ -183,7 +221,8 @@ class Sidecar:
         return True
 
     def _drain(self) -> None:
-        """Writes the queue out in chunks of at most CHUNK records (one write each): memory stays small."""
+        """Writes the queue out in chunks of at most CHUNK records (one write each): memory stays small. A chunk
+        whose write fails is counted as dropped, and the rest waits for the next flush."""
         queue = self._queue
         while queue and self._state is not _OFF:
             lines: list[str] = []
@@ -202,34 +241,100 @@ class Sidecar:
                 except Exception:
                     self.dropped += 1
             if not lines:
-                return
+                break
             if self._fd is None:
                 self.dropped += len(lines)
-                return
+                break
             try:
-                self._write_bytes(("\n".join(lines) + "\n").encode())
+                self._write(("\n".join(lines) + "\n").encode())
             except OSError as exc:
                 self.dropped += len(lines)
-                self._turn_off(f"sidecar write failed: {exc}")
-                return
+                self.failed_writes += 1
+                if not self._failing:
+                    self._failing = True
+                    logger.warning("specprof: sidecar write failed (%s); records are dropped and counted until "
+                                   "writes work again", exc)
+                break
+            if self._failing:
+                self._failing = False
+                logger.warning("specprof: sidecar writes work again (%d records dropped so far)", self.dropped)
             self.cycles += cycles
+        self._write_count()
 
-    def _write_bytes(self, data: bytes) -> None:
+    def _write(self, data: bytes) -> None:
+        """Writes `data` after the file's whole lines. When the write fails (OSError, raised), what it wrote of
+        `data` is cut off again: the file keeps whole lines only."""
+        offset = self._size
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, offset)
+                if written <= 0:
+                    raise OSError(errno.EIO, "nothing written")
+                offset += written
+                view = view[written:]
+        except OSError:
+            if offset > self._size:
+                self._cut = True
+                self._cut_back()
+            raise
+        self._size = offset
+        if self._cut:  # a cut that failed before: bytes of a failed write may lie beyond this one
+            self._cut_back()
+
+    def _cut_back(self) -> None:
+        try:
+            os.ftruncate(self._fd, self._size)
+            self._cut = False
+        except OSError:
+            pass
+
+    def _write_count(self) -> None:
+        """The header's count of dropped records, rewritten in place (the same width: never grows the file)."""
+        count = self.dropped
+        if self._slot is None or self._fd is None or count == self._slot_value:
+            return
+        digits = str(count).ljust(self.SLOT).encode()
+        if len(digits) != self.SLOT:
+            return
+        try:
+            if os.pwrite(self._fd, digits, self._slot) == self.SLOT:
+                self._slot_value = count
+        except OSError:
+            pass
+
+    def _remove_unwritten(self) -> None:
+        """Removes the file `open` created when its header could not be written (a file without a header is not
+        a sidecar: it would stop the analysis of the whole run)."""
+        fd, path = self._fd, self.path
+        if fd is None or path is None:
+            return
+        try:
+            mine = os.fstat(fd)
+            there = os.stat(path, follow_symlinks=False)
+            if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+                os.unlink(path)
+        except OSError:
+            pass
+        self.path = None
 
     def _turn_off(self, why: str) -> None:
         if self._state is not _OFF:
             logger.warning("specprof: %s; tracing goes on without a sidecar", why)
         self._state = _OFF
+        self.dropped += len(self._queue)
         self._queue.clear()
+        self._write_count()
         self._close_fd()
 
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
+            try:
+                if self._cut:
+                    os.ftruncate(fd, self._size)
+            except OSError:
+                pass
             try:
                 os.close(fd)
             except OSError:

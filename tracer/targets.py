@@ -43,11 +43,17 @@ class Target:
     (non-speculative) decode: called outside any traced cycle, it becomes a `cycle` range holding one range of
     the phase `step(args, kwargs)` names (`decode`, `prefill`; None: no range at all); called inside a traced
     cycle (a speculative worker's target forward), it is left untraced. `phase` names the target in reports.
-    `step` must read host values only."""
+    `step` must read host values only.
+
+    `shape`, when set, reads the shape of the work the phase runs from the call's arguments (self first), as
+    `(steps, draft_tokens)` (either may be None) or None, each time the phase opens inside a cycle; the cycle
+    keeps the last shape read (its `steps` and `draft_tokens`). It must read host values only (ints an engine
+    keeps on the host), never a tensor's data."""
 
     phase: str
     candidates: tuple[Candidate, ...]
     step: "Callable[[tuple, dict], str | None] | None" = None
+    shape: "Callable[[tuple, dict], tuple[int | None, int | None] | None] | None" = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import tempfile
 
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.errors import clean
@@ -86,9 +87,7 @@ def store(path: str, opts: dict, a: Attribution) -> None:
         try:
             files = write_tables(fd, {"ops_added": a.ops.select(added), **{t: getattr(a, t) for t in TABLES}})
             body = {"options": opts, "notes": a.notes, "category_parents": a.category_parents, "files": files}
-            with os.fdopen(os.open("analysis.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd),
-                           "w", encoding="utf-8") as fh:
-                json.dump({**body, "digest": _digest(body)}, fh)
+            safe_files.replace("analysis.json", json.dumps({**body, "digest": _digest(body)}), dir_fd=fd, mode=0o644)
         finally:
             os.close(fd)
         for old in os.listdir(folder):  # one analysis kept per export: the latest
@@ -146,18 +145,11 @@ def store_result(path: str, opts: dict, name: str, code: str, value: dict) -> No
         fd = os.open(_analysis_folder(folder, opts), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return
-    tmp = f"{name}.json.tmp-{os.getpid()}"
     try:
         body = {"options": opts, "code": code, "analysis": _analysis_digest(fd), "value": value}
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=fd), "w",
-                       encoding="utf-8") as fh:
-            json.dump({**body, "digest": _digest(body)}, fh)
-        os.replace(tmp, f"{name}.json", src_dir_fd=fd, dst_dir_fd=fd)
+        safe_files.replace(f"{name}.json", json.dumps({**body, "digest": _digest(body)}), dir_fd=fd, mode=0o644)
     except Exception:
-        try:
-            os.unlink(tmp, dir_fd=fd)
-        except OSError:
-            pass
+        pass
     finally:
         os.close(fd)
 

@@ -9,6 +9,7 @@ app/analysis_cache.py); Kineto traces are read each time.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 from specprof.analyzer import progress
@@ -50,6 +51,15 @@ class Options:
         return list(self.rules) or default_rules()
 
 
+def baseline_exists(path: str) -> str:
+    """`path` of --baseline, when it exists; one line naming what --baseline takes when it does not."""
+    if not os.path.exists(path):
+        raise SpecprofError(f"--baseline {path}: no such file or directory; give the non-speculative run's directory, "
+                            "its sidecar (specprof-sidecar.*.jsonl), or its trace (an nsys export or report, a Kineto "
+                            "trace)", path)
+    return path
+
+
 @dataclass(frozen=True)
 class RunInputs:
     """What the user gives besides the trace: the run's sidecars (default: the run directory's), the sidecars of
@@ -73,6 +83,8 @@ class RunInputs:
                                 "plain-decode step: give one of them")
         if self.baseline_ms is not None:
             given_step(self.baseline_ms)
+        if self.baseline_run is not None:
+            baseline_exists(self.baseline_run)
         return self
 
     def for_each_trace(self) -> RunInputs:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from specprof.analyzer import progress
 from specprof.analyzer.app import process_tasks, store
 from specprof.analyzer.app import traces as many
-from specprof.analyzer.app.analyze import Options, RunInputs
+from specprof.analyzer.app.analyze import Options, RunInputs, baseline_exists
 from specprof.analyzer.app.run import Run, baseline_step, open_run
 from specprof.analyzer.derived.compare import compare_charges, differences, workload
 from specprof.analyzer.derived.drafters import compare_drafters
@@ -72,8 +72,9 @@ def _several(traces: list[str], options: Options, inputs: RunInputs, outputs: ma
     return Output(text, said)
 
 
-def export_trace(path: str, perfetto_file: str, options: Options = Options()) -> Output:
+def export_trace(path: str, perfetto_file: str, options: Options = Options(), quiet: bool = False) -> Output:
     """`specprof export`: the attributed timeline of one trace (or run directory) as a Perfetto trace."""
+    progress.enable(progress.wanted(quiet))  # bars on stderr once the work has taken seconds, as `analyze`
     counts = perfetto.write(Run.load(path, options).attribution(), perfetto_file)
     return Output(stderr=[terminal.exported(perfetto_file, counts)])
 
@@ -84,8 +85,10 @@ def list_runs(db_path: str, as_json: bool = False) -> Output:
     return Output(json_render.runs(listed) if as_json else terminal.runs(listed, db_path))
 
 
-def write_report(run: str, output: str, options: Options = Options(), inputs: RunInputs = RunInputs()) -> Output:
+def write_report(run: str, output: str, options: Options = Options(), inputs: RunInputs = RunInputs(),
+                 quiet: bool = False) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
+    progress.enable(progress.wanted(quiet))
     a = Run.load(run, options, inputs).analysis()
     html.write(a, output, manifest=a.data.manifest)
     return Output(stderr=[terminal.report_written(output)])
@@ -155,7 +158,7 @@ def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = N
         for path in runs:
             yield path, open_run(path, options, db=db).sweep_input()
 
-    plain = baseline_step(baseline, None, options) if baseline else None
+    plain = baseline_step(baseline_exists(baseline), None, options) if baseline else None
     return fit_sweep(inputs(), list(steps), max_steps, list(accept), extrapolate, plain, allow_mixed)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from specprof.analyzer import __version__
+from specprof.analyzer import __version__, safe_files
 from specprof.analyzer.core import categories
 from specprof.analyzer.derived import views
 from specprof.analyzer.derived.analysis import Analysis
@@ -359,6 +359,8 @@ def connect(path: str, create: bool = True):
 
     if not create and not os.path.isfile(path):
         raise SpecprofError(f"{path}: no such results database (`specprof analyze ... --db {path}` makes one)", path)
+    if create:
+        _new_file(path)
     try:
         conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)
         conn.execute("PRAGMA foreign_keys = ON")
@@ -408,6 +410,23 @@ def _check_objects(conn, path: str, appending: bool) -> None:
 
 
 BUSY_S = 60  # how long a writer waits for another to finish its transaction
+
+
+def _new_file(path: str) -> None:
+    """A store that specprof writes is never reached through a link: a link at `path` is refused, and a new
+    store's file is created here (an empty file, which SQLite takes as an empty database) without following one
+    planted since (specprof.analyzer.safe_files.create), before SQLite opens it."""
+    try:
+        fd = safe_files.create(path)
+    except FileExistsError:
+        if os.path.islink(path):
+            raise SpecprofError(f"{path}: the results database is a symbolic link, which specprof never writes "
+                                "through; give the file itself", path) from None
+        return
+    except OSError as exc:
+        raise SpecprofError(f"{path}: the results database cannot be written ({exc.strerror}); give a --db file "
+                            "in a folder you can write", path) from None
+    os.close(fd)
 
 
 def _schema_version(db, path: str) -> str | None:
@@ -671,7 +690,7 @@ def stored_sweep_run(db, arg: str) -> SweepRun:
                             "store the run directory made by `specprof capture`")
     try:
         setup = json.loads(run["setup"]) if run["setup"] else None
-    except ValueError:
+    except (ValueError, RecursionError):
         setup = None
     acc = t["accepts"]
     twin = acc.filter(pl.col("twin").is_not_null()) if t["periods"] is not None else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from specprof.analyzer import progress
+from specprof.analyzer import progress, safe_files
 from specprof.analyzer.app import parallel, store
 from specprof.analyzer.app.analyze import Options, RunInputs
 from specprof.analyzer.app.run import Run
@@ -100,7 +100,7 @@ def produce(run: Run, outputs: Outputs, alone: bool = True, html_file: str | Non
         if folder:
             if not alone:  # a folder of its own; `analyze_all` names it once every trace's rank is known
                 folder = os.path.join(folder, ".partial-" + hashlib.sha1(run.path.encode()).hexdigest()[:16])
-            tables.write(a, folder, fmt)
+            tables.write(a, folder, fmt, own_folder=not alone)
             out.tables[fmt] = folder
     if html_file:
         html.write(a, html_file, manifest=a.data.manifest)
@@ -190,11 +190,22 @@ def input_name(path: str) -> str:
 
 
 def _move_tables(written: str, folder: str) -> None:
-    """Move the table files of `written` (a `.partial-*` folder of `produce`) into `folder`."""
-    os.makedirs(folder, exist_ok=True)
-    for name in os.listdir(written):
-        os.replace(os.path.join(written, name), os.path.join(folder, name))
-    os.rmdir(written)
+    """Move the table files of `written` (a `.partial-*` folder of `produce`) into `folder` (made, or an existing
+    folder; never through a link there, nor through one swapped in for `written`)."""
+    try:
+        source = safe_files.open_folder(written)
+        try:
+            target = safe_files.own_folder(folder)
+            try:
+                for name in os.listdir(source):
+                    os.replace(name, name, src_dir_fd=source, dst_dir_fd=target)
+            finally:
+                os.close(target)
+        finally:
+            os.close(source)
+        os.rmdir(written)
+    except OSError as exc:
+        raise SpecprofError(f"{folder}: cannot move the tables there ({exc.strerror})", folder) from None
 
 
 def summary(outs: list[TraceOutput]) -> pl.DataFrame:

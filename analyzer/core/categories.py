@@ -43,6 +43,8 @@ def _parse(text: str, source: str) -> list[Rule]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecprofError(f"{source}: not valid TOML ({exc})", source) from None
+    except RecursionError:
+        raise SpecprofError(f"{source}: not valid TOML (nested too deep to read)", source) from None
     rules = doc.get("rule", [])
     if not isinstance(rules, list):
         raise SpecprofError(f"{source}: `rule` must be an array of tables ([[rule]])", source)

@@ -4,11 +4,14 @@ the cross-check, the economics and the sweep take.
 Tables (integer ns; `file` is the position of the file in the list read):
 - `files`:   file, path, pid, rank, host, preset, argv (JSON text), dropped, unmatched_accepts, footer_reason,
              complete (a footer was found)
-- `cycles`:  file, pid, rank, index, start, end, batch_size, requests (accept counts received, null when none
-             arrived), correct (their sum), accept_len (correct / requests + 1: per request-round, the bonus
-             token included), verify (the cycle ran a `verify` phase: a speculative decode cycle; SGLang's v2
-             worker also runs prefill batches as cycles, without one), decode (the cycle ran `verify` or a plain
-             `decode` step: a decode cycle, speculative or not)
+- `cycles`:  file, pid, rank, index, start, end, batch_size, steps (the draft steps K the cycle's verify
+             checked, 0 when the draft was skipped; null for a cycle without verify and in sidecars written before
+             the tracer recorded it), draft_tokens (tokens per request its verify scored: K + 1 for a chain;
+             null likewise), requests (accept counts received, null when none arrived), correct (their sum),
+             accept_len (correct / requests + 1: per request-round, the bonus token included), verify (the cycle
+             ran a `verify` phase: a speculative decode cycle; SGLang's v2 worker also runs prefill batches as
+             cycles, without one), decode (the cycle ran `verify` or a plain `decode` step: a decode cycle,
+             speculative or not)
 - `phases`:  file, pid, cycle, name, start, end, in_cycle. Phases inside a cycle (in_cycle true, `cycle` is
              its index) and ranges of their own such as `accept` or `prefill` (in_cycle false, `cycle` is the
              index of the last cycle opened before them, as the tracer wrote it)
@@ -36,7 +39,8 @@ FILES_SCHEMA = {
 }
 CYCLES_SCHEMA = {
     "file": pl.Int64, "pid": pl.Int64, "rank": pl.Int64, "index": pl.Int64, "start": pl.Int64,
-    "end": pl.Int64, "batch_size": pl.Int64, "requests": pl.Int64, "correct": pl.Int64,
+    "end": pl.Int64, "batch_size": pl.Int64, "steps": pl.Int64, "draft_tokens": pl.Int64, "requests": pl.Int64,
+    "correct": pl.Int64,
     "accept_len": pl.Float64, "verify": pl.Boolean, "decode": pl.Boolean,
 }
 PHASES_SCHEMA = {
@@ -69,3 +73,11 @@ class Sidecars:
     @property
     def paths(self) -> list[str]:
         return self.files["path"].to_list()
+
+    def step_counts(self) -> pl.DataFrame:
+        """The speculative decode cycles (those that ran `verify`) of each file per step count: file, steps,
+        draft_tokens, cycles, sorted; steps and draft_tokens null for cycles whose sidecar did not record them.
+        An adaptive server's K = 0 cycles are the row with steps 0."""
+        return (self.cycles.filter(pl.col("verify"))
+                .group_by("file", "steps", "draft_tokens").agg(cycles=pl.len().cast(pl.Int64))
+                .sort("file", "steps", "draft_tokens", nulls_last=True))

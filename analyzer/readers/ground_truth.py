@@ -37,6 +37,8 @@ def read_ground_truth(path: str) -> pl.DataFrame:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         raise SpecprofError(f"{path}: not JSON: not a specprof ground-truth file", path) from None
+    except RecursionError:
+        raise SpecprofError(f"{path}: JSON nested too deep to read: not a specprof ground-truth file", path) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise SpecprofError(f"{path}: not a specprof ground-truth file (schema {SCHEMA} expected)", path)
     cycles = doc.get("cycles")

@@ -92,13 +92,20 @@ def resolve(path: str) -> str:
 
 def manifest(path: str) -> dict | None:
     """What `specprof capture` recorded about the run (`manifest.json`, specprof.run/1) for a run
-    directory, or for an export inside one; None when there is none or it cannot be read."""
+    directory, or for an export inside one; None when there is none, it cannot be opened, or it is not a JSON
+    object. One that is not JSON (nested too deep to read included) is refused (SpecprofError): the run's command
+    line would be silently unknown."""
     folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    where = os.path.join(folder, MANIFEST)
     try:
-        with open(os.path.join(folder, MANIFEST), encoding="utf-8") as fh:
+        with open(where, encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, ValueError):
+    except OSError:
         return None
+    except (ValueError, RecursionError) as exc:
+        deep = ", nested too deep to read" if isinstance(exc, RecursionError) else ""
+        raise SpecprofError(f"{where}: not valid JSON{deep}: the run's manifest is damaged; fix it, or move it "
+                            "away to analyse the run without it", where) from None
     return data if isinstance(data, dict) else None
 
 

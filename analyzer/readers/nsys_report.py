@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from specprof.analyzer import progress
+from specprof.analyzer import progress, safe_files
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.readers import trace_cache
 
@@ -62,31 +62,33 @@ def _key(report: str) -> dict:
 
 
 def _export(nsys: str, report: str, out: str) -> None:
-    """`nsys export --type sqlite -o OUT REPORT`, into a temporary name beside OUT, then renamed: an interrupted
-    export never leaves a partial OUT."""
+    """`nsys export --type sqlite -o TMP REPORT`, TMP in a folder of our own beside OUT (made by mkdtemp: no one
+    else can plant a link in it), then renamed to OUT: an interrupted export never leaves a partial OUT, and a
+    link at OUT is refused, never written through."""
     folder = os.path.dirname(os.path.abspath(out))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".sqlite", dir=folder)
+        private = tempfile.mkdtemp(prefix=".export-", dir=folder)
     except OSError as exc:
         raise SpecprofError(f"{folder}: cannot write the export of {report} there ({exc.strerror})", report) from None
-    os.close(fd)
-    os.unlink(tmp)  # nsys refuses to overwrite: let it create the file
+    tmp = os.path.join(private, "export.sqlite")
     argv = [nsys, "export", "--type", "sqlite", "-o", tmp, report]
     try:
-        with progress.step("exporting the report with nsys"):
-            done = subprocess.run(argv, capture_output=True, text=True, errors="replace")
-    except OSError as exc:
-        raise SpecprofError(f"{report}: could not run {nsys} to export it ({exc.strerror})", report) from None
-    try:
+        try:
+            with progress.step("exporting the report with nsys"):
+                done = subprocess.run(argv, capture_output=True, text=True, errors="replace")
+        except OSError as exc:
+            raise SpecprofError(f"{report}: could not run {nsys} to export it ({exc.strerror})", report) from None
         if done.returncode != 0 or not os.path.isfile(tmp):
             said = [line.strip() for line in (done.stderr or done.stdout or "").splitlines() if line.strip()]
             raise SpecprofError(f"{report}: `nsys export --type sqlite` failed (exit {done.returncode}"
                                 + (f": {said[-1][:200]}" if said else "") + "); is it a whole Nsight Systems "
                                 "report?", report)
-        os.replace(tmp, out)
+        try:
+            safe_files.put(tmp, out)
+        except OSError as exc:
+            raise SpecprofError(f"{out}: cannot put the export there ({exc.strerror})", out) from None
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _say(line: str) -> None:
@@ -127,19 +129,19 @@ def exported(path: str, here: bool = False, cache: bool = True) -> str:
             if json.load(fh).get("key") == want and os.path.isfile(out):
                 _say(f"{path}: analysing its export in the cache, {out}")
                 return out
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         pass
-    try:
-        os.makedirs(folder, exist_ok=True)
+    try:  # the cache root is the user's; its `traces` folder and the entry are never reached through a link
+        safe_files.make_folders(os.path.dirname(os.path.dirname(folder)))
+        for level in (os.path.dirname(folder), folder):
+            os.close(safe_files.own_folder(level))
     except OSError as exc:
         raise SpecprofError(f"{folder}: cannot make the cache folder to export {path} into ({exc.strerror}); "
                             "give --export-here to export beside the report", path) from None
     _export(nsys, path, out)
     try:
-        with open(os.path.join(folder, KEY), "w", encoding="utf-8") as fh:
-            json.dump({"key": want}, fh)
-        with open(os.path.join(folder, trace_cache.USED), "w", encoding="utf-8") as fh:
-            fh.write(str(time.time_ns()))
+        safe_files.replace(os.path.join(folder, KEY), json.dumps({"key": want}))
+        safe_files.replace(os.path.join(folder, trace_cache.USED), str(time.time_ns()))
     except OSError:
         pass  # the export is there; the next analysis exports again
     _say(f"{path}: exported with {nsys} into the cache, {out}")

@@ -13,6 +13,16 @@ counts the bonus token; `accept rate` = correct drafts / (request-rounds x (draf
 Table: line (1-based), time (the bracketed timestamp as written, local time, or null), tp (rank, or null),
 running (`#running-req`, or null), accept_len, accept_rate (or null), gen_throughput (or null).
 
+An adaptive server (`--speculative-adaptive`, SGLang 0.5.16+) logs each change of its step count, when the
+worker applies it (`EAGLEWorkerV2.apply_runtime_state`, tensor-parallel rank 0 only):
+
+    [2026-12-06 05:01:02] Switch adaptive runtime state: steps 3 -> 2, draft_tokens 4 -> 3
+
+Table (`step_switches`): line, time, tp, from_steps, to_steps, from_draft_tokens, to_draft_tokens. A switch
+applies from the next cycle the worker starts on; a K the worker switched to between two cycles and left again
+before the next one ran no cycle (the accept counts of one batch size's cycles moved its K, then the next
+cycle's batch size chose another).
+
 The settings the server logs at start-up (`server_args=ServerArgs(...)`) are read by readers/settings.py.
 """
 
@@ -57,6 +67,31 @@ def parse(lines) -> pl.DataFrame:
             float(thr.group(1)) if thr else None,
         ))
     return pl.DataFrame(rows, schema=LOG_SCHEMA, orient="row")
+
+
+SWITCHES_SCHEMA = {"line": pl.Int64, "time": pl.Utf8, "tp": pl.Int64, "from_steps": pl.Int64, "to_steps": pl.Int64,
+                   "from_draft_tokens": pl.Int64, "to_draft_tokens": pl.Int64}
+_SWITCH = re.compile(r"Switch adaptive runtime state: steps (\d+) -> (\d+), draft_tokens (\d+) -> (\d+)")
+
+
+def step_switches(lines) -> pl.DataFrame:
+    """The adaptive worker's `Switch adaptive runtime state` lines among `lines` (an iterable of str), in order."""
+    rows = []
+    for number, text in enumerate(lines, start=1):
+        m = _SWITCH.search(text)
+        if m is None:
+            continue
+        prefix = _PREFIX.match(text)
+        tp = _TP.search(prefix.group(2)) if prefix else None
+        rows.append((number, prefix.group(1) if prefix else None, int(tp.group(1)) if tp else None,
+                     *map(int, m.groups())))
+    return pl.DataFrame(rows, schema=SWITCHES_SCHEMA, orient="row")
+
+
+def read_step_switches(path: str) -> pl.DataFrame:
+    """The step-count switches of a server log file (empty: the server did not change K, or is not adaptive)."""
+    with open_input(path, "a server log") as fh:
+        return step_switches(fh)
 
 
 def read_server_log(path: str) -> pl.DataFrame:

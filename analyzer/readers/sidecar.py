@@ -86,8 +86,18 @@ class _Line:
 
 
 def _show(value) -> str:
-    text = json.dumps(value)
+    text = _json_text(value)
+    if text is None:
+        return "a value nested too deep"
     return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _json_text(value) -> str | None:
+    """`value` as JSON text, None when it is nested too deep to write."""
+    try:
+        return json.dumps(value)
+    except RecursionError:
+        return None
 
 
 def _lines(path: str):
@@ -143,14 +153,16 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
             continue
         try:
             record = json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             if not complete_line and header is not None:
                 notes.append(f"{path}: the last line is cut off (the process was killed while writing); "
                              "it was left out")
                 break
+            deep = ", nested too deep to read" if isinstance(exc, RecursionError) else ""
             if header is None and number == 1:
-                raise SpecprofError(f"{path}: not a specprof sidecar (the first line is not JSON)", path) from None
-            raise SpecprofError(f"{path}:{number}: not valid JSON: the sidecar is damaged", path) from None
+                raise SpecprofError(f"{path}: not a specprof sidecar (the first line is not JSON{deep})",
+                                    path) from None
+            raise SpecprofError(f"{path}:{number}: not valid JSON{deep}: the sidecar is damaged", path) from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise SpecprofError(f"{path}:{number}: not a specprof sidecar record (no `type`)", path)
         line = _Line(path, number, record)
@@ -176,6 +188,8 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
             seen_index.add(index)
             start, end = line.interval("cycle", record.get("start_ns"), record.get("end_ns"))
             batch = line.int("batch_size", nullable=True, minimum=0)
+            steps = line.int("steps", nullable=True, minimum=0)  # absent before the tracer recorded them: null
+            tokens = line.int("draft_tokens", nullable=True, minimum=1)
             accept = record.get("accept")
             requests = correct = accept_len = None
             if accept is not None:
@@ -199,8 +213,8 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
                 phases.append((file_no, pid, index, frame[0], p_start, p_end, True))
                 verify = verify or frame[0] == "verify"
                 decode = decode or frame[0] in DECODE_PHASES
-            cycles.append((file_no, pid, rank, index, start, end, batch, requests, correct, accept_len, verify,
-                           decode))
+            cycles.append((file_no, pid, rank, index, start, end, batch, steps, tokens, requests, correct,
+                           accept_len, verify, decode))
         elif kind == "range":
             name = line.str("name")
             start, end = line.interval(f"range {name!r}", record.get("start_ns"), record.get("end_ns"))
@@ -239,14 +253,24 @@ def _read_one(path, file_no, files, cycles, phases, accepts, clocks, headers, no
         notes.append(f"{path}: no footer (the process did not exit normally); the last interval's records "
                      "may be missing")
     foot = _Line(path, "footer", footer or {})
+    # Records the tracer lost: the footer's count, else the header's running count (rewritten at each flush).
+    dropped = foot.int("dropped", nullable=True, minimum=0) if footer else \
+        _Line(path, 1, header).int("dropped", nullable=True, minimum=0)
+    failed = foot.int("failed_writes", nullable=True, minimum=0) if footer else None
     files.append((
         file_no, path, pid, rank, header.get("host") if isinstance(header.get("host"), str) else None,
         header.get("preset") if isinstance(header.get("preset"), str) else None,
-        json.dumps(header.get("argv")) if isinstance(header.get("argv"), list) else None,
-        foot.int("dropped", nullable=True, minimum=0) if footer else None,
+        _json_text(header.get("argv")) if isinstance(header.get("argv"), list) else None,
+        dropped,
         foot.int("unmatched_accepts", nullable=True, minimum=0) if footer else None,
         footer.get("reason") if footer and isinstance(footer.get("reason"), str) else None,
         footer is not None,
     ))
-    if footer and (footer.get("dropped") or 0) > 0:
-        notes.append(f"{path}: the tracer dropped {footer['dropped']} records (its queue was full)")
+    if dropped and footer is None:
+        notes.append(f"{path}: the tracer had dropped {dropped} records by its last flush (its queue was full or "
+                     "a write of the sidecar failed; the count in its header)")
+    elif dropped and failed:
+        notes.append(f"{path}: the tracer dropped {dropped} records ({failed} writes of the sidecar failed: a full "
+                     "disk or a file-size limit; or its queue was full)")
+    elif dropped:
+        notes.append(f"{path}: the tracer dropped {dropped} records (its queue was full)")

@@ -60,6 +60,7 @@ from dataclasses import asdict, dataclass
 import platformdirs
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.code_identity import code_hash
 from specprof.analyzer.errors import SpecprofError, clean
 from specprof.analyzer.model.trace import Trace, TraceMeta
@@ -219,9 +220,7 @@ def _read_bytes(name: str, dir_fd: int, limit: int) -> bytes:
 
 
 def _write_bytes(name: str, data: bytes, dir_fd: int) -> None:
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    safe_files.replace(name, data, dir_fd=dir_fd, mode=0o644)  # a new file renamed over `name`: never through a link
 
 
 def read_json(name: str, dir_fd: int, limit: int = JSON_MAX):
@@ -501,7 +500,8 @@ def _specprofs(base: int, name: str) -> dict | None:
 # What specprof writes in an entry, and so what it removes: the stamp and its next version, USED, the tables;
 # key.json, the stamp of the schema before stamps; and the analysis of the tables (app/analysis_cache.py), in
 # folders `analysis-<16 hex digits>` (`analysis.tmp-*` while written), each holding `analysis.json` (which lists
-# its tables as a stamp does), its tables, and the results kept beside it (`NAME.json`, `NAME.json.tmp-PID`).
+# its tables as a stamp does), its tables, and the results kept beside it (`NAME.json`, `NAME.json.tmp-PID`); and
+# the new file of any of these whose write was cut short (`.NAME.<12 hex digits>.tmp`, specprof.analyzer.safe_files).
 _BOOKKEEPING = {STAMP, STAMP + ".new", USED}
 _ANALYSIS_FOLDER = re.compile(r"analysis-[0-9a-f]{16}|analysis\.tmp-[A-Za-z0-9_]+")
 _ANALYSIS_STAMP = "analysis.json"
@@ -539,6 +539,7 @@ def _clear_folder(fd: int, stamp: str, doc, names, sized: bool) -> list[str]:
             return not analysis and _ANALYSIS_FOLDER.fullmatch(name) is not None
         if not stat.S_ISREG(st.st_mode):
             return False
+        name = safe_files.temporary_of(name) or name  # the new file of a write cut short is as its name's
         return name in names or (_ANALYSIS_FILE.fullmatch(name) is not None if analysis else
                                  name in {f"{t}.parquet" for t in TABLES})
 

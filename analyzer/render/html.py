@@ -2,8 +2,8 @@
 
 Python builds a view model (plain JSON: the analysis tables, columnar, with times in integer
 nanoseconds relative to the capture's start (TraceMeta.start_ns), and display-only downsampling for big captures);
-the app in `report/` draws it in the browser: one module per panel (`timeline.js`, `phases.js`, `kernels.js`,
-`cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
+the app in `report/` draws it in the browser: one module per panel (`breakdown.js`, `timeline.js`, `phases.js`,
+`kernels.js`, `cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
 put together here into the page's one script. What each panel shows: docs/report.md.
 
 Names (kernels, ranges, threads, the command line) come from other people's programs. They travel
@@ -34,6 +34,7 @@ from importlib import resources
 
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.core.categories import kinds_of
 from specprof.analyzer.derived import views
 from specprof.analyzer.derived.analysis import Analysis
@@ -83,15 +84,14 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
     """Write the report to `path`; returns the path."""
     text = render(a, manifest)
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        safe_files.replace(path, text)  # a new file renamed over `path`: a link there is refused
     except OSError as exc:
         raise SpecprofError(f"{path}: cannot write the report ({exc.strerror})", path) from None
     return path
 
 
-REPORT_MODULES = ("common.js", "timeline.js", "header.js", "phases.js", "kernels.js", "cycles.js", "checks.js",
-                  "main.js")
+REPORT_MODULES = ("common.js", "timeline.js", "header.js", "breakdown.js", "phases.js", "kernels.js", "cycles.js",
+                  "checks.js", "main.js")
 
 
 def app_script() -> str:

@@ -22,11 +22,11 @@ and argument values are interned (each text written once: a kernel's full name i
 
 from __future__ import annotations
 
-import os
 import struct
 
 import polars as pl
 
+from specprof.analyzer import progress, safe_files
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.errors import SpecprofError
 
@@ -198,8 +198,30 @@ def _arg(k: str, v: pl.Expr) -> pl.Expr:
 
 
 def write(a: Attribution, path: str) -> dict:
-    """Write the Perfetto trace of the attribution `a` (an Analysis reads as its attribution too) to `path`; returns
-    what it holds (counts), for the command's message."""
+    """Write the Perfetto trace of the attribution `a` (an Analysis reads as its attribution too) to `path`; returns what it holds (counts), for the command's message. Both
+    steps show a progress bar once they have taken seconds (analyzer/progress.py)."""
+    with progress.step("building the Perfetto tracks"):
+        tracks, events, counts = _events(a)
+    try:  # a new file renamed over `path`: a link there is refused
+        with safe_files.replacing(path) as fh, progress.step("writing the Perfetto trace", 2 * events.height,
+                                                             "edges") as bar:
+            for p in tracks.packets:
+                fh.write(p)
+            buf = []
+            for p in _encode(events):
+                buf.append(p)
+                if len(buf) >= 4096:
+                    fh.write(b"".join(buf))
+                    bar.advance(len(buf))
+                    buf.clear()
+            fh.write(b"".join(buf))
+    except OSError as exc:
+        raise SpecprofError(f"{path}: cannot write the Perfetto trace ({exc.strerror})", path) from None
+    return counts
+
+
+def _events(a: Attribution) -> tuple[_Tracks, pl.DataFrame, dict]:
+    """The tracks of `a`'s trace, its slices as events (EVENT_SCHEMA) and their counts."""
     tracks = _Tracks()
     meta = a.trace.meta
     gpu_names = {g.get("device"): g.get("name") for g in meta.gpus}
@@ -268,24 +290,5 @@ def write(a: Attribution, path: str) -> dict:
     cpu = _slices(pl.concat([ranges, launches]), lambda k: thread((k["pid"], k["tid"])), tracks,
                   lambda k: f"{meta.threads.get(k['tid']) or 'thread'} {_os_id(k['tid'])}")
     events = pl.concat([x.select(list(EVENT_SCHEMA)).cast(EVENT_SCHEMA) for x in (kernels, segments, cpu)])
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as fh:
-            for p in tracks.packets:
-                fh.write(p)
-            buf = []
-            for p in _encode(events):
-                buf.append(p)
-                if len(buf) >= 4096:
-                    fh.write(b"".join(buf))
-                    buf.clear()
-            fh.write(b"".join(buf))
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise SpecprofError(f"{path}: cannot write the Perfetto trace ({exc.strerror})", path) from None
-    return {"ops": kernels.height, "segments": segments.height, "ranges": ranges.height,
-            "launches": launches.height, "tracks": tracks.next - 1}
+    return tracks, events, {"ops": kernels.height, "segments": segments.height, "ranges": ranges.height,
+                            "launches": launches.height, "tracks": tracks.next - 1}

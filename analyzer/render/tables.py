@@ -17,6 +17,7 @@ import os
 
 import polars as pl
 
+from specprof.analyzer import safe_files
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.errors import SpecprofError
 
@@ -113,23 +114,36 @@ def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
     return df.rename({c: _safe_text(c) for c in df.columns if _safe_text(c) != c})
 
 
-def write(a: Analysis, directory: str, fmt: str) -> list[str]:
-    """Write every table to `directory` as `<table>.csv` or `<table>.parquet`; returns the paths."""
+def write(a: Analysis, directory: str, fmt: str, own_folder: bool = False) -> list[str]:
+    """Write every table to `directory` as `<table>.csv` or `<table>.parquet`; returns the paths. `directory` is
+    the user's (made with its parents, as named), or with `own_folder` one specprof names itself inside the
+    user's (made, never through a link there). Each file is new, renamed over its name: a link there is refused,
+    never written through (specprof.analyzer.safe_files)."""
     try:
-        os.makedirs(directory, exist_ok=True)
+        if own_folder:
+            safe_files.make_folders(os.path.dirname(directory) or os.curdir)
+            folder = safe_files.own_folder(directory)
+        else:
+            safe_files.make_folders(directory)
+            folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise SpecprofError(f"{directory}: cannot create the output folder ({exc.strerror})", directory) from None
     paths = []
-    for name, df in frames(a).items():
-        path = os.path.join(directory, f"{name}.{fmt}")
-        try:
-            if fmt == "csv":
-                # CSV has no nested values: a list (the accept check's explanations) is written as its items
-                # joined by "; "; categoricals as their text; no cell a spreadsheet would run (csv_safe).
-                csv_safe(df).write_csv(path)
-            else:
-                df.write_parquet(path)
-        except OSError as exc:
-            raise SpecprofError(f"{path}: cannot write ({exc.strerror})", path) from None
-        paths.append(path)
+    try:
+        for name, df in frames(a).items():
+            path = os.path.join(directory, f"{name}.{fmt}")
+            try:
+                with safe_files.replacing(f"{name}.{fmt}", dir_fd=folder) as fh:
+                    if fmt == "csv":
+                        # CSV has no nested values: a list (the accept check's explanations) is written as its
+                        # items joined by "; "; categoricals as their text; no cell a spreadsheet would run
+                        # (csv_safe).
+                        csv_safe(df).write_csv(fh)
+                    else:
+                        df.write_parquet(fh)
+            except OSError as exc:
+                raise SpecprofError(f"{path}: cannot write ({exc.strerror})", path) from None
+            paths.append(path)
+    finally:
+        os.close(folder)
     return paths

@@ -14,6 +14,17 @@
 #           sglang-moe-{plain,k2,k4}
 #   tree    the dense target with tree drafts: --speculative-num-steps 3 --speculative-eagle-topk 4
 #           --speculative-num-draft-tokens 8 --disable-overlap-schedule: sglang-dense-tree
+#   ramp    a server's load rising in one launch: levels of 1, 2, 4, 8 and 16 concurrent requests one after
+#           another (serve.py --ramp 1,2,4,8,16, one round per level, 32 new tokens per request: 31 decode
+#           steps per level), CUDA graphs for batches 1, 2, 4, 8 and 16 (no prefill graphs), 45 % of the GPU's
+#           memory for weights and KV cache (an H100's 80 GB holds the 8 B targets). The dense target,
+#           then the MoE target, each plain, K = 2 and adaptive (--adaptive scripts/sglang/adaptive_ramp.json,
+#           starting at K = 3: K = 3 at batches of 1-2, 2 at 3-8, 0 (no draft) at 9-16), each under nsys (RUN)
+#           then its twin (RUN/no-nsys): sglang-ramp-{dense,moe}-{plain,k2,adaptive}, in that order. Windows
+#           from the first traced call (W = 0) over most of the ramp (N: 150 plain, 88 K = 2, 96 adaptive
+#           decode cycles, each into the last level: the ramp ran 161, 92-93 and 101 on the dense and MoE
+#           targets, fixtures/README.md); a window the ramp did not close is closed by requests of one
+#           (serve.py).
 # and the first captures' run sets on the 8-layer target (--shape small --runs 1,0: accept length 1.5), each
 # under nsys then without: k4, k2, plain, k4-noevents (no nsys, no --gpu-events), k4-nooverlap (nsys only).
 #
@@ -22,7 +33,8 @@
 # prompt tokens, 320 new tokens each.
 # Where this SGLang has them, `--cuda-graph-bs 8` and `--skip-server-warmup` shorten each start (every decode
 # batch is padded to 8; MoE: `--moe-runner-backend triton`).
-# Needs, carried: .debs/ (libdw1, libelf1 for nsys: ../shared/gpu/README.md); staged: the package folder.
+# Needs, carried: .debs/ (libdw1, libelf1 for nsys: ../shared/gpu/README.md; DEBS_DIR names another folder, e.g.
+# ../.debs when the scripts run from a copy of the tree inside the checkout); staged: the package folder.
 source "$(dirname "$0")/runs_lib.sh"
 setup_machine
 server_options
@@ -60,6 +72,15 @@ for plan in "$@"; do
           fi ;;
         k4-nooverlap) launch 1 sglang-k4-nooverlap nsys "$m" --steps 4 --server-arg=--disable-overlap-schedule ;;
       esac ;;
+    ramp)
+      RAMP=(--ramp 1,2,4,8,16 --new-tokens 32 --cuda-graph-max-bs 16 --mem-fraction 0.45 "${RAMP_FAST[@]}")
+      adaptive="--steps 3 --adaptive scripts/sglang/adaptive_ramp.json"
+      for shape in dense moe; do
+        m=$(model $shape) || continue
+        PLAN_ARGS=("${RAMP[@]}")
+        [ $shape = moe ] && PLAN_ARGS+=("${MOE_BACKEND[@]}")
+        ramp_runs sglang-ramp-$shape "$m" plain=150=--plain k2=88="--steps 2" adaptive=96="$adaptive"
+      done ;;
     *) log "unknown plan: $plan" ;;
   esac
 done

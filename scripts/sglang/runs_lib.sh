@@ -27,8 +27,8 @@ FINISHED=()
 SERVE=${SERVE:-python3 scripts/sglang/serve.py}  # one server run (a test puts a stand-in here)
 log() { echo "== $(date -u +%T) $*"; }
 
-setup_machine() {
-  mkdir -p /tmp/dw && for f in .debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/dw; done
+setup_machine() {  # DEBS_DIR: the carried libdw1/libelf1 packages (default .debs; nsys's importer needs them)
+  mkdir -p /tmp/dw && for f in "${DEBS_DIR:-.debs}"/*.deb; do [ -e "$f" ] && dpkg -x "$f" /tmp/dw; done
   export LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   export NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
   SITE=${STAGE_HOME:-$HOME/sglang-stage}/site
@@ -125,13 +125,34 @@ pack() {  # the run folders finished in this call (their own files: not the fold
   log "packed ${#FINISHED[@]} run folder(s): $size bytes; left for the next call: $DEFERRED"
 }
 
-server_options() {  # after setup_machine: FAST (shorter starts) and MOE_BACKEND, where this SGLang has them
+server_options() {  # after setup_machine: FAST (shorter starts), RAMP_FAST (the ramp's: CUDA graphs for batches
+  # 1-16, none for prefill) and MOE_BACKEND, where this SGLang has them
   FAST=()
   has_option --cuda-graph-bs && FAST+=(--server-arg=--cuda-graph-bs --server-arg=8)
   has_option --skip-server-warmup && FAST+=(--server-arg=--skip-server-warmup)
+  RAMP_FAST=()
+  if has_option --cuda-graph-bs; then
+    RAMP_FAST+=(--server-arg=--cuda-graph-bs)
+    for bs in 1 2 4 8 16; do RAMP_FAST+=(--server-arg=$bs); done
+  fi
+  has_option --disable-prefill-cuda-graph && RAMP_FAST+=(--server-arg=--disable-prefill-cuda-graph)
+  has_option --skip-server-warmup && RAMP_FAST+=(--server-arg=--skip-server-warmup)
   MOE_BACKEND=()
   has_option --moe-runner-backend && MOE_BACKEND+=(--server-arg=--moe-runner-backend --server-arg=triton)
   PLAN_ARGS=()
+}
+
+ramp_runs() {  # PREFIX MODEL_DIR NAME=N=ARGS...: each configuration under nsys (PREFIX-NAME), then its twin
+  # (PREFIX-NAME/no-nsys), with the window 0:N and PLAN_ARGS (the ramp's, and FAST's part that it keeps)
+  local prefix=$1 model_dir=$2; shift 2
+  local pos=0 config name rest args
+  for config in "$@"; do
+    name=${config%%=*}; rest=${config#*=}; args=${rest#*=}
+    WINDOW=${SGLANG_WINDOW:-0:${rest%%=*}}
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then pos=$((pos + 2)); continue; fi
+    pos=$((pos + 1)); launch "$pos" "$prefix-$name" nsys "$model_dir" $args "${PLAN_ARGS[@]}"
+    pos=$((pos + 1)); launch "$pos" "$prefix-$name/no-nsys" twin "$model_dir" $args "${PLAN_ARGS[@]}"
+  done
 }
 
 rounds() {  # PREFIX MODEL_DIR NAME=ARGS...: each configuration once per round of $ROUNDS (default: twin nsys

@@ -1,14 +1,17 @@
 """One profiled run of a real SGLang server: start it under `specprof capture`, send a fixed workload, stop it.
 
-    python3 scripts/sglang/serve.py RUN_DIR --model MODEL_DIR [--steps K [--topk N --draft-tokens M] | --plain]
-        [--no-nsys] [--capture-cycles W:N] [--gpu-events] [--tp N] [--requests 8] [--new-tokens 320]
+    python3 scripts/sglang/serve.py RUN_DIR --model MODEL_DIR [--steps K [--topk N --draft-tokens M]
+        [--adaptive CONFIG] | --plain] [--no-nsys] [--capture-cycles W:N] [--gpu-events] [--tp N]
+        [--requests 8 | --ramp 1,2,4,8,16 [--rounds 1]] [--new-tokens 320] [--cuda-graph-max-bs 8]
         [--port 30123] [--mem-fraction 0.3] [--server-arg=ARG ...] [--dry-run]
 
 - The server: `python3 -m sglang.launch_server` with MODEL_DIR/target (and MODEL_DIR/draft as the EAGLE-3
   draft head, `--speculative-num-steps K --speculative-eagle-topk N --speculative-num-draft-tokens M`: a chain,
-  topk 1 and K+1 draft tokens, unless --topk/--draft-tokens say a tree; `--plain`: no speculation), token ids in
-  and out (`--skip-tokenizer-init`), the Triton attention backend, CUDA graphs for batches up to 8, `--tp-size
-  N`, and everything else at that version's defaults (the overlap scheduler included; `--server-arg` adds
+  topk 1 and K+1 draft tokens, unless --topk/--draft-tokens say a tree; `--plain`: no speculation; `--adaptive
+  CONFIG`: SGLang's adaptive step count, `--speculative-adaptive --speculative-adaptive-config CONFIG`, starting
+  at K, which must be one of the config's candidate steps), token ids in and out (`--skip-tokenizer-init`), the
+  Triton attention backend, CUDA graphs for batches up to `--cuda-graph-max-bs` (8), `--tp-size N`, and
+  everything else at that version's defaults (the overlap scheduler included; `--server-arg` adds
   more, e.g. `--server-arg=--disable-overlap-schedule`). Weights from MODEL_DIR's safetensors, or random
   (`--load-format dummy`) when it has none.
 - Under `specprof capture` (`--nvidia-stats`, or `--no-nsys` for the twin run), with `--capture-cycles` and
@@ -16,10 +19,18 @@
   it); everything the capture printed (nsys's lines, and the server's output again) goes to RUN_DIR/capture.log.
 - The workload: REQUESTS requests at once (one decode batch), request i the prompt [1, 100+50i, ...,
   139+50i] (41 tokens), NEW_TOKENS new tokens each, greedy, `ignore_eos`: the same tokens every run.
+  `--ramp 1,2,4,8,16` instead: levels of concurrent requests one after another in the one server, as a
+  server's load rises: at each level ROUNDS rounds (default 1), each round that many requests sent at once and
+  all answered before the next round (so each level's decode batches hold that many requests; request i
+  counted across the whole ramp). With 1 round and 32 new tokens, each level is 31 decode steps per request:
+  31 plain decode cycles, or about 31 / accept length speculative ones. With `--capture-cycles` and a window
+  that did not close within the ramp (more cycles asked than it ran), requests of one at a time (8 new tokens)
+  follow until the tracer's sidecar says the capture stopped (at most 60 s; client.json's `window_fill`).
   RUN_DIR/client.json holds each response's output length and SGLang's own `meta_info` (spec_* fields), the
   command lines, and the run's wall-clock `start` and `end` (UTC) with the server's start-up and the
-  workload's own times.
-- Then SIGINT to `specprof capture`, which passes it on to nsys (or the server), and waits for the export.
+  workload's own times (`levels`: each ramp round's concurrency, requests, start and seconds).
+- Then SIGINT to `specprof capture`, which passes it on to nsys (or the server), and waits for the export. A
+  capture that exits non-zero (nsys left no report) makes this script exit non-zero too, client.json written.
 - `--dry-run`: print the two command lines (the capture's and the server's) as JSON, run nothing.
 """
 
@@ -48,7 +59,8 @@ def server_argv(args) -> list[str]:
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", target,
             "--load-format", "auto" if weights else "dummy", "--skip-tokenizer-init",
             "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-            "--mem-fraction-static", str(args.mem_fraction), "--cuda-graph-max-bs", "8", "--port", str(args.port),
+            "--mem-fraction-static", str(args.mem_fraction), "--cuda-graph-max-bs", str(args.cuda_graph_max_bs),
+            "--port", str(args.port),
             "--decode-log-interval", "10", "--disable-radix-cache"]
     if args.tp > 1:
         argv += ["--tp-size", str(args.tp)]
@@ -56,6 +68,8 @@ def server_argv(args) -> list[str]:
         argv += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", os.path.join(model, "draft"),
                  "--speculative-num-steps", str(args.steps), "--speculative-eagle-topk", str(args.topk),
                  "--speculative-num-draft-tokens", str(args.draft_tokens)]
+        if args.adaptive:
+            argv += ["--speculative-adaptive", "--speculative-adaptive-config", os.path.abspath(args.adaptive)]
     return argv + args.server_arg
 
 
@@ -100,6 +114,70 @@ def generate(port: int, i: int, new_tokens: int, out: list) -> None:
               "first_output_ids": ids[:12], "meta_info": response.get("meta_info", {})}
 
 
+def send(port: int, first: int, count: int, new_tokens: int, results: list) -> None:
+    """Requests first .. first + count - 1 at once, each on its own thread; returns when all are answered."""
+    threads = [threading.Thread(target=generate, args=(port, i, new_tokens, results))
+               for i in range(first, first + count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def ramp_levels(text: str) -> list[int]:
+    levels = [int(x) for x in text.split(",") if x.strip()]
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: concurrency levels, e.g. 1,2,4,8,16")
+    return levels
+
+
+def window_open(run_dir: str) -> bool:
+    """Whether a traced process of this run opened its capture window and has not closed it (its sidecar's
+    `capture` records; docs/sidecar.md)."""
+    events = []
+    for name in sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []:
+        if name.startswith("specprof-sidecar.") and name.endswith(".jsonl"):
+            with open(os.path.join(run_dir, name)) as fh:
+                events += [line for line in fh if '"type":"capture"' in line]
+    return bool(events) and '"event":"start"' in events[-1]
+
+
+def workload(args, record: dict) -> None:
+    """Sends the workload (`--requests` at once, or the `--ramp`), fills an open capture window, notes it all."""
+    t0 = time.time()
+    if args.ramp:
+        results: list = [None] * (sum(args.ramp) * args.rounds)
+        record["levels"], first = [], 0
+        for concurrency in args.ramp:
+            for round_ in range(args.rounds):
+                start = time.time()
+                send(args.port, first, concurrency, args.new_tokens, results)
+                record["levels"].append({"concurrency": concurrency, "round": round_,
+                                         "requests": [first, first + concurrency], "start": utc(start),
+                                         "seconds": time.time() - start})
+                print(f"level {concurrency}, round {round_}: {time.time() - start:.2f} s", flush=True)
+                first += concurrency
+    else:
+        results = [None] * args.requests
+        send(args.port, 0, args.requests, args.new_tokens, results)
+    record["workload_start"], record["workload_s"] = utc(t0), time.time() - t0
+    if args.ramp and args.capture_cycles:
+        filled, deadline = [], time.time() + 60
+        while window_open(args.run_dir) and time.time() < deadline:
+            filled.append(None)
+            send(args.port, len(filled) - 1, 1, 8, filled)
+        record["window_fill"] = len(filled)
+        if filled:
+            print(f"the capture window was still open after the ramp: {len(filled)} more requests of one", flush=True)
+    record["responses"] = results
+    done = [r for r in results if r]
+    record["output_tokens"] = sum(r["output_tokens"] for r in done)
+    print(f"workload: {len(done)} responses, {record['output_tokens']} tokens in {record['workload_s']:.2f} s",
+          flush=True)
+    for r in done[:2]:
+        print(" ", {k: v for k, v in r["meta_info"].items() if k.startswith("spec_")}, flush=True)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir")
@@ -110,7 +188,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-nsys", action="store_true")
     ap.add_argument("--capture-cycles")
     ap.add_argument("--gpu-events", action="store_true")
-    ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=8, help="requests sent at once [8]")
+    ap.add_argument("--ramp", type=ramp_levels, help="levels of concurrent requests, one after another (1,2,4,8,16)")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of requests at each --ramp level [1]")
+    ap.add_argument("--adaptive", metavar="CONFIG",
+                    help="SGLang's adaptive step count with this --speculative-adaptive-config (needs --steps)")
+    ap.add_argument("--cuda-graph-max-bs", type=int, default=8, help="CUDA graphs up to this batch size [8]")
     ap.add_argument("--new-tokens", type=int, default=320)
     ap.add_argument("--port", type=int, default=30123)
     ap.add_argument("--timeout", type=float, default=400)
@@ -121,8 +204,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
     ap.add_argument("--dry-run", action="store_true", help="print the command lines as JSON, run nothing")
     args = ap.parse_args(argv)
-    if args.plain and (args.topk != 1 or args.draft_tokens is not None):
-        ap.error("--topk and --draft-tokens need --steps")
+    if args.plain and (args.topk != 1 or args.draft_tokens is not None or args.adaptive):
+        ap.error("--topk, --draft-tokens and --adaptive need --steps")
+    if args.adaptive and args.topk != 1:
+        ap.error("--adaptive runs chains only (SGLang's adaptive step count needs topk 1)")
     if not args.plain:
         if args.steps < 1 or args.topk < 1:
             ap.error("--steps and --topk must be at least 1")
@@ -134,8 +219,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             ap.error("a chain (--topk 1) verifies --steps + 1 tokens")
         if args.draft_tokens < 2:
             ap.error("--draft-tokens must be at least 2")
-    if args.tp < 1 or args.requests < 1 or args.new_tokens < 1:
-        ap.error("--tp, --requests and --new-tokens must be at least 1")
+    if args.tp < 1 or args.requests < 1 or args.new_tokens < 1 or args.rounds < 1 or args.cuda_graph_max_bs < 1:
+        ap.error("--tp, --requests, --rounds, --new-tokens and --cuda-graph-max-bs must be at least 1")
     return args
 
 
@@ -155,25 +240,12 @@ def main(argv: list[str] | None = None) -> None:
         capture = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         record = {"argv": argv, "server_argv": server_argv(args), "requests": args.requests,
                   "new_tokens": args.new_tokens, "start": utc(t_start)}
+        if args.ramp:
+            record.update(requests=sum(args.ramp) * args.rounds, ramp=args.ramp, rounds=args.rounds)
         try:
             record["startup_s"] = wait_healthy(args.port, capture, args.timeout)
             print(f"server up after {record['startup_s']:.0f} s", flush=True)
-            results: list = [None] * args.requests
-            threads = [threading.Thread(target=generate, args=(args.port, i, args.new_tokens, results))
-                       for i in range(args.requests)]
-            t0 = time.time()
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            record["workload_start"], record["workload_s"] = utc(t0), time.time() - t0
-            record["responses"] = results
-            done = [r for r in results if r]
-            record["output_tokens"] = sum(r["output_tokens"] for r in done)
-            print(f"workload: {len(done)} responses, {record['output_tokens']} tokens in "
-                  f"{record['workload_s']:.2f} s", flush=True)
-            for r in done[:2]:
-                print(" ", {k: v for k, v in r["meta_info"].items() if k.startswith("spec_")}, flush=True)
+            workload(args, record)
             time.sleep(2)  # the sidecar's flusher writes every 0.1 s; the server logs its last lines
         finally:
             if capture.poll() is None:
@@ -190,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(os.path.join(args.run_dir, "client.json"), "w") as fh:
         json.dump(record, fh, indent=1)
     print(f"capture exited with {record['capture_exit']} after {record['total_s']:.0f} s in all", flush=True)
+    if record["capture_exit"] != 0:  # e.g. nsys left no report: the run is not done (runs_lib.sh keeps it apart)
+        raise SystemExit(f"specprof capture exited with {record['capture_exit']}: see {args.run_dir}/capture.log")
 
 
 if __name__ == "__main__":

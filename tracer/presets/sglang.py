@@ -8,6 +8,8 @@ candidates are the methods that run the phase in any version. v2 first:
     draft         EagleDraftWorker.draft                        v1 EAGLEWorker.draft
     verify        EAGLEWorkerV2.verify                          v1 EAGLEWorker.verify
     draft_extend  EagleDraftWorker._draft_extend_for_decode     v1 EAGLEWorker.forward_draft_extend_after_decode
+                  EAGLEWorkerV2._stub_skipped_draft_extend (0.5.16+: what a K = 0 cycle runs in its place with
+                  SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1: a few zero-filled tensors, no draft forward)
     prefill       EAGLEWorkerV2._forward_prefill_batch (0.5.22+) and EagleDraftWorker._draft_extend_for_prefill
                                                                 v1 EAGLEWorker.forward_target_extend and
                                                                    EAGLEWorker.forward_draft_extend
@@ -33,6 +35,20 @@ Accept counts (no synchronisation: values already on the host):
   `accept_length_per_req_cpu` (0.5.10 and earlier), all without the bonus token. v1's verify already did its
   own blocking `.cpu()`; the tracer only reads the list it produced.
 - v2 before 0.5.12 has no such hook: its cycles are written without counts.
+
+Step count per cycle (`verify_shape`, read as `verify` opens: host ints only). SGLang 0.5.16+ can change K in a
+running server (`--speculative-adaptive`, `--speculative-adaptive-config`, keyed by batch size): each decode
+cycle, `EAGLEWorkerV2.forward_batch_generation` first calls `activate_step_by_batch(bs)`, whose
+`AdaptiveController` swaps the worker's runtime state (`apply_runtime_state`: the Python ints
+`speculative_num_steps` and `speculative_num_draft_tokens` on the worker and its draft worker, and the graphs
+and backends built for that K); its EMA of the accept counts (`on_verify_complete_cpu`) moves the K of the
+batch size's slot. At K = 0 the draft is skipped: `_build_trivial_verify_input` makes a one-token verify input
+(the last verified token, so the verify is a plain decode), and `_draft_extend_for_decode` still runs, or
+`_stub_skipped_draft_extend` in its place. Either way the verify input the cycle checks (EagleVerifyInput, in
+`batch.spec_info` in v2, the `spec_info` argument in v1) carries `spec_steps` and `draft_token_num` as ints:
+the K the cycle ran and the tokens per request verified (a chain: K + 1; K = 0: 1). Only EAGLEWorkerV2 has an
+adaptive controller in 0.5.16-0.5.23 (Standalone leaves it None, frozen-KV MTP refuses the flag); every
+worker's cycles get the same fields.
 """
 
 from __future__ import annotations
@@ -68,18 +84,35 @@ def plain_step(args: tuple, kwargs: dict) -> "str | None":
     return None
 
 
-def _family(v2: str, worker: str, draft_worker: str, v1: str, v1_worker: str, target_prefill: bool):
+def verify_shape(args: tuple, kwargs: dict) -> "tuple[int | None, int | None] | None":
+    """`(steps, draft_tokens)` of the verify about to run: the verify input's `spec_steps` and `draft_token_num`
+    (v1 `verify(self, batch, spec_info)`: the argument; v2 `verify(self, batch, ...)`: `batch.spec_info`), else
+    the worker's `speculative_num_steps` and `speculative_num_draft_tokens`; ints only, else None."""
+    batch = args[1] if len(args) > 1 else kwargs.get("batch")
+    for spec in (args[2] if len(args) > 2 else kwargs.get("spec_info"), getattr(batch, "spec_info", None)):
+        steps = getattr(spec, "spec_steps", None)
+        if type(steps) is int:
+            tokens = getattr(spec, "draft_token_num", None)
+            return steps, tokens if type(tokens) is int else None
+    owner = args[0] if args else None
+    steps = int_attribute(owner, "speculative_num_steps")
+    tokens = int_attribute(owner, "speculative_num_draft_tokens")
+    return None if steps is None and tokens is None else (steps, tokens)
+
+
+def _family(v2: str, worker: str, draft_worker: str, v1: str, v1_worker: str, target_prefill: bool,
+            stub: bool):
     prefill = [(v2, draft_worker, "_draft_extend_for_prefill")]
     if target_prefill:
         prefill.insert(0, (v2, worker, "_forward_prefill_batch"))
+    draft_extend = [(v2, draft_worker, "_draft_extend_for_decode"), (v1, v1_worker, "forward_draft_extend_after_decode")]
+    if stub:
+        draft_extend.insert(1, (v2, worker, "_stub_skipped_draft_extend"))
     return (
         Target("cycle", ((v2, worker, "forward_batch_generation"), (v1, v1_worker, "forward_batch_generation"))),
         Target("draft", ((v2, draft_worker, "draft"), (v1, v1_worker, "draft"))),
-        Target("verify", ((v2, worker, "verify"), (v1, v1_worker, "verify"))),
-        Target(
-            "draft_extend",
-            ((v2, draft_worker, "_draft_extend_for_decode"), (v1, v1_worker, "forward_draft_extend_after_decode")),
-        ),
+        Target("verify", ((v2, worker, "verify"), (v1, v1_worker, "verify")), shape=verify_shape),
+        Target("draft_extend", tuple(draft_extend)),
         Target(
             "prefill",
             (*prefill, (v1, v1_worker, "forward_target_extend"), (v1, v1_worker, "forward_draft_extend")),
@@ -88,14 +121,14 @@ def _family(v2: str, worker: str, draft_worker: str, v1: str, v1_worker: str, ta
 
 
 TARGETS = (
-    *_family(V2, "EAGLEWorkerV2", "EagleDraftWorker", V1, "EAGLEWorker", target_prefill=True),
+    *_family(V2, "EAGLEWorkerV2", "EagleDraftWorker", V1, "EAGLEWorker", target_prefill=True, stub=True),
     *_family(
         STANDALONE_V2, "StandaloneWorkerV2", "StandaloneDraftWorker", STANDALONE_V1, "StandaloneWorker",
-        target_prefill=True,
+        target_prefill=True, stub=True,
     ),
     *_family(
         MULTI_LAYER_V2, "MultiLayerEagleWorkerV2", "MultiLayerEagleDraftWorker", MULTI_LAYER_V1,
-        "MultiLayerEagleWorker", target_prefill=False,
+        "MultiLayerEagleWorker", target_prefill=False, stub=False,
     ),
     Target("accept", ((SCHEDULER, "Scheduler", "process_batch_result"),)),
     Target("decode", ((TP_WORKER, "TpModelWorker", "forward_batch_generation"),), step=plain_step),

@@ -6,6 +6,8 @@ torch is imported only when the command runs, never when the CLI starts.
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 
 import click
 
@@ -13,14 +15,31 @@ from specprof.analyzer.errors import SpecprofError
 
 
 def _require_torch() -> None:
-    """One line, not an import traceback, when PyTorch is not installed here (a plain `pip install .`)."""
+    """One line, not an import traceback, when PyTorch is not installed here (a plain `pip install .`): the
+    command that installs it into this Python, from the checkout specprof runs from (as the README installs)."""
     try:
         import torch  # noqa: F401
     except ImportError as exc:
         missing = getattr(exc, "name", None) or "torch"
+        python = shlex.quote(sys.executable or "python3")
+        root = _checkout()
+        how = (f"install it with specprof's gpu extra from this checkout: {python} -m pip install -e "
+               f"{shlex.quote(root + '[gpu]')}" if root else
+               f"install it into this Python ({python} -m pip install torch), or specprof from its checkout with the "
+               "gpu extra (pip install -e '.[gpu]' in the checkout, as its README does)")
         raise SpecprofError(f"the reference engine needs PyTorch, and `{missing}` cannot be imported in this Python "
-                            "environment; install it with the gpu extra: pip install 'specprof[gpu]' (from a "
-                            "checkout: pip install '.[gpu]')") from None
+                            f"environment; {how}") from None
+
+
+def _checkout() -> str | None:
+    """The root of the specprof checkout this module runs from (its pyproject.toml beside tracer/), or None where
+    specprof is installed from a wheel."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as fh:
+            return root if 'name = "specprof"' in fh.read() else None
+    except OSError:
+        return None
 
 
 def _require_gpu(device: str) -> None:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
+import tempfile
 
+from specprof.analyzer import safe_files
 from specprof.tracer.reference.engine import PHASE_ORDER, SINGLE, EngineConfig, Parallel, run
 
 GROUND_TRUTH_SCHEMA = "specprof.ground_truth/1"
@@ -32,7 +35,7 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
     # nothing unless SPECPROF_TRACE=1.
     from specprof.tracer import plugin
 
-    os.makedirs(out_dir, exist_ok=True)
+    safe_files.make_folders(out_dir)
     os.environ.setdefault("SPECPROF_OUT_DIR", out_dir)  # where the sidecar goes
     plugin.load()
     if torch_trace:
@@ -44,7 +47,7 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
         with torch.profiler.profile(activities=activities) as prof:
             result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
                          profile_range=profile_range, tp=tp, sync_timers=sync_timers)
-        prof.export_chrome_trace(torch_trace)
+        _export_chrome_trace(prof, torch_trace)
     else:
         result = run(cfg, cycles, warmup=warmup, ground_truth=ground_truth,
                      profile_range=profile_range, tp=tp, sync_timers=sync_timers)
@@ -82,6 +85,17 @@ def run_reference(cfg: EngineConfig, cycles: int, out_dir: str, warmup: int = 5,
     if tp.world > 1:
         summary["tp"] = {"rank": tp.rank, "world": tp.world}
         name = "ground_truth.json" if tp.rank == 0 else f"ground_truth.rank{tp.rank}.json"
-    with open(os.path.join(out_dir, name), "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=1)
+    safe_files.replace(os.path.join(out_dir, name), json.dumps(summary, indent=1))
     return summary
+
+
+def _export_chrome_trace(prof, path: str) -> None:
+    """torch's export, into a folder of our own beside `path` (made by mkdtemp: no one else can plant a link in
+    it), then renamed to `path`: a link there is refused, never written through."""
+    folder = tempfile.mkdtemp(prefix=".specprof-trace-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        inside = os.path.join(folder, os.path.basename(path))
+        prof.export_chrome_trace(inside)
+        safe_files.put(inside, path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -2,7 +2,7 @@
 // economics, drawn as tables (a generic table for fields they do not know).
 function checksPanels(R) {
   var D = R.D, esc = R.esc, el = R.el, add = R.add, num = R.num, ms = R.ms, plot = R.plot, baseLayout = R.baseLayout,
-    emptyNote = R.emptyNote;
+    legendAbove = R.legendAbove, emptyNote = R.emptyNote;
 
   function tableOf(rows, box) {
     if (!rows || !rows.length || typeof rows[0] !== "object") return false;
@@ -62,9 +62,9 @@ function checksPanels(R) {
         { type: "bar", name: "wall clock (sidecar)", x: names, y: cons.map(function (r) { return r.sidecar_ns / 1e6; }), marker: { color: "#9ecae9" },
           customdata: cons.map(function (r) { return [num(r.diff_pct, 2) + "%", esc(r.verdict || "")]; }),
           hovertemplate: "%{x}: %{y:.4f} ms per instance<br>difference %{customdata[0]} · %{customdata[1]}<extra>wall clock</extra>" },
-      ], baseLayout({ barmode: "group", height: 250, margin: { l: 56, r: 10, t: 24, b: 40 },
+      ], baseLayout({ barmode: "group", height: 250, margin: { l: 56, t: 10, b: 40 },
         yaxis: { title: { text: "ms per instance" }, type: "log", gridcolor: "#eef0f3" },
-        legend: { orientation: "h", y: 1.18, font: { size: 11 } } }));
+        legend: legendAbove() }));
     }
     if (infl.length) {
       box.appendChild(el("h3", "muted", "Profiler inflation: the same phase with nsys ÷ without (the interval is the ratio's uncertainty)"));
@@ -82,9 +82,9 @@ function checksPanels(R) {
           hovertemplate: "%{y}: ×%{x:.2f}<br>with nsys %{customdata[0]}, without %{customdata[1]}<br>%{customdata[2]}<extra>" + esc(m) + "</extra>" };
       });
       var nPh = {}; infl.forEach(function (r) { nPh[r.phase] = 1; });
-      plot(div2, traces, baseLayout({ height: 70 + 26 * Object.keys(nPh).length, margin: { l: 96, r: 10, t: 8, b: 36 },
+      plot(div2, traces, baseLayout({ height: 100 + 26 * Object.keys(nPh).length, margin: { l: 96, t: 10, b: 40 },
         xaxis: { title: { text: "with nsys ÷ without" }, gridcolor: "#eef0f3", zeroline: false },
-        yaxis: { automargin: true, autorange: "reversed" }, legend: { orientation: "h", y: -0.35, font: { size: 11 } },
+        yaxis: { automargin: true, autorange: "reversed" }, legend: legendAbove(),
         shapes: [{ type: "line", yref: "paper", y0: 0, y1: 1, x0: 1, x1: 1, line: { color: "#1d2433", width: 1, dash: "dot" } }] }));
     }
     if (x.accept && typeof x.accept === "object") {
@@ -157,28 +157,31 @@ function checksPanels(R) {
         text: "no baseline decode step time: no break-even line (--baseline-ms or a baseline run)" }];
     // The legend sits above the plot (it wraps to more rows on a narrow page and the top margin grows with it),
     // so it never meets the x-axis title below; the height leaves the y-axis title room for its whole length.
-    plot(div, traces, baseLayout({ height: 380, margin: { l: 60, r: 12, t: 10, b: 48 }, showlegend: true,
+    plot(div, traces, baseLayout({ height: 380, margin: { l: 60, t: 10, b: 48 }, showlegend: true,
       xaxis: { title: { text: "cycle time, ms", standoff: 8 }, range: [0, xmax], gridcolor: "#eef0f3", zeroline: false,
         automargin: true },
       yaxis: { title: { text: "accept length (tokens per cycle)", font: { size: 12 }, standoff: 8 }, range: [0, ymax],
         gridcolor: "#eef0f3", automargin: true },
-      legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: 11 } },
-      annotations: ann }));
-    var t = el("table", "grid"), h = el("tr");
+      legend: legendAbove(), annotations: ann }));
+    // The table: one column per point (source), one row per figure, each with its 95 % interval in brackets
+    // (docs/economics.md, "Intervals"); a column per source keeps it as narrow as the chart on any page width.
     // "break-even ≤ K+1": whether a cycle of K draft steps can reach the break-even at all (K + 1 tokens per
     // request at most), whatever this run's accept length: not whether speculation pays here.
-    // each figure with its 95 % interval in brackets (docs/economics.md, "Intervals")
-    ["source", "cycle ms (95% CI)", "accept len (95% CI)", "tokens/s (95% CI)", "speedup (95% CI)", "break-even (95% CI)", "K", "break-even ≤ K+1"].forEach(function (c, i) { h.appendChild(el("th", i ? "num" : null, c)); });
+    var t = el("table", "grid figures"), h = el("tr");
+    h.appendChild(el("th", null, ""));
+    rows.forEach(function (r) { h.appendChild(el("th", "num src", r.source)); });
     t.appendChild(h);
-    rows.forEach(function (r) {
+    [["cycle ms (95% CI)", function (r) { return num(r.cycle_ns / 1e6, 3) + ci(r.cycle_lo_ns, r.cycle_hi_ns, 3, 1e6); }],
+     ["accept len (95% CI)", function (r) { return r.accept_len == null ? "-" : num(r.accept_len, 3) + ci(r.accept_len_lo, r.accept_len_hi, 3); }],
+     ["tokens/s (95% CI)", function (r) { return r.tokens_per_s == null ? "-" : num(r.tokens_per_s, 0) + ci(r.tokens_per_s_lo, r.tokens_per_s_hi, 0); }],
+     ["speedup (95% CI)", function (r) { return r.speedup == null ? "-" : "×" + num(r.speedup, 2) + ci(r.speedup_lo, r.speedup_hi, 2); }],
+     ["break-even (95% CI)", function (r) { return r.break_even_accept_len == null ? "-" : num(r.break_even_accept_len, 3) + ci(r.break_even_lo, r.break_even_hi, 3); }],
+     ["K", function (r) { return r.draft_steps == null ? "-" : String(r.draft_steps); }],
+     ["break-even ≤ K+1", function (r) { return r.break_even_reachable == null ? "-" : (r.break_even_reachable ? "yes" : "no"); }]
+    ].forEach(function (f) {
       var tr = el("tr");
-      [r.source, num(r.cycle_ns / 1e6, 3) + ci(r.cycle_lo_ns, r.cycle_hi_ns, 3, 1e6),
-       r.accept_len == null ? "-" : num(r.accept_len, 3) + ci(r.accept_len_lo, r.accept_len_hi, 3),
-       r.tokens_per_s == null ? "-" : num(r.tokens_per_s, 0) + ci(r.tokens_per_s_lo, r.tokens_per_s_hi, 0),
-       r.speedup == null ? "-" : "×" + num(r.speedup, 2) + ci(r.speedup_lo, r.speedup_hi, 2),
-       r.break_even_accept_len == null ? "-" : num(r.break_even_accept_len, 3) + ci(r.break_even_lo, r.break_even_hi, 3),
-       r.draft_steps == null ? "-" : String(r.draft_steps),
-       r.break_even_reachable == null ? "-" : (r.break_even_reachable ? "yes" : "no")].forEach(function (c, i) { tr.appendChild(el("td", i ? "num" : null, c)); });
+      tr.appendChild(el("th", null, f[0]));
+      rows.forEach(function (r) { tr.appendChild(el("td", "num", f[1](r))); });
       t.appendChild(tr);
     });
     box.appendChild(t);

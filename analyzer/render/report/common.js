@@ -12,7 +12,11 @@ function reportContext(D) {
   // more than one SVG path of tens of thousands of points
   var GL_POINTS = 20000;
   var FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif", size: 12, color: "#1d2433" };
-  var CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  // Plotly's toolbar stands upright in the chart's right margin, which every chart keeps at least TOOLBAR_PX wide:
+  // it covers no legend, label or data (a toolbar across the top covered the legends above the charts)
+  var CONFIG = { displaylogo: false, responsive: true,
+    modeBarButtonsToRemove: ["lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d"] };
+  var TOOLBAR_PX = 34;
 
   // ---------------------------------------------------------------------------------------------- helpers
   function esc(s) { return String(s == null ? "" : s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;"); }
@@ -53,14 +57,39 @@ function reportContext(D) {
     return p;
   }
   function baseLayout(extra) {
-    return Object.assign({ font: FONT, paper_bgcolor: "#fff", plot_bgcolor: "#fff", margin: { l: 60, r: 16, t: 10, b: 40 },
-      hoverlabel: { font: { family: FONT.family, size: 12 }, align: "left" } }, extra || {});
+    var layout = Object.assign({ font: FONT, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+      hoverlabel: { font: { family: FONT.family, size: 12 }, align: "left" }, modebar: { orientation: "v" } }, extra || {});
+    layout.margin = Object.assign({ l: 60, r: 16, t: 10, b: 40 }, layout.margin || {});
+    layout.margin.r = Math.max(layout.margin.r, TOOLBAR_PX);
+    return layout;
+  }
+  // A legend in one row (or more, wrapping) above the plotting area, from its left edge: plotly grows the top
+  // margin to hold it, so it meets neither the data nor the axes' labels.
+  function legendAbove(extra) {
+    return Object.assign({ orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom", font: { size: 11 } }, extra || {});
+  }
+  // A row of buttons above the chart `gd`, the first one pressed: `choices` is [[label, f], ...]; pressing one
+  // presses it alone and calls its f (HTML beside the chart, never over it: plotly's own buttons sat on labels).
+  function choices(gd, list) {
+    var bar = el("div", "controls choices"), buttons = [];
+    list.forEach(function (c, i) {
+      var b = el("button", i ? null : "on", c[0]);
+      b.type = "button";
+      b.addEventListener("click", function () {
+        buttons.forEach(function (x) { x.className = x === b ? "on" : ""; });
+        c[1]();
+      });
+      buttons.push(b);
+      bar.appendChild(b);
+    });
+    gd.parentNode.insertBefore(bar, gd);
+    return bar;
   }
   function emptyNote(parent, text) { parent.appendChild(el("p", "muted", text)); }
 
-  return { TL: TL, S: S, PH: PH, CA: CA, plots: plots, WEBGL: WEBGL, GL_POINTS: GL_POINTS, FONT: FONT, CONFIG: CONFIG,
+  return { TL: TL, S: S, PH: PH, CA: CA, plots: plots, TOOLBAR_PX: TOOLBAR_PX, WEBGL: WEBGL, GL_POINTS: GL_POINTS, FONT: FONT, CONFIG: CONFIG,
     esc: esc, el: el, add: add, num: num, ms: ms, dur: dur, pct: pct, undelta: undelta, cummaxEnd: cummaxEnd,
     lowerBound: lowerBound, upperBound: upperBound, phaseName: phaseName, phaseColor: phaseColor, catName: catName,
     catColor: catColor, SHOWN: SHOWN, OTHER: OTHER, isShown: isShown, plot: plot,
-    baseLayout: baseLayout, emptyNote: emptyNote, D: D };
+    baseLayout: baseLayout, legendAbove: legendAbove, choices: choices, emptyNote: emptyNote, D: D };
 }

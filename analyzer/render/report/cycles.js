@@ -2,7 +2,8 @@
 // "Cycle times" (how cycle times spread).
 function cyclesPanels(R) {
   var D = R.D, TL = R.TL, WEBGL = R.WEBGL, GL_POINTS = R.GL_POINTS, esc = R.esc, num = R.num, ms = R.ms,
-    SHOWN = R.SHOWN, OTHER = R.OTHER, plot = R.plot, baseLayout = R.baseLayout, emptyNote = R.emptyNote,
+    SHOWN = R.SHOWN, OTHER = R.OTHER, plot = R.plot, baseLayout = R.baseLayout, legendAbove = R.legendAbove,
+    choices = R.choices, emptyNote = R.emptyNote,
     timeline = R.timeline;
 
   function cycleWindow(i) {
@@ -32,15 +33,15 @@ function cyclesPanels(R) {
       series("cpu range", c.cpu_ms, "#98a2b3", { visible: "legendonly", line: { color: "#98a2b3", width: 1, dash: "dot" } });
     });
     var p50 = c.stats.total.p50, top = Math.max(c.stats.total.max, c.stats.cpu.max), clip = c.stats.total.p99 * 1.3;
-    var menus = top > 2 * clip ? [{ type: "buttons", direction: "right", x: 1, xanchor: "right", y: -0.16, yanchor: "top", showactive: true,
-      font: { size: 11 }, pad: { r: 2, t: 0 }, active: 0,
-      buttons: [{ label: "all cycles", method: "relayout", args: [{ "yaxis.autorange": true }] },
-        { label: "up to p99 × 1.3", method: "relayout", args: [{ "yaxis.range": [0, clip], "yaxis.autorange": false }] }] }] : [];
-    plot("cycle-series", traces, baseLayout({ updatemenus: menus,
-      height: 320, margin: { l: 56, r: 10, t: 10, b: 40 }, hovermode: "closest",
+    var gd = document.getElementById("cycle-series");
+    if (top > 2 * clip) choices(gd, [
+      ["all cycles", function () { Plotly.relayout(gd, { "yaxis.autorange": true }); }],
+      ["up to p99 × 1.3", function () { Plotly.relayout(gd, { "yaxis.range": [0, clip], "yaxis.autorange": false }); }]]);
+    plot(gd, traces, baseLayout({
+      height: 320, margin: { l: 56, t: 10, b: 40 }, hovermode: "closest",
       xaxis: { title: { text: "cycle" }, gridcolor: "#f1f2f5", zeroline: false },
       yaxis: { title: { text: "attributed ms" }, gridcolor: "#eef0f3", rangemode: "tozero" },
-      legend: { orientation: "h", y: 1.1, font: { size: 11 } },
+      legend: legendAbove(),
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: p50, y1: p50, line: { color: "#1d2433", width: 1, dash: "dash" }, opacity: 0.35 }],
       annotations: [{ xref: "paper", x: 1, y: p50, yanchor: "bottom", xanchor: "right", showarrow: false,
         text: "p50 " + num(p50, 2) + " ms", font: { size: 10, color: "#475467" } }],
@@ -61,8 +62,9 @@ function cyclesPanels(R) {
     var shapes = [], ann = [];
     [["p50", st.p50, "right"], ["p90", st.p90, "left"]].forEach(function (q) {
       shapes.push({ type: "line", yref: "paper", y0: 0, y1: 1, x0: q[1], x1: q[1], line: { color: "#1d2433", width: 1, dash: "dash" } });
-      ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "bottom", xanchor: q[2], showarrow: false, text: " " + q[0] + " " + num(q[1], 2) + " ",
-        font: { size: 10 } });
+      // inside the plotting area, at its top: the legend above it stays clear
+      ann.push({ yref: "paper", y: 1, x: q[1], yanchor: "top", xanchor: q[2], showarrow: false, text: " " + q[0] + " " + num(q[1], 2) + " ",
+        font: { size: 10 }, bgcolor: "rgba(255,255,255,0.85)" });
     });
     // a few far outliers (a prefill inside a cycle, say) would squeeze every other cycle into one bin: the range
     // and what falls outside it come with the data (derived/views.py cycle_hist_range)
@@ -80,10 +82,10 @@ function cyclesPanels(R) {
         xbins: xrange ? { start: xrange[0], end: xrange[1], size: (xrange[1] - xrange[0]) / 60 } : undefined,
         hovertemplate: "%{x} ms: %{y} cycles<extra>cpu</extra>" },
     ], baseLayout({
-      barmode: "overlay", height: 300, margin: { l: 50, r: 10, t: 22, b: 40 }, shapes: shapes, annotations: ann,
+      barmode: "overlay", height: 300, margin: { l: 50, t: 10, b: 40 }, shapes: shapes, annotations: ann,
       xaxis: { title: { text: "cycle time, ms" }, gridcolor: "#f1f2f5", range: xrange || undefined, autorange: !xrange },
       yaxis: { title: { text: "cycles" }, gridcolor: "#eef0f3" },
-      legend: { orientation: "h", x: 1, xanchor: "right", y: 1.16, font: { size: 11 } },
+      legend: legendAbove(),
     }));
   }
 

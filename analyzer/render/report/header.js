@@ -7,8 +7,7 @@ function headerPanels(R) {
     var f = D.facts, c = D.cycles;
     var base = String(f.source || "").split("/").pop();
     document.getElementById("title").textContent = "specprof · " + (base || "trace");
-    document.getElementById("subtitle").textContent = (f.source || "") + "  ·  " + (f.format || "") +
-      (f.tool_version ? " " + f.tool_version : "") + "  ·  generated " + f.generated;
+    document.getElementById("subtitle").textContent = (f.source || "") + "  ·  " + format(f) + "  ·  generated " + f.generated;
     var cmd = document.getElementById("command");
     if (f.command) {
       add(cmd, el("span", "k", "$ "), document.createTextNode(f.command));
@@ -54,7 +53,16 @@ function headerPanels(R) {
       (est.speedup_lo != null && est.speedup_hi != null ? " (95% CI " + num(est.speedup_lo, 2) + "–" + num(est.speedup_hi, 2) + ")" : ""),
       est.source + ": " + (est.verdict || ""));
     else if (est && est.accept_len != null) tile(num(est.accept_len, 2), "accept length", est.source || "");
-    tile(f.nsys_version || f.tool_version || "-", f.format === "nsys-sqlite" ? "nsys" : "tool");
+    // two versions of nsys can meet in one run: the one that recorded the capture (the run's manifest) and the one
+    // that exported it to SQLite (the export's own metadata); the card is the exporter's
+    if (f.nsys_version) tile(f.nsys_version, "nsys export", "the nsys that exported the SQLite file" +
+      (f.nsys_banner ? "; the capture was recorded by " + f.nsys_banner + " (The run)" : ""));
+    else tile(f.tool_version || "-", "tool");
+  }
+  // the trace's format and the version of the tool that wrote it, named as what it is
+  function format(f) {
+    if (f.nsys_version) return (f.format || "") + ", exported by nsys " + f.nsys_version;
+    return (f.format || "") + (f.tool_version ? " " + f.tool_version : "");
   }
 
   function runFacts() {
@@ -68,8 +76,8 @@ function headerPanels(R) {
       dl.appendChild(dd);
     }
     row("trace", f.source);
-    row("format", f.format + (f.tool_version ? " (" + f.tool_version + ")" : ""));
-    row("nsys", f.nsys_banner);
+    row("format", format(f));
+    row("recorded by", f.nsys_banner);
     (f.gpus || []).forEach(function (g) {
       row("GPU " + g.device, [g.name, g.memory, g.driver ? "driver " + g.driver : null].filter(Boolean).join(" · "));
     });

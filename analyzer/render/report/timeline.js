@@ -260,9 +260,12 @@ function makeTimeline(R) {
     var bottom = top2 + rows.legend2 * ROW_PX + 12, height = plotH + bottom + 6;
     var layout = baseLayout({
       height: height, hovermode: false, dragmode: "zoom",
-      margin: { l: 190, r: 12, t: 6, b: bottom }, showlegend: true,
-      legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -top1 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
-      legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -top2 / plotH, yanchor: "top", font: { size: 11 }, itemdoubleclick: false },
+      margin: { l: MARGIN_L, r: R.TOOLBAR_PX, t: 6, b: bottom }, showlegend: true,
+      // tracegroupgap 0: each entry is a legend group of its own, and plotly would add the groups' gap to each row
+      legend: { title: { text: "<b>phase</b> " }, orientation: "h", x: 0, y: -top1 / plotH, yanchor: "top", font: { size: 11 },
+        itemdoubleclick: false, tracegroupgap: 0 },
+      legend2: { title: { text: "<b>category</b> " }, orientation: "h", x: 0, y: -top2 / plotH, yanchor: "top", font: { size: 11 },
+        itemdoubleclick: false, tracegroupgap: 0 },
       xaxis: { title: { text: "ms since the capture's start", standoff: 4 }, range: [(a - pad) / 1e6, (b + pad) / 1e6],
         gridcolor: "#f1f2f5", zeroline: false },
       yaxis: { autorange: false, range: [yMax - 0.25, -0.7], tickvals: ticks, ticktext: tickText, fixedrange: true, showgrid: false,
@@ -317,9 +320,12 @@ function makeTimeline(R) {
     return out;
   }
   var redrawing = false;
+  // The plotting area's width: the chart's box less its margins (the legends' rows are counted for it before
+  // plotly draws at that width: at first, and for a printout).
+  var MARGIN_L = 190;
   function plotWidth() {
     var gd = document.getElementById("timeline");
-    return gd && gd._fullLayout && gd._fullLayout._size ? gd._fullLayout._size.w : Math.max(400, window.innerWidth - 260);
+    return Math.max(200, (gd && gd.clientWidth ? gd.clientWidth : window.innerWidth - 80) - MARGIN_L - R.TOOLBAR_PX);
   }
   function redraw(a, b) {
     var gd = document.getElementById("timeline");
