@@ -25,7 +25,9 @@ PAIRS = [("reference-k2", "reference-k0"), ("reference-k4", "reference-k0"), ("r
          ("sglang-dense-k6", "sglang-dense-plain"), ("sglang-dense-tree", "sglang-dense-plain"),
          ("sglang-k2", "sglang-plain"), ("sglang-k4", "sglang-plain"),
          ("sglang-k4-nooverlap", "sglang-plain"), ("sglang-moe-k2", "sglang-moe-plain"),
-         ("sglang-moe-k4", "sglang-moe-plain")]
+         ("sglang-moe-k4", "sglang-moe-plain"), ("reference-k4-graph", "reference-k0"), ("torch-k4", "reference-k0"),
+         ("sglang-ramp-dense-k2", "sglang-ramp-dense-plain"), ("sglang-ramp-dense-adaptive", "sglang-ramp-dense-plain"),
+         ("sglang-ramp-moe-k2", "sglang-moe-plain"), ("sglang-ramp-moe-adaptive", "sglang-moe-plain")]
 _DONE: dict = {}
 
 

@@ -30,7 +30,7 @@ from specprof.analyzer.derived import levers as lv
 from specprof.analyzer.derived import views
 from specprof.analyzer.derived.acceptance import Acceptance, per_position
 from specprof.analyzer.derived.breakdown import CycleBreakdown
-from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of
+from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of, profiler_name
 from specprof.analyzer.derived.draft_shape import DraftShape
 from specprof.analyzer.derived.economics import Economics
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
@@ -92,7 +92,8 @@ def analyse(attribution: Attribution, data: RunData | None = None,
         economics = economics_of(attribution, data, check, breakdown)
     drafts = economics is not None and shape.kind is not None
     acceptance = per_position(economics.rounds, shape.steps) if drafts else None
-    levers = lv.levers(economics.headline, breakdown, acceptance) if drafts and economics.headline else None
+    levers = lv.levers(economics.headline, breakdown, acceptance, profiler=profiler_name(attribution.trace)) \
+        if drafts and economics.headline else None
     sync = (sync_timers or estimate_sync_timers)(attribution)
     return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
                     shown=shown, draft_shape=shape, economics=economics, acceptance=acceptance, levers=levers,

@@ -70,21 +70,22 @@ def _rel(lo, hi, value) -> float | None:
     return (hi - lo) / 2 / abs(value)
 
 
-def shares(b: CycleBreakdown | None, unprofiled: bool) -> tuple[dict, str]:
+def shares(b: CycleBreakdown | None, unprofiled: bool, profiler: str = "nsys") -> tuple[dict, str]:
     """phase -> its share of the cycle period, for the levers of phases, allreduce and gaps (see the module
-    docstring), and the basis in words. `unprofiled`: the estimate is measured without the profiler."""
+    docstring), and the basis in words. `unprofiled`: the estimate is measured without the profiler (`profiler`)."""
     if b is None:
         return {}, "no cycle breakdown"
     out, twin = {}, unprofiled and b.unprofiled_mean_ns
-    basis = "shares under nsys"
+    under = f"shares under {profiler}"
+    basis = under
     for r in b.phases.iter_rows(named=True):
         if twin and r["unprofiled_share"] is not None:
             out[r["phase"]] = r["unprofiled_share"]
-            basis = "shares without nsys (the phases' CUDA events in the twin, over its period)"
+            basis = f"shares without {profiler} (the phases' CUDA events in the twin, over its period)"
         else:
             out[r["phase"]] = r["share"] or 0.0
-    if twin and basis == "shares under nsys":
-        basis = "shares under nsys (the twin has no CUDA events per phase)"
+    if twin and basis == under:
+        basis = f"{under} (the twin has no CUDA events per phase)"
     busy = float(b.phases["busy_ns_per_cycle"].sum())
     cycle = b.unprofiled_mean_ns if twin else b.mean_ns
     out["(gaps)"] = max(0.0, 1.0 - busy / cycle) if cycle else 0.0
@@ -97,8 +98,8 @@ def shares(b: CycleBreakdown | None, unprofiled: bool) -> tuple[dict, str]:
     return out, basis
 
 
-def levers(head: dict, b: CycleBreakdown | None, acceptance: Acceptance | None, group: str | None = None
-           ) -> Levers | None:
+def levers(head: dict, b: CycleBreakdown | None, acceptance: Acceptance | None, group: str | None = None,
+           profiler: str = "nsys") -> Levers | None:
     """The levers of the estimate `head` (an `Economics.estimates` row: cycle_ns, accept_len, batch, baseline_ns,
     speedup and their intervals) with the cycle breakdown `b` and the per-position acceptance of the same cycles.
     None without a cycle and an accept length."""
@@ -113,7 +114,7 @@ def levers(head: dict, b: CycleBreakdown | None, acceptance: Acceptance | None, 
     hc = None if rc is None else rc * C  # C's half-width
     hl = None if rl is None else rl * L
     k = head.get("draft_steps") or (acceptance.steps if acceptance is not None else None)
-    f, basis = shares(b, not head.get("profiled", True))
+    f, basis = shares(b, not head.get("profiled", True), profiler)
     T = head.get("tokens_per_s")
     rows = []
 
@@ -139,13 +140,13 @@ def levers(head: dict, b: CycleBreakdown | None, acceptance: Acceptance | None, 
     if f.get("(allreduce of verify)"):
         s = f["(allreduce of verify)"]
         add("allreduce of verify removed", "cycle", C * (1 - s), L, rc, rl,
-            f"the allreduce kernels are {100 * s:.1f}% of the cycle (their part of verify under nsys, times verify's "
+            f"the allreduce kernels are {100 * s:.1f}% of the cycle (their part of verify under {profiler}, times verify's "
             f"share); the accept length held")
     if f.get("(gaps)"):
         s = f["(gaps)"]
         add("launch and CPU-wait gaps removed", "cycle", C * (1 - s), L, rc, rl,
-            f"the GPU idles {100 * s:.1f}% of the cycle (1 - GPU-busy time under nsys over the cycle, "
-            f"{'the twin' if basis.startswith('shares without') else 'under nsys'}); the accept length held")
+            f"the GPU idles {100 * s:.1f}% of the cycle (1 - GPU-busy time under {profiler} over the cycle, "
+            f"{'the twin' if basis.startswith('shares without') else 'under ' + profiler}); the accept length held")
     if k is None or L + ACCEPT_STEP <= k + 1:
         add(f"accept length +{ACCEPT_STEP:g}", "accept", C, L + ACCEPT_STEP, rc,
             None if hl is None else hl / (L + ACCEPT_STEP), "the cycle held")
