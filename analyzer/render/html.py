@@ -3,7 +3,7 @@
 Python builds a view model (plain JSON: the analysis tables, columnar, with times in integer
 nanoseconds relative to the capture's start (TraceMeta.start_ns), and display-only downsampling for big captures);
 the app in `report/` draws it in the browser: one module per panel (`breakdown.js`, `timeline.js`, `phases.js`,
-`kernels.js`, `cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
+`kernels.js`, `cycles.js`, `checks.js`, `levers.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
 put together here into the page's one script. What each panel shows: docs/report.md.
 
 Names (kernels, ranges, threads, the command line) come from other people's programs. They travel
@@ -91,7 +91,7 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
 
 
 REPORT_MODULES = ("common.js", "timeline.js", "header.js", "breakdown.js", "phases.js", "kernels.js", "cycles.js",
-                  "checks.js", "main.js")
+                  "checks.js", "levers.js", "main.js")
 
 
 def app_script() -> str:
@@ -444,7 +444,8 @@ def _delta(values) -> list[int]:
 # analyzer/derived/economics.py); converted to plain JSON here without interpretation.
 
 
-PANEL_SKIP = ("pairs",)  # per-instance tables: too long to embed, and the panels draw the per-phase ones
+PANEL_SKIP = ("pairs", "rounds")  # per-instance and per-request-round tables: too long to embed; the panels draw
+# the per-phase ones, and per-position acceptance (`analysis.acceptance`) the request-rounds
 PANEL_ROWS = 500
 
 
