@@ -284,6 +284,9 @@ def main():
               help="How many rows the per-cycle table shows (what is analysed: --cycle-window).")
 @click.option("--phases", "phase_limit", type=_Count(), default=20, show_default=True, metavar="N",
               help="How many phases the terminal tables show (the JSON has all).")
+@click.option("--brief", is_flag=True,
+              help="Print the summary alone: where the cycle goes, whether speculation pays, how far to trust it, "
+                   "and the next command.")
 @click.option("--sidecar", "sidecars", multiple=True, type=click.Path(dir_okay=False),
               help="The tracer's sidecar of this run (specprof-sidecar.*.jsonl), for the cross-check and the "
                    "economics [default: the run directory's]. Repeatable.")
@@ -317,7 +320,7 @@ def main():
               help="Several traces, or the processes of one nsys export: analyse them on the Dask scheduler at "
                    "ADDRESS (tcp://host:8786; docs/multirank.md).")
 def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_file, grouping, domains, no_cache,
-                    cycle_limit, phase_limit, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
+                    cycle_limit, phase_limit, brief, sidecars, baseline_sidecars, server_log, log_interval, baseline_run,
                     baseline_range, baseline_ms, steps, quiet, db_path, jobs, dask_address):
     """Attribute the GPU time of TRACE to phases and categories.
 
@@ -339,7 +342,7 @@ def analyze_command(trace, as_json, csv_dir, parquet_dir, html_file, categories_
         RunInputs(sidecars=tuple(sidecars), baseline_sidecars=tuple(baseline_sidecars), server_log=server_log,
                   log_interval=log_interval, baseline_run=baseline_run, baseline_ms=baseline_ms,
                   baseline_range=baseline_range, steps=steps),
-        Outputs(as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit, csv_dir=csv_dir,
+        Outputs(as_json=as_json, cycle_limit=cycle_limit, phase_limit=phase_limit, brief=brief, csv_dir=csv_dir,
                 parquet_dir=parquet_dir),
         html_file=html_file, db_path=db_path, jobs=jobs, dask=dask_address, argv=sys.argv[1:], quiet=quiet))
 

@@ -136,7 +136,7 @@ def test_a_plain_sglang_sidecar_is_a_baseline_of_decode_cycles_only():
     sides = read_sidecars(find(str(FIXTURES / "sglang-plain" / "no-nsys")))
     prefill = sides.cycles.filter(~sides.cycles["decode"])
     assert prefill.height >= 2  # the 8 requests were prefilled in several batches: cycles too, not steps
-    ns, source, notes, batch, _ = baseline_step(str(FIXTURES / "sglang-plain"))
+    ns, source, notes, batch, *_ = baseline_step(str(FIXTURES / "sglang-plain"))
     assert "sidecar without nsys, its capture window, 120 steps of 8 requests" in source and batch == 8.0
     assert ns == pytest.approx(1_808_000, rel=0.001)
 

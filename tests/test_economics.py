@@ -130,7 +130,7 @@ def test_idle_gaps_are_left_out_of_the_cycle_period():
 
 
 def test_baseline_from_a_run_directory_prefers_its_sidecar_without_nsys():
-    ns, source, notes, batch, _ = baseline_step(str(FIXTURES / "reference-k0"))
+    ns, source, notes, batch, *_ = baseline_step(str(FIXTURES / "reference-k0"))
     starts = [c["start_ns"] for c in raw(find(str(FIXTURES / "reference-k0" / "no-nsys"))[0])]
     periods = [b - a for a, b in zip(starts, starts[1:])]
     busy = [p for p in periods if p <= 3 * statistics.median(periods)]
@@ -181,7 +181,7 @@ def test_the_engine_plain_decode_mode_is_a_baseline(tmp_path):
     s = read_sidecars([path])
     assert s.phases.filter(s.phases["in_cycle"])["name"].unique().to_list() == ["verify"]
     assert econ.accept_stats(s.cycles)[0] == 1.0
-    ns, source, notes, batch, _ = baseline_step(path)
+    ns, source, notes, batch, *_ = baseline_step(path)
     assert ns > 0 and notes == [] and "sidecar" in source and batch == 2  # (a cold first step may be idle)
     result = CliRunner().invoke(main, ["analyze", str(K4), "--baseline", path, "--json"])
     e = json.loads(result.output)["economics"]

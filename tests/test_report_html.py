@@ -342,6 +342,7 @@ def test_levers_panel_is_the_json_levers(browser, economics_report):
     p = Page(browser, economics_report)
     assert p.console_errors() == []
     rows = p.page.evaluate(LEVERS)
+    assert p.page.evaluate("specprof.data.analysis.levers.length") == 1  # one batch size: one table
     lv = p.page.evaluate("specprof.data.analysis.levers[0]")
     assert rows[0] == ["lever", "cycle ms", "accept len", "tokens/s (95% CI)", "speedup (95% CI)", "gain"]
     assert [r[0] for r in rows[1:]] == [r["lever"] for r in lv["rows"]]

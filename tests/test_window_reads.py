@@ -37,7 +37,7 @@ def _part(path: str, window: Window, grouping=("cycle",)):
 
 
 def _same_trace(a, b):
-    for name in ("ops", "api", "ranges", "marks"):
+    for name in ("ops", "api", "ranges", "marks", "syncs"):
         assert_frame_equal(getattr(a, name), getattr(b, name))
     assert a.meta == b.meta
 

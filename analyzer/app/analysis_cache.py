@@ -66,7 +66,7 @@ def load(path: str, opts: dict, trace: Trace) -> Attribution | None:
             return None
         ranges = tables["ranges"]
         kept = Trace(ops=trace.ops, api=trace.api, ranges=ranges.select(list(trace.ranges.columns)),
-                     marks=trace.marks, meta=trace.meta)
+                     marks=trace.marks, meta=trace.meta, syncs=trace.syncs)
         return Attribution(trace=kept, grouping=tuple(opts["grouping"]), ops=trace.ops.with_columns(added),
                         notes=list(doc["notes"]), category_parents=dict(doc["category_parents"]), **tables)
     except Exception:

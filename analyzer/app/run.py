@@ -29,6 +29,7 @@ from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from specprof.analyzer.readers import ground_truth as gt
 from specprof.analyzer.readers import sidecar as sc
+from specprof.analyzer.readers.client import read_whole_runs
 from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
 from specprof.analyzer.readers.nsys_report import exported
 from specprof.analyzer.readers.settings import read_settings
@@ -176,6 +177,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
         data.ground_truth_file = files.ground_truth
     if files.baseline_ground_truth:
         data.baseline_ground_truth = gt.read_ground_truth(files.baseline_ground_truth)
+    data.whole_run = read_whole_runs(files.folder)
+    if inputs.baseline_run is not None and os.path.isdir(inputs.baseline_run):
+        data.baseline_whole_run = read_whole_runs(inputs.baseline_run)
     if inputs.baseline_ms is not None:
         data.baseline_step = given_step(inputs.baseline_ms)
     elif inputs.baseline_run is not None:

@@ -49,6 +49,7 @@ class Outputs:
     store: bool = False  # the results store's rows (app/store.py)
     cycle_limit: int = 10
     phase_limit: int = 20
+    brief: bool = False  # the terminal text: the summary alone
     csv_dir: str | None = None  # per-trace folders are made under these
     parquet_dir: str | None = None
 
@@ -111,7 +112,8 @@ def produce(run: Run, outputs: Outputs, alone: bool = True, html_file: str | Non
             else:
                 out.doc = json_render.to_dict(a)
         elif outputs.text:
-            out.text = terminal.render(a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit)
+            out.text = terminal.render(a, cycle_limit=outputs.cycle_limit, phase_limit=outputs.phase_limit,
+                                       brief=outputs.brief)
     if not alone:
         out.row = summary_row(a)
         out.phase_ns = dict(a.phases.select("phase", "attributed").iter_rows())

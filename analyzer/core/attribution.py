@@ -93,13 +93,13 @@ def attribute(trace: Trace, grouping: tuple[str, ...] = DEFAULT_GROUPING,
                          f"ranges of other domains ({others}) are left out: --all-domains keeps them")
             kept = trace.ranges.filter(pl.col("domain") == TRACER_DOMAIN)
             trace = Trace(ops=trace.ops, api=trace.api, ranges=kept, marks=trace.marks, meta=trace.meta,
-                          collectives=trace.collectives)
+                          collectives=trace.collectives, syncs=trace.syncs)
     if domains:
         kept = trace.ranges.filter(pl.col("domain").is_in(domains))
         notes.append(f"phases from NVTX domains {', '.join(domains)} only "
                      f"({kept.height} of {trace.ranges.height} ranges)")
         trace = Trace(ops=trace.ops, api=trace.api, ranges=kept, marks=trace.marks, meta=trace.meta,
-                      collectives=trace.collectives)
+                      collectives=trace.collectives, syncs=trace.syncs)
     if trace.ranges.is_empty():
         notes.append("no phases found: the trace has no NVTX (or record_function) ranges, so every "
                      "op is unattributed; per-kernel and per-category results still hold. Run the "

@@ -174,6 +174,8 @@ def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Tra
                             f"{(first - trace.meta.start_ns) / 1e6:.1f} to "
                             f"{(last - trace.meta.start_ns) / 1e6:.1f} ms after the capture's start", trace.meta.path)
     api = _with_bounds(trace.api, bounds).with_columns(at=pl.col("start")).filter(inside).select(trace.api.columns)
+    syncs = _with_bounds(trace.syncs, bounds).with_columns(at=pl.col("start")).filter(inside).select(
+        trace.syncs.columns).sort("start", maintain_order=True)
     ranges = _with_bounds(trace.ranges, bounds).filter((pl.col("start") < pl.col("t1")) & (pl.col("end") > pl.col("t0")))
     is_cycle = pl.col("name").is_in(list(grouping))
     if window.by_cycles:  # whole cycles: only those that start in the window
@@ -192,7 +194,7 @@ def select(trace: Trace, window: Window, grouping=("cycle",), whole=None) -> Tra
     collectives = None
     if trace.collectives is not None:
         collectives = trace.collectives.join(ops.select("op_id"), on="op_id", how="semi")
-    return Trace(ops=ops, api=api, ranges=ranges, marks=trace.marks, meta=meta, collectives=collectives)
+    return Trace(ops=ops, api=api, ranges=ranges, marks=trace.marks, meta=meta, collectives=collectives, syncs=syncs)
 
 
 def renumber_cycles(cycles: pl.DataFrame, offsets: dict) -> pl.DataFrame:

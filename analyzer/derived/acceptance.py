@@ -12,7 +12,8 @@ accept length's (derived/economics.py `ratio_measure`: the ratio estimator over 
 conditions, or the repeated twins' spread where wider). The rounds are those the economics' headline accept length
 is over (`Economics.rounds`), so the two agree.
 
-`Acceptance`: steps (K), rounds (request-rounds), accept_len (1 + sum of at_least), positions: position, reached,
+`Acceptance`: steps (K), rounds (request-rounds), accept_len (1 + sum of at_least), group (the batch-size group
+and K its cycles are, None for the run's), positions: position, reached,
 accepted, at_least, at_least_lo, at_least_hi, rate, rate_lo, rate_hi (the intervals null where a position has too
 few cycles for one).
 """
@@ -38,6 +39,7 @@ class Acceptance:
     rounds: int
     accept_len: float
     positions: pl.DataFrame
+    group: str | None = None  # the batch-size group and K (None: the run's cycles, one group)
 
     def rates(self) -> list[float]:
         """The conditional rate at each position 1..K (0 where no round reached it: nothing was accepted there)."""
@@ -54,7 +56,7 @@ def _interval(counts, totals, labels) -> tuple[float | None, float | None]:
     return max(0.0, m.lo), min(1.0, m.hi)
 
 
-def per_position(rounds: pl.DataFrame, steps: int | None) -> Acceptance | None:
+def per_position(rounds: pl.DataFrame, steps: int | None, group: str | None = None) -> Acceptance | None:
     """Per-position acceptance of the request-rounds `rounds` (cycle, request, correct, twin: the repeated twin's
     folder, null under the profiler; any subset of a run's cycles, a batch-size group's) of a run of `steps` draft
     steps (K; the most any round accepted where unknown). None without rounds."""
@@ -80,4 +82,5 @@ def per_position(rounds: pl.DataFrame, steps: int | None) -> Acceptance | None:
         rlo, rhi = _interval(hit, per_cycle[f"a{i - 1}"].to_numpy(), labels)
         rows.append((i, r["reached"], r["accepted"], r["accepted"] / n, lo, hi, r["rate"], rlo, rhi))
     table = pl.DataFrame(rows, schema=POSITION_SCHEMA, orient="row")
-    return Acceptance(steps=k, rounds=n, accept_len=1.0 + float(table["at_least"].sum()), positions=table)
+    return Acceptance(steps=k, rounds=n, accept_len=1.0 + float(table["at_least"].sum()), positions=table,
+                      group=group)

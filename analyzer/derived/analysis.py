@@ -27,8 +27,9 @@ from specprof.analyzer import progress
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import breakdown as bd
 from specprof.analyzer.derived import levers as lv
+from specprof.analyzer.derived.answer import answer
 from specprof.analyzer.derived import views
-from specprof.analyzer.derived.acceptance import Acceptance, per_position
+from specprof.analyzer.derived.acceptance import Acceptance
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of, profiler_name
 from specprof.analyzer.derived.draft_shape import DraftShape
@@ -36,7 +37,9 @@ from specprof.analyzer.derived.economics import Economics
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
 from specprof.analyzer.derived.run_economics import draft_shape_of, economics_of
 from specprof.analyzer.derived.sweep_runs import SweepRun, sweep_run
+from specprof.analyzer.derived.sync_calls import SyncCalls, sync_calls
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate, sync_timer_estimate
+from specprof.analyzer.derived.whole_run import WholeRun, whole_run_of
 from specprof.analyzer.model.run_data import RunData
 
 # The attribution's tables that are one rank's with several ranks (the headline rank's: `shown`).
@@ -63,19 +66,27 @@ class Analysis:
     # `DraftShape.kind` None for a run that does not draft
     draft_shape: DraftShape
     economics: Economics | None  # does speculation pay (docs/economics.md): None without a sidecar or a baseline
-    # per-position acceptance of the economics' headline request-rounds (derived/acceptance.py): None for a run that
-    # does not draft or has no accept counts
-    acceptance: Acceptance | None
-    # what each lever would give (derived/levers.py), from the economics' headline: None without its cycle and
-    # accept length, or for a run that does not draft
-    levers: lv.Levers | None
+    # per-position acceptance of the economics' headline request-rounds (derived/acceptance.py), one per batch-size
+    # group and K where the run spans several: empty for a run that does not draft or has no accept counts
+    acceptance: list[Acceptance]
+    # what each lever would give (derived/levers.py), from the economics' headline (one per batch-size group and K
+    # where the run spans several): empty without a cycle and an accept length, or for a run that does not draft
+    levers: list[lv.Levers]
     # what synchronize timers at every phase boundary would add (derived/sync_timers.py): None without two
     # consecutive cycles with phases
     sync_timers: SyncTimerEstimate | None
+    # the capture's own synchronize-class calls, per phase, and one call's own cost (derived/sync_calls.py): None
+    # without any
+    sync_calls: SyncCalls | None
     phase_rows: pl.DataFrame  # the phase table with its per-instance times, shares and top busy categories
     totals: dict  # the sums the header and the report's tiles show (views.totals)
     breakdown_summary: dict | None  # the headline breakdown's figures beyond its tables: None without one
     notes: list[str]  # the attribution's notes, then the run's settings' (a value in its files not taken)
+    # the workload as its client saw it, beside the economics' steady state (derived/whole_run.py): None without the
+    # run's client records
+    whole_run: WholeRun | None = None
+    # the answer first: what the summary at the top shows, picked from the results above (derived/answer.py)
+    answer: dict | None = None
 
 
 def analyse(attribution: Attribution, data: RunData | None = None,
@@ -91,17 +102,20 @@ def analyse(attribution: Attribution, data: RunData | None = None,
     with progress.step("the economics"):
         economics = economics_of(attribution, data, check, breakdown)
     drafts = economics is not None and shape.kind is not None
-    acceptance = per_position(economics.rounds, shape.steps) if drafts else None
-    levers = lv.levers(economics.headline, breakdown, acceptance, profiler=profiler_name(attribution.trace)) \
-        if drafts and economics.headline else None
+    acceptance, levers = lv.of_economics(economics, breakdown, shape.steps, profiler_name(attribution.trace)) \
+        if drafts else ([], [])
     sync = (sync_timers or estimate_sync_timers)(attribution)
+    bsum = None if breakdown is None else views.breakdown_summary(breakdown)
     return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
                     shown=shown, draft_shape=shape, economics=economics, acceptance=acceptance, levers=levers,
-                    sync_timers=sync,
+                    sync_timers=sync, sync_calls=synchronize_calls(attribution),
                     phase_rows=views.phase_rows(shown.phases, shown.categories),
                     totals=views.totals(shown.phases, shown.unattributed, shown.devices),
-                    breakdown_summary=None if breakdown is None else views.breakdown_summary(breakdown),
-                    notes=attribution.notes + list(data.settings.notes))
+                    breakdown_summary=bsum,
+                    notes=attribution.notes + list(data.settings.notes),
+                    whole_run=whole_run_of(data, economics),
+                    answer=answer(breakdown, bsum, economics, check, shape, data.path or attribution.trace.meta.path,
+                                  profiled=True))
 
 
 def checked(attribution: Attribution, data: RunData) -> CrossCheck | None:
@@ -135,10 +149,18 @@ def headline(ranks: Ranks) -> CycleBreakdown | None:
     return bd.headline(ranks.breakdowns, top["rank"] if top is not None else None)
 
 
+def synchronize_calls(a: Attribution) -> SyncCalls | None:
+    """The capture's own synchronize-class calls per phase (derived/sync_calls.py)."""
+    return sync_calls(a.trace.syncs, a.ops, a.ranges, a.grouping)
+
+
 def estimate_sync_timers(a: Attribution) -> SyncTimerEstimate | None:
-    """What synchronize timers at every phase boundary would add to the capture (derived/sync_timers.py)."""
+    """What synchronize timers at every phase boundary would add to the capture (derived/sync_timers.py), each
+    synchronize call's own cost measured from the capture's own calls."""
     with progress.step("estimating synchronize timers"):
-        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+        own = synchronize_calls(a)
+        return sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping,
+                                   own.own_ns if own is not None else None)
 
 
 def pace(attribution: Attribution) -> CycleBreakdown | None:

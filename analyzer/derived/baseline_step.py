@@ -77,7 +77,7 @@ def sidecar_step(sides: Sidecars, path: str, where: str, profiled: Sidecars | No
                          "hold it (repeat the baseline without nsys to measure its noise)")
             m = econ.Measure(m.value, max(m.half, m.value - t.value), m.n, max(m.runs, 2), "runs")
     source = f"{path}: {where}, {m.n} steps" + (f" of {batch:g} requests" if batch is not None else "")
-    return BaselineStep(int(round(m.value)), source, notes, batch, m)
+    return BaselineStep(int(round(m.value)), source, notes, batch, m, sides)
 
 
 def given_step(baseline_ms: float) -> BaselineStep:

@@ -21,7 +21,11 @@ every cycle) without a `prefill`, less each thread's last one (nothing marks whe
 - per_cycle: cycle, ns (each cycle's length on the stream);
 - categories: phase, category, ns_per_cycle (each phase's time per cycle by category: its busy kinds, `allreduce`
   among them, and the idle gaps `launch`, `cpu_wait`, `idle`);
-- unprofiled_mean_ns: the cycle's period without the profiler (null without a twin run).
+- unprofiled_mean_ns: the cycle's period without the profiler (null without a twin run);
+- idle_ns, idle_gaps: the time the stream sat idle after a cycle, outside any phase, while the server had no
+  running request (between requests, between the levels of a rising load): the idle, phase-less time of a cycle
+  longer than IDLE_GAP_FACTOR x the median cycle, taken out of that cycle (`idle_gaps` of them) and counted here
+  once; it is in no cycle's length, phase or share.
 """
 
 from __future__ import annotations
@@ -32,7 +36,13 @@ import polars as pl
 
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import views
-from specprof.analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES
+from specprof.analyzer.model.labels import DECODE_PHASES, IDLE_CATEGORIES, UNATTRIBUTED
+
+# A cycle whose idle time outside any phase is longer than this many median cycles waited for requests: that
+# time is idle, in no cycle (derived/economics.py IDLE_GAP_FACTOR, the same rule on the sidecar's periods).
+IDLE_GAP_FACTOR = 3.0
+# A charge of no phase: where a cycle's idle time waits
+WAITING = pl.col("phase").is_null() | (pl.col("phase").cast(pl.Utf8) == UNATTRIBUTED)
 
 PHASE_SCHEMA = {"phase": pl.Utf8, "ns_per_cycle": pl.Int64, "share": pl.Float64, "busy_ns_per_cycle": pl.Int64,
                 "busy_share": pl.Float64, "unprofiled_ns_per_cycle": pl.Int64, "ratio": pl.Float64,
@@ -56,6 +66,9 @@ class CycleBreakdown:
     why: str | None = None
     # phase, category, ns_per_cycle: each phase's time per cycle by category (busy kinds and the idle gaps)
     categories: pl.DataFrame | None = None
+    idle_ns: int = 0  # the idle time after cycles while no request ran, taken out of them (module docstring)
+    idle_gaps: int = 0
+    idle_cycles: pl.DataFrame | None = None  # cycle, ns: the idle time taken out of each cycle it followed
 
 
 def decode_cycles(a: Attribution) -> pl.DataFrame:
@@ -79,6 +92,13 @@ def _one(charges: pl.DataFrame, keep: pl.DataFrame, device: int, stream: int, ra
     mine = charges.filter((pl.col("device") == device) & (pl.col("stream") == stream)).join(
         keep.select("cycle"), on="cycle", how="semi").with_columns(
         busy=~pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES), phase=pl.col("phase").cast(pl.Utf8))
+    # idle: a cycle's phase-less idle time, where it is longer than IDLE_GAP_FACTOR x the median cycle
+    waiting = WAITING & ~pl.col("busy")
+    lengths = mine.group_by("cycle").agg(ns=pl.col("ns").sum(), wait=pl.col("ns").filter(waiting).sum())
+    median = lengths["ns"].median() if lengths.height else None
+    gaps = lengths.filter(pl.col("wait") > IDLE_GAP_FACTOR * median) if median else lengths.clear()
+    if gaps.height:
+        mine = mine.filter(~(pl.col("cycle").is_in(gaps["cycle"].implode()) & waiting))
     per_cycle = keep.select("cycle").join(mine.group_by("cycle").agg(ns=pl.col("ns").sum()), on="cycle",
                                           how="left").with_columns(pl.col("ns").fill_null(0))
     total = int(mine["ns"].sum() or 0)
@@ -96,7 +116,9 @@ def _one(charges: pl.DataFrame, keep: pl.DataFrame, device: int, stream: int, ra
     s = views.stats(per_cycle["ns"])
     return CycleBreakdown(device=int(device), stream=int(stream), cycles=n, mean_ns=int(round(total / n)),
                           median_ns=s["p50"], p90_ns=s["p90"], phases=phases, rank=int(rank),
-                          pid=None if pid is None else int(pid), per_cycle=per_cycle, categories=categories)
+                          pid=None if pid is None else int(pid), per_cycle=per_cycle, categories=categories,
+                          idle_ns=int(gaps["wait"].sum() or 0), idle_gaps=gaps.height,
+                          idle_cycles=gaps.select("cycle", ns="wait").sort("cycle"))
 
 
 def breakdowns(a: Attribution, ranks: pl.DataFrame | None = None) -> list[CycleBreakdown]:
@@ -139,7 +161,8 @@ def headline(per_rank: list[CycleBreakdown], straggler: int | None = None) -> Cy
 def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: int | None) -> CycleBreakdown:
     """`b` with the column of the run without the profiler: `events` (phase, ns: mean GPU time per cycle between
     the phase's CUDA events in that run) and `period_ns` (its mean cycle period). Shares of the unprofiled column
-    are of that period; a phase without events has none. Without events, only the period is set."""
+    are of that period; a phase without events has none. Without events, only the period is set. The phases are
+    then ordered by their time without the profiler, largest first (those without events last, by their own time)."""
     if events is None or events.is_empty():
         return replace(b, unprofiled_mean_ns=None if period_ns is None else int(period_ns))
     ev = events.select(pl.col("phase").cast(pl.Utf8), un=pl.col("ns").cast(pl.Float64))
@@ -149,4 +172,7 @@ def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: i
         ratio=pl.when(pl.col("un") > 0).then(pl.col("ns_per_cycle") / pl.col("un")),
         unprofiled_share=(pl.col("un") / period_ns) if period_ns else pl.lit(None, pl.Float64),
     ).select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA)
+    # Largest first by the time without the profiler, the one to act on; the phases without events after them.
+    phases = phases.sort(["unprofiled_ns_per_cycle", "ns_per_cycle", "phase"], descending=[True, True, False],
+                         nulls_last=True, maintain_order=True)
     return replace(b, phases=phases, unprofiled_mean_ns=None if period_ns is None else int(period_ns))

@@ -125,6 +125,8 @@ class AcceptCheck:
     overlap_bound: float
     verdict: str
     explanations: list[str] = field(default_factory=list)
+    # what a hand count over the same records would read, each way it can go wrong (`hand_counts`)
+    hand_counts: list[dict] = field(default_factory=list)
 
     @property
     def log_accept_len(self) -> float:
@@ -582,6 +584,36 @@ def ground_truth_check(ops: pl.DataFrame, charges: pl.DataFrame, cycles: pl.Data
 
 # -- accept length ----------------------------------------------------------------------------------------------
 
+def hand_counts(known: pl.DataFrame) -> list[dict]:
+    """What a hand-made accept count over the cycles `known` (those with accept counts) would read, for each way
+    such a count goes wrong against SGLang's definition (sum(correct + 1) over request-rounds): `way`, `value`,
+    `how` (in the user's words).
+
+    - the bonus token left out: correct drafts per request-round, about 1 less;
+    - the mean of per-cycle means, instead of pooling the request-rounds;
+    - per cycle what SGLang counts per request: accepted drafts per cycle over the full batch, no bonus (a cycle
+      with fewer requests counted as if full);
+    - the overlap scheduler's one-iteration delay: each cycle's counts paired with the next cycle's requests."""
+    rounds = int(known["requests"].sum())
+    correct = int(known["correct"].sum())
+    full = int(known["batch_size"].max()) if known["batch_size"].null_count() < known.height else None
+    out = [{"way": "bonus token left out", "value": correct / rounds,
+            "how": "correct drafts per request-round, without the bonus token"},
+           {"way": "mean of per-cycle means", "value": float(known["accept_len"].mean()),
+            "how": "each cycle's own accept length averaged, not pooled over request-rounds"}]
+    if full:
+        out.append({"way": "per cycle over the full batch", "value": correct / (known.height * full),
+                    "how": f"accepted drafts per cycle over the full batch of {full}, without the bonus token"})
+    late = known.sort("file", "index").with_columns(
+        next_requests=pl.col("requests").shift(-1).over("file")).drop_nulls("next_requests")
+    if late.height and int(late["next_requests"].sum()):
+        out.append({"way": "counts one cycle late", "value": int(late["correct"].sum()) / int(late["next_requests"]
+                                                                                                  .sum()) + 1.0,
+                    "how": "each cycle's counts over the next cycle's requests (the overlap scheduler's "
+                           "one-iteration delay)"})
+    return out
+
+
 def reconcile_accept(cycles: pl.DataFrame, log: pl.DataFrame, interval: int = DEFAULT_LOG_INTERVAL
                      ) -> AcceptCheck | None:
     """The sidecar's accept length (cycles with counts) against SGLang's logged `accept len` lines."""
@@ -632,6 +664,9 @@ def reconcile_accept(cycles: pl.DataFrame, log: pl.DataFrame, interval: int = DE
     if rate is not None:
         log_text += f"; accept rate {rate:.3f} (correct drafts / draft tokens)"
     lines.append(log_text)
+    hand = hand_counts(known)
+    lines.append("a hand count over these records would read: " + "; ".join(
+        f"{h['value']:.3f} ({h['way']})" for h in hand) + f", against {pooled:.3f} (docs/crosscheck.md)")
     covered = log.height * interval
     if covered and not 0.5 <= known.height / covered <= 2.0:
         lines.append(f"windows: the log's lines cover about {covered:,} iterations at --decode-log-interval "
@@ -639,7 +674,7 @@ def reconcile_accept(cycles: pl.DataFrame, log: pl.DataFrame, interval: int = DE
     return AcceptCheck(
         sidecar_pooled=pooled, sidecar_per_cycle=per_cycle, request_rounds=rounds, cycles=known.height,
         log_lines=log.height, log_mean=log_mean, log_weighted=weighted, log_rate_mean=rate, gap=gap,
-        overlap_bound=overlap, verdict=verdict, explanations=lines)
+        overlap_bound=overlap, verdict=verdict, explanations=lines, hand_counts=hand)
 
 
 # -- the whole cross-check --------------------------------------------------------------------------------------

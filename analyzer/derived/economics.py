@@ -141,9 +141,11 @@ class Economics:
     baseline_lo_ns: int | None = None  # the baseline step's 95 % interval (None for a given number)
     baseline_hi_ns: int | None = None
     draft_tree: dict | None = None  # DraftShape.as_tree(): a tree draft's topk and tokens; None for a chain
-    # the headline estimate's request-rounds (cycle, request, correct, twin): what its accept length is the mean of,
+    # the headline estimate's request-rounds (file, cycle, request, correct, twin): what its accept length is the mean of,
     # and per-position acceptance (derived/acceptance.py) is read from; None without accept counts
     rounds: pl.DataFrame | None = None
+    every_round: pl.DataFrame | None = None  # the same source's request-rounds of every cycle, what groups select from
+    groups: object = None  # derived/groups.py BatchGroups: the economics per batch size and K; None without sidecar
 
     @property
     def headline(self) -> dict | None:

@@ -27,11 +27,11 @@ saving proportional to C, the share held). Held fixed: the shares and the other 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from specprof.analyzer.derived.acceptance import Acceptance
+from specprof.analyzer.derived.acceptance import Acceptance, per_position
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.intervals import band
 from specprof.analyzer.derived.sweep import expected_accept_len
@@ -169,3 +169,40 @@ def levers(head: dict, b: CycleBreakdown | None, acceptance: Acceptance | None, 
         nulls_last=True).drop("order")
     return Levers(rows=table, cycle_ns=float(C), accept_len=float(L), speedup=S, tokens_per_s=T, basis=basis,
                   source=head.get("source") or "", group=group)
+
+
+def group_label(batch_group: str, steps: int | None) -> str:
+    """A batch-size group and K in words: "batch 8, K=2"."""
+    return f"batch {batch_group}" + ("" if steps is None else f", K={steps}")
+
+
+def of_economics(e, b: CycleBreakdown | None, steps: int | None, profiler: str = "nsys"
+                 ) -> tuple[list[Acceptance], list[Levers]]:
+    """Per-position acceptance and levers of a run's economics `e` (derived/economics.py, with its headline
+    request-rounds `e.rounds` and its batch-size groups `e.groups`): one of each per batch-size group and K where the
+    run spans several (derived/groups.py: each group's estimate row and cycles, the headline source's; a group of K = 0,
+    the draft skipped, has none), else one for
+    the run (its headline). `b`: the run's cycle breakdown, whose shares every group's levers take (the breakdown is
+    the capture's, not a group's: said in their `basis`)."""
+    rounds = e.rounds
+    g = e.groups
+    if g is not None and g.several and g.members is not None and rounds is not None:
+        accs, levs = [], []
+        head = g.rows.filter(pl.col("source") == g.rows["source"][0])
+        for row in head.iter_rows(named=True):
+            if row["steps"] == 0:  # cycles whose draft was skipped (SGLang's adaptive K = 0): no drafter to act on
+                continue
+            label = group_label(row["batch_group"], row["steps"])
+            cyc = g.members.filter((pl.col("batch_group") == row["batch_group"])
+                                   & pl.col("steps").eq_missing(row["steps"]))
+            mine = e.every_round.join(cyc.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+            acc = per_position(mine, row["steps"] if row["steps"] is not None else steps, label)
+            if acc is not None:
+                accs.append(acc)
+            lv = levers(row, b, acc, label, profiler)
+            if lv is not None:
+                levs.append(replace(lv, basis=lv.basis + ", the whole capture's breakdown"))
+        return accs, levs
+    acc = per_position(rounds, steps)
+    lv = levers(e.headline, b, acc, None, profiler) if e.headline else None
+    return ([acc] if acc is not None else []), ([lv] if lv is not None else [])

@@ -15,6 +15,7 @@ from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import crosscheck as cc
 from specprof.analyzer.derived import draft_shape as ds
 from specprof.analyzer.derived import economics as econ
+from specprof.analyzer.derived import groups as gr
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.draft_shape import shape_notes
 from specprof.analyzer.model.run_data import BASELINE_DIR, RunData
@@ -46,16 +47,27 @@ class Measured:
     accepts: pl.DataFrame  # the sidecars' accept counts (file, cycle, request, correct), every cycle's
 
     @property
+    def file_rounds(self) -> pl.DataFrame:
+        """`rounds` with the sidecar file of each (file first)."""
+        return self.every_round.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+
+    @property
+    def every_round(self) -> pl.DataFrame:
+        """The request-rounds of every cycle of the sidecars (file, cycle, request, correct, twin): what a batch-size
+        group's cycles (file, index; derived/groups.py, over every cycle of a twin) select from."""
+        schema = {"file": pl.Utf8, "cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64, "twin": pl.Utf8}
+        if not self.accepts.height:
+            return pl.DataFrame(schema=schema)
+        seen = self.accepts
+        seen = seen.join(self.runs, on="file", how="left").rename({"run": "twin"}) if self.runs is not None \
+            else seen.with_columns(twin=pl.lit(None, dtype=pl.Utf8))
+        return seen.select("file", "cycle", "request", "correct", "twin")
+
+    @property
     def rounds(self) -> pl.DataFrame:
         """The request-rounds of the cycles kept: cycle, request, correct, twin (the repeated twin's folder;
         null under the profiler)."""
-        schema = {"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64, "twin": pl.Utf8}
-        if not self.accepts.height:
-            return pl.DataFrame(schema=schema)
-        seen = self.accepts.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
-        seen = seen.join(self.runs, on="file", how="left").rename({"run": "twin"}) if self.runs is not None \
-            else seen.with_columns(twin=pl.lit(None, dtype=pl.Utf8))
-        return seen.select("cycle", "request", "correct", "twin")
+        return self.file_rounds.drop("file")
 
 
 def window_measured(sides: Sidecars, first: int | None, last: int | None, twin: bool) -> Measured:
@@ -119,7 +131,7 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
     out = econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
     if measured and measured[0].accept is not None:
-        out.rounds = measured[0].rounds
+        out.rounds, out.every_round = measured[0].file_rounds, measured[0].every_round
     return out
 
 
@@ -142,8 +154,13 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
     if economics is not None:
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
+    if economics is not None and feeding is not None:
+        economics.groups = gr.economics_groups(economics, feeding, data.baseline, *aligned_cycles(check), step,
+                                               shape.steps, cc.profiler_name(a.trace))
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
+    if economics is not None and economics.groups is not None and economics.groups.several:
+        batch = None  # the per-batch-size table compares like with like
     if head is not None and head["batch"] is not None and batch is not None \
             and abs(batch - head["batch"]) > 0.01 * head["batch"]:
         economics.notes.append(f"the baseline ran {batch:g} requests per step, this run {head['batch']:g} "

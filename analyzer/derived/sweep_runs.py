@@ -86,6 +86,11 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
         draft_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft").sum(),
         verify_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "verify").sum(),
         extend_busy_ns=pl.col("gpu_busy").filter(pl.col("phase") == "draft_extend").sum())
+    if breakdown is not None and breakdown.idle_cycles is not None and breakdown.idle_cycles.height:
+        # the idle after a cycle while no request ran is in no cycle (derived/breakdown.py)
+        wide = wide.join(breakdown.idle_cycles.rename({"ns": "_idle"}), on="cycle", how="left",
+                         maintain_order="left").with_columns(
+            total_ns=pl.col("total_ns") - pl.col("_idle").fill_null(0)).drop("_idle")
     cycles = wide.select("draft_ns", "verify_ns", "total_ns", "draft_busy_ns", "verify_busy_ns", "extend_busy_ns")
     plain = None
     if k == 0 and (baseline is not None or sidecars is not None):  # plain decoding: a sweep's baseline

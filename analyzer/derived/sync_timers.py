@@ -16,8 +16,6 @@ from specprof.analyzer.model.numeric import np
 # At most this many cycles per process are replayed by `sync_timer_estimate` (evenly spaced): its cost stays
 # bounded however long the capture, and the mean over them is the estimate.
 SYNC_ESTIMATE_CYCLES = 400
-SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
-              "cuStreamSynchronize")
 
 
 @dataclass
@@ -29,8 +27,11 @@ class SyncTimerEstimate:
     it, unsynchronised: from when the stream reaches the phase's start to its last op's end), timer_ns (what the
     timer would read: from the synchronize before the phase to the one after it), inflation_pct;
     cycle_ns / synced_cycle_ns: the mean busy cycle period as captured and with the timers; cycle_inflation_pct;
-    sync_ns: one synchronize call's own cost (from the trace's synchronize calls, else 0 and said);
-    syncs_per_cycle; cycles: periods averaged."""
+    sync_ns: one synchronize call's own cost (measured from the trace's synchronize calls, derived/sync_calls.py,
+    else 0 and said);
+    syncs_per_cycle; cycles: periods averaged; bound_ns: what no synced cycle can exceed, the mean over the same
+    cycles of the host period + the GPU time of the ops launched in it + one synchronize call's cost per segment
+    (the GPU's work run after the host's, with nothing overlapped): the replay keeps to it by construction."""
 
     phases: pl.DataFrame
     cycle_ns: int
@@ -39,6 +40,7 @@ class SyncTimerEstimate:
     sync_ns: int
     syncs_per_cycle: float
     cycles: int
+    bound_ns: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -110,7 +112,8 @@ def _within(launch: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
 
 
 def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.DataFrame, api: pl.DataFrame,
-                        grouping: tuple[str, ...] = ("cycle",)) -> SyncTimerEstimate | None:
+                        grouping: tuple[str, ...] = ("cycle",), sync_ns: int | None = None
+                        ) -> SyncTimerEstimate | None:
     """Estimate, from one capture's timeline, what a synchronize at every phase boundary (before and after each
     phase of the cycle, as hand-made timers do) would add, per phase and per cycle (docs/economics.md).
 
@@ -121,8 +124,9 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     it had after both in the capture, so an undisturbed segment replays as captured. Then the synchronize call
     itself. What the timers remove is the launch-queue overlap: a phase whose host work ran while the GPU still
     finished the one before now waits for it, then launches. `ops`: the attribution's (launch_start, kind,
-    stream, pid); `ranges`: its ranges (phase, cycle); `cycles`: its cycles; `api`: the trace's calls. None
-    without two consecutive cycles with phases.
+    stream, pid); `ranges`: its ranges (phase, cycle); `cycles`: its cycles; `api`: the trace's launch calls;
+    `sync_ns`: one synchronize call's own cost as the trace's synchronize calls measure it (derived/sync_calls.py),
+    None where it has none. None without two consecutive cycles with phases.
 
     Memory: each process's launched ops are gathered a few columns at a time, for the launch latency's sample;
     of them only the ops launched in the replayed cycles (and the window before each) are kept for the replay."""
@@ -131,12 +135,9 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     if not phases.height or cycles.height < 2:
         return None
     launch_rows = _launch_rows(ops)
-    sync_calls = api.filter(pl.col("name").cast(pl.Utf8).is_in(list(SYNC_CALLS)))
     notes = []
-    sync_ns = 0
-    if sync_calls.height:
-        sync_ns = int((sync_calls["end"] - sync_calls["start"]).quantile(0.1, "nearest"))
-    else:
+    if sync_ns is None:
+        sync_ns = 0
         notes.append("no synchronize call in the trace to measure one's own cost: counted as 0, so the estimate "
                      "is the launch-queue overlap the timers remove alone (a lower bound)")
     # Each process's cycles to replay (from the ranges alone), then its ops: the launch latency's sample from all
@@ -180,18 +181,17 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     lat = pl.concat(lats) if lats else pl.Series([], dtype=pl.Int64)
     lat = int(lat.quantile(0.05, "nearest")) if lat.len() else 0
     del lats
-    rows, periods, synced = [], [], []
+    rows, periods, synced, bounds = [], [], [], []
     for pid, ids, period_all, median, by_cycle, window, pairs, _ in plans:
         if pid not in replayed:
             continue
         po = replayed.pop(pid).with_columns(ready=pl.col("launch_start") + pl.min_horizontal(
-            pl.lit(lat), pl.col("start") - pl.col("launch_start")))
-        po = po.with_columns(gap=pl.col("start") - pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready")))
-        po = po.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).sort(
-            "launch_start", maintain_order=True)
+            pl.lit(lat), pl.col("start") - pl.col("launch_start"))).sort("launch_start", maintain_order=True)
+        po = _with_waits(po)
         p_launch = po["launch_start"].to_numpy()
         p_end, p_start = po["end"].to_numpy(), po["start"].to_numpy()
         p_ready, p_gap = po["ready"].to_numpy(), po["gap"].to_numpy()
+        p_after = po["after"].to_numpy()
         p_stream = (po["device"] * 1_000_000 + po["stream"]).to_numpy()
         p_memcpy = (po["kind"].cast(pl.Utf8) == "memcpy").to_numpy()
         api_t = np.sort(api.filter(pl.col("pid") == pid)["start"].to_numpy())
@@ -208,8 +208,8 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
             timer_start = {}
             for j in range(len(points) - 1):
                 t0, t1 = points[j][0], points[j + 1][0]
-                dur = _synced_segment(t0, t1, p_launch, p_start, p_end, p_ready, p_gap, p_stream, p_memcpy,
-                                      api_t, window) + sync_ns
+                dur = _synced_segment(t0, t1, p_launch, p_start, p_end, p_ready, p_gap, p_after, p_stream,
+                                      p_memcpy, api_t, window) + sync_ns
                 kind, name = points[j][1], points[j][2]
                 if kind == "start":
                     timer_start[name] = total
@@ -221,6 +221,9 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
             first = points[0][0]
             periods.append(points[-1][0] - first)
             synced.append(total)
+            a, b = np.searchsorted(p_launch, [first, points[-1][0]])
+            bounds.append(points[-1][0] - first + int((p_end[a:b] - p_start[a:b]).sum())
+                          + (len(points) - 1) * sync_ns)
     if not periods:
         return None
     per = pl.DataFrame(rows, schema={"phase": pl.Utf8, "timer_ns": pl.Int64, "events_ns": pl.Int64}, orient="row")
@@ -233,12 +236,35 @@ def sync_timer_estimate(ops: pl.DataFrame, ranges: pl.DataFrame, cycles: pl.Data
     return SyncTimerEstimate(
         phases=table.select("phase", "instances", "events_ns", "timer_ns", "inflation_pct"),
         cycle_ns=int(round(c)), synced_cycle_ns=int(round(s)), cycle_inflation_pct=100.0 * (s / c - 1),
-        sync_ns=sync_ns, syncs_per_cycle=2.0 * len(rows) / len(periods), cycles=len(periods), notes=notes)
+        sync_ns=sync_ns, syncs_per_cycle=2.0 * len(rows) / len(periods), cycles=len(periods),
+        bound_ns=int(round(float(np.mean(bounds)))), notes=notes)
 
 
-def _synced_segment(t0, t1, launch, start, end, ready, gap, stream, memcpy, api_t, window) -> int:
+def _with_waits(po: pl.DataFrame) -> pl.DataFrame:
+    """The replay's ops (in launch order) with `after`, the row (in `po`) of the op on another stream of the same
+    device that each waited for in the capture (-1: none), and `gap`, the time each started after all it waited
+    for: the end of the op before it on its stream, its launch + the launch latency (`ready`), and the latest end of
+    an op of the same device that ended before it started, where later than both (a cross-stream wait: an event
+    the stream waited on). The replay waits for that op's replayed end instead of keeping the wait as a gap (for the
+    GPU work replayed so far where that op is not replayed before it: launched later, as the overlap scheduler's
+    copies wait for work launched after them): a side stream's copy that waited milliseconds for the main stream
+    replays after the main stream's replayed work."""
+    po = po.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+    ends = po.select("device", pl.col("end").alias("_dep_end"), pl.col("_row").alias("after")).sort("_dep_end")
+    found = po.sort("start").join_asof(ends, left_on="start", right_on="_dep_end", by="device",
+                                       strategy="backward", check_sortedness=False).sort("_row")
+    base = pl.max_horizontal(pl.col("prev").fill_null(0), pl.col("ready"))
+    waited = pl.col("_dep_end").is_not_null() & (pl.col("_dep_end") > base)
+    found = found.with_columns(after=pl.when(waited).then(pl.col("after")).otherwise(-1),
+                               gap=pl.col("start") - pl.when(waited).then(pl.col("_dep_end")).otherwise(base))
+    return found.with_columns(gap=pl.when(pl.col("gap") < 0).then(0).otherwise(pl.col("gap"))).drop("_dep_end",
+                                                                                                    "_row")
+
+
+def _synced_segment(t0, t1, launch, start, end, ready, gap, after, stream, memcpy, api_t, window) -> int:
     """The time from a synchronize at t0 to the next synchronize point t1, with the GPU idle at t0 (see
-    `sync_timer_estimate`). `launch` sorted; earlier work is looked for `window` ns back."""
+    `sync_timer_estimate`). `launch` sorted; earlier work is looked for `window` ns back; `after`: the row each
+    op waited for on another stream (`_with_waits`), -1 for none."""
     host = t1 - t0
     a, b, c = np.searchsorted(launch, [t0 - window, t0, t1])
     # the host blocked, at the start, on a copy of earlier work (a host read): the synchronize did that wait
@@ -252,10 +278,12 @@ def _synced_segment(t0, t1, launch, start, end, ready, gap, stream, memcpy, api_
             host -= waited_until - t0
     gpu_end = t0
     last: dict = {}
-    for st, r, g, d in zip(stream[b:c].tolist(), ready[b:c].tolist(), gap[b:c].tolist(),
-                           (end[b:c] - start[b:c]).tolist()):
-        e = max(last.get(st, t0), r) + g + d
+    done: dict = {}  # row -> its replayed end, for the ops of this segment
+    for row, st, r, g, d, w in zip(range(b, c), stream[b:c].tolist(), ready[b:c].tolist(), gap[b:c].tolist(),
+                                   (end[b:c] - start[b:c]).tolist(), after[b:c].tolist()):
+        e = max(last.get(st, t0), r, t0 if w < 0 else done.get(w, gpu_end)) + g + d
         last[st] = e
+        done[row] = e
         if e > gpu_end:
             gpu_end = e
     return int(max(host, gpu_end - t0))

@@ -60,14 +60,18 @@ def category_pivot(categories: pl.DataFrame, phases: list[str], order: list[str]
     return rows.select("phase", *order).with_columns(total=pl.sum_horizontal(order) if order else pl.lit(0))
 
 
-def cycle_table(cycles: pl.DataFrame, cycle_phases: pl.DataFrame, phases: list[str], cpu: bool = False
-                ) -> pl.DataFrame:
+def cycle_table(cycles: pl.DataFrame, cycle_phases: pl.DataFrame, phases: list[str], cpu: bool = False,
+                idle: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per cycle (in order per process): cycle, index, pid, start, end, one column per phase of `phases`
     (attributed ns on the rank's cycle stream), total (the cycle's length on that stream); with `cpu`, cpu too
-    (the cycle range's own duration, end - start)."""
+    (the cycle range's own duration, end - start). `idle` (cycle, ns: the breakdown's `idle_cycles`): the idle time
+    while no request ran, taken out of the `(unattributed)` time of the cycle it followed, as the breakdown does."""
     wide = cycle_phases.pivot(on="phase", index="cycle", values="attributed").fill_null(0) \
         if cycle_phases.height else pl.DataFrame(schema={"cycle": pl.Int64})
     cols = [p for p in phases if p in wide.columns]
+    if idle is not None and idle.height and UNATTRIBUTED in wide.columns:
+        wide = wide.join(idle.rename({"ns": "_idle"}), on="cycle", how="left").with_columns(
+            (pl.col(UNATTRIBUTED) - pl.col("_idle").fill_null(0)).alias(UNATTRIBUTED)).drop("_idle")
     data = cycles.sort("pid", "index").join(wide.select("cycle", *cols), on="cycle", how="left",
                                             maintain_order="left").with_columns(
         [pl.col(c).fill_null(0) for c in cols])
@@ -90,6 +94,15 @@ def capture(ops: pl.DataFrame, streams: pl.DataFrame) -> dict:
     return {"wall": wall, "streams": list(streams.iter_rows(named=True))}
 
 
+_WAITING = pl.col("phase").is_null() | (pl.col("phase").cast(pl.Utf8) == UNATTRIBUTED)
+
+
+def idle_cycles(a) -> pl.DataFrame | None:
+    """The headline breakdown's idle time per cycle it followed (cycle, ns), for the per-cycle table: None without."""
+    b = getattr(a, "cycle_breakdown", None)
+    return None if b is None else b.idle_cycles
+
+
 def shown_cycles(a) -> pl.DataFrame | None:
     """The cycles the per-cycle statistics are over: the headline breakdown's decode cycles (cycle), or None
     (every cycle) without a breakdown."""
@@ -107,7 +120,11 @@ def cycle_charges(a, b=None) -> tuple[pl.DataFrame, int]:
         return home, a.cycles.height
     mine = home.filter((pl.col("device") == b.device) & (pl.col("stream") == b.stream))
     keep = b.per_cycle.get_column("cycle").implode()
-    return mine.with_columns(cycle=pl.when(pl.col("cycle").is_in(keep)).then(pl.col("cycle"))), b.cycles
+    inside = pl.col("cycle").is_in(keep)
+    if b.idle_cycles is not None and b.idle_cycles.height:  # the idle after a cycle is in no cycle
+        inside = inside & ~(pl.col("cycle").is_in(b.idle_cycles["cycle"].implode()) & _WAITING
+                            & pl.col("category").cast(pl.Utf8).is_in(IDLE_CATEGORIES))
+    return mine.with_columns(cycle=pl.when(inside).then(pl.col("cycle"))), b.cycles
 
 
 def timeline_blocks(segs: pl.DataFrame, gpu_key: pl.DataFrame, t0: int, budget: int) -> pl.DataFrame:

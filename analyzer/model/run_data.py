@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import polars as pl
 
+from specprof.analyzer.model.client import WholeRunFiles
 from specprof.analyzer.model.settings import RunSettings
 from specprof.analyzer.model.sidecars import Sidecars
 
@@ -22,6 +23,7 @@ class BaselineStep(NamedTuple):
     notes: list[str]
     batch: float | None  # mean requests per step, or None when unknown
     measure: object = None  # derived/intervals.py Measure: the step time with its 95 % interval (None: unknown)
+    sidecars: Sidecars | None = None  # the plain run's sidecars it was measured from (None: given, or a trace)
 
 
 @dataclass
@@ -45,4 +47,8 @@ class RunData:
     baseline_step: BaselineStep | None = None  # a plain decode's step time, given or measured
     steps: int | None = None  # the draft steps K, given where the traced command line does not say
     manifest: dict | None = None  # what `specprof capture` recorded (the traced command line)
+    # the workload as its client saw it (readers/client.py `read_whole_runs`): the run's repeated runs without nsys
+    # (else its own under nsys), each with its sidecar; and the baseline run's (--baseline RUN, a run directory)
+    whole_run: list[WholeRunFiles] = field(default_factory=list)
+    baseline_whole_run: list[WholeRunFiles] = field(default_factory=list)
     found: list[str] = field(default_factory=list)  # files used without being given, one sentence each

@@ -38,6 +38,28 @@ API_SCHEMA = {
     "correlation": pl.Int64,
 }
 
+# The calls that make the host wait for the GPU (synchronize-class): event, stream, context and device
+# synchronisation, and the copies that block the host until they are done (cudaMemcpy without Async: these launch
+# a copy too, so they are launch calls as well). The readers keep them as a table of their own (`Trace.syncs`).
+SYNC_NAMES = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cuCtxSynchronize",
+    "cuStreamSynchronize", "cuEventSynchronize", "cudaThreadSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyPeer",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy3D", "cuMemcpyPeer",
+})
+# The copies among them: what a synchronize's own cost is not measured from (they carry a copy's time).
+BLOCKING_COPIES = frozenset(n for n in SYNC_NAMES if "Memcpy" in n)
+
+# The synchronize-class calls (SYNC_NAMES) as the trace has them: nsys' CUDA runtime and driver calls, Kineto's
+# cuda_runtime and cuda_driver events; name without its version suffix.
+SYNCS_SCHEMA = {
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "name": pl.Categorical,
+}
+
 # Closed CPU ranges (NVTX push/pop and start/end that end on the thread they began on, or
 # record_function / user_annotation ranges). Names and domains repeat once per cycle or per call:
 # dictionary-encoded (4 bytes per range, each distinct name held once), as the ops' names are.
@@ -130,8 +152,10 @@ class Trace:
     marks: pl.DataFrame
     meta: TraceMeta
     collectives: pl.DataFrame | None = None  # optional, COLLECTIVES_SCHEMA
+    syncs: pl.DataFrame | None = None  # SYNCS_SCHEMA (None: none read)
 
     def __post_init__(self):
+        self.syncs = conform(self.syncs if self.syncs is not None else empty(SYNCS_SCHEMA), SYNCS_SCHEMA)
         self.ops = single_chunk(conform(self.ops, OPS_SCHEMA))
         self.api = single_chunk(conform(self.api, API_SCHEMA))
         self.ranges = single_chunk(conform(self.ranges, RANGES_SCHEMA))

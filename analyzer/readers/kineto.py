@@ -43,6 +43,8 @@ from specprof.analyzer.model.numeric import np
 from specprof.analyzer.readers.bounds import bounded_names, check_span, names_note
 from specprof.analyzer.model.trace import (
     API_SCHEMA,
+    SYNC_NAMES,
+    SYNCS_SCHEMA,
     COLLECTIVES_SCHEMA,
     MARKS_SCHEMA,
     RANGES_SCHEMA,
@@ -591,7 +593,8 @@ class _Parser:
             meta.skipped[k] = meta.skipped.get(k, 0) + v
         for what, table in (("GPU ops", ops), ("CUDA API calls", api), ("ranges", ranges)):
             check_span(self.path, {what: table}, "export it again")  # each on its own: some mix two clocks
-        return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta, collectives=collectives)
+        return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta, collectives=collectives,
+                     syncs=getattr(self, "syncs", None))
 
     def _meta(self) -> TraceMeta:
         top = {**self.head, **self.tail}
@@ -720,6 +723,7 @@ class _Parser:
             "name": names.gather(np.frombuffer(self.a_name, dtype=np.int64).astype(np.uint32)),
             "correlation": np.frombuffer(self.a_corr, dtype=np.int64),
         }).filter(pl.Series(ok))
+        self.syncs = _sync_calls(api)
         launched = ops.select("correlation").drop_nulls().unique()
         api = api.join(launched, on="correlation", how="semi")
         # A runtime call and the driver call it makes can share a correlation id: keep the outer one.
@@ -920,3 +924,11 @@ def _tail_keys(text: bytes) -> dict:
         if isinstance(obj, dict) and "traceEvents" not in obj:
             return obj
     return {}
+
+
+def _sync_calls(api: pl.DataFrame) -> pl.DataFrame:
+    """The synchronize-class calls (model/trace.py SYNC_NAMES, a version suffix _vNNNN off) among the runtime and
+    driver events `api`, as SYNCS_SCHEMA in start order."""
+    name = pl.col("name").cast(pl.Utf8).str.replace(r"_v\d+$", "")
+    found = api.filter(name.is_in(list(SYNC_NAMES)))
+    return found.select(list(SYNCS_SCHEMA)).with_columns(name.cast(pl.Categorical)).sort("start", maintain_order=True)

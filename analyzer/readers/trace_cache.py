@@ -68,7 +68,7 @@ from specprof.analyzer.model.trace import Trace, TraceMeta
 CACHE_SCHEMA = "specprof.cache/3"
 ENTRY_SCHEMA = "specprof.cache-entry/1"  # the stamp's schema: a folder holding it is specprof's
 STAMP = "specprof-cache.json"
-TABLES = ("ops", "api", "ranges", "marks")
+TABLES = ("ops", "api", "ranges", "marks", "syncs")
 CHUNK = 8 << 20  # bytes hashed at a time
 ENTRIES = "traces"  # the folder of the entries, under the cache root
 USED = "used"  # touched on every use: the entries least recently used go first

@@ -185,6 +185,7 @@ def view_model(a: Analysis, manifest: dict | None = None) -> dict:
         "timeline": _timeline(a, t0, [p["name"] for p in phases], [c["name"] for c in cats]),
         "crosscheck": _optional(a.crosscheck),
         "economics": _optional(a.economics),
+        "whole_run": _optional(getattr(a, "whole_run", None)),
         # The JSON contract (docs/json.md; its cycles are `cycles` above): the numbers the page shows are these.
         "analysis": json_doc.document(a),
     }
@@ -301,7 +302,7 @@ def _cycles(a: Analysis, t0: int, hidden: list[str]) -> dict:
     c = a.cycles
     if c.is_empty():
         return {"n": 0}
-    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list(), cpu=True)
+    data = views.cycle_table(c, a.cycle_phases, a.phases["phase"].to_list(), cpu=True, idle=views.idle_cycles(a))
     cols = [p for p in data.columns if p not in ("cycle", "index", "pid", "start", "end", "total", "cpu")]
     st = views.cycle_stats(data, views.shown_cycles(a), ["total", "cpu"])
     stats = {label: {k: ms(v) for k, v in st[label].items() if k != "n"} for label in ("total", "cpu")}
@@ -444,7 +445,7 @@ def _delta(values) -> list[int]:
 # analyzer/derived/economics.py); converted to plain JSON here without interpretation.
 
 
-PANEL_SKIP = ("pairs", "rounds")  # per-instance and per-request-round tables: too long to embed; the panels draw
+PANEL_SKIP = ("pairs", "rounds", "every_round")  # per-instance and per-request-round tables: too long to embed; the panels draw
 # the per-phase ones, and per-position acceptance (`analysis.acceptance`) the request-rounds
 PANEL_ROWS = 500
 

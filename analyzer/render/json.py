@@ -18,6 +18,7 @@ from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.whole_run import PARTS as WHOLE_RUN_PARTS
 from specprof.analyzer.derived.ranks import Ranks
 from specprof.analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
 from specprof.analyzer.render.format import ms, ms_or_null, num, us_or_null
@@ -97,6 +98,8 @@ def _document(a: Analysis) -> dict:
             "window": meta.extra.get("window"),
             "start_ns": meta.start_ns,
         },
+        # Additive: the answer first, the values of the summary at the top of `analyze` (derived/answer.py).
+        "summary": summary(a.answer),
         "cycle_breakdown": cycle_breakdown(a.cycle_breakdown, a.breakdown_summary),
         # Category -> its parent (every kind of communication -> `communication`): sum a parent over its kinds.
         "category_parents": dict(sorted(a.category_parents.items())),
@@ -135,9 +138,12 @@ def _document(a: Analysis) -> dict:
         "economics": economics(a.economics) if a.economics is not None else None,
         # Additive (docs/economics.md, "Per-position acceptance" and "Levers"): one entry per batch-size group (the
         # whole run: group null); empty for a run that does not draft or has no accept counts.
-        "acceptance": [acceptance(a.acceptance)] if getattr(a, "acceptance", None) is not None else [],
-        "levers": [levers(a.levers)] if getattr(a, "levers", None) is not None else [],
+        "acceptance": [acceptance(x) for x in getattr(a, "acceptance", None) or []],
+        "levers": [levers(x) for x in getattr(a, "levers", None) or []],
+        # Additive (docs/economics.md): the workload as its client saw it; null without client records.
+        "whole_run": whole_run(a.whole_run) if getattr(a, "whole_run", None) is not None else None,
         "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
+        "sync_calls": sync_calls(a.sync_calls) if getattr(a, "sync_calls", None) else None,
         # Additive (docs/multirank.md): one entry per (process, device) with its own phases; skew across ranks.
         **ranks(a.ranks),
     }
@@ -150,6 +156,28 @@ def totals(t: dict) -> dict:
             "unattributed_attributed_ms": ms(t["unattributed_attributed"]),
             "unattributed_share": num(t["unattributed_share"], 6), "device_wall_ms": ms(t["device_wall"]),
             "device_busy_ms": ms(t["device_busy"]), "device_busy_share": num(t["device_busy_share"], 6)}
+
+
+def summary(ans: dict | None) -> dict | None:
+    """`summary`: the values of the summary at the top of `analyze` (derived/answer.py), times in ms."""
+    if ans is None:
+        return None
+    c, p = ans["cycle"], ans["pays"]
+    cycle = None if c is None else {
+        "basis": c["basis"], "period_ms": ms(c["period_ns"]), "untimed_share": num(c["untimed_share"], 6),
+        "phases": [{"phase": r["phase"], "ms": ms(r["ns"]), "share": num(r["share"], 6)} for r in c["phases"]]}
+    pays = {"speedup": None, "why": p["why"]} if p["speedup"] is None else {
+        # as `economics.estimates` gives the same values
+        "speedup": num(p["speedup"], 4), "speedup_ci": _pair(num(p["speedup_lo"], 4), num(p["speedup_hi"], 4)),
+        "outcome": p["outcome"], "source": p["source"], "accept_len": num(p["accept_len"], 4),
+        "cycle_ms": ms_or_null(p["cycle_ns"]), "baseline_ms": ms_or_null(p["baseline_ns"]),
+        "break_even_accept_len": num(p["break_even_accept_len"], 4)}
+    t = ans["trust"]
+    return {"cycle": cycle, "pays": pays,
+            "trust": {"ground_truth_max_diff_pct": num(t["ground_truth_pct"], 6),
+                      "ground_truth_within": t["ground_truth_within"], "period_ratio": num(t["period_ratio"], 6),
+                      "period_ratio_lo": num(t["period_ratio_lo"], 6), "period_ratio_hi": num(t["period_ratio_hi"], 6)},
+            "next": ans["next"]}
 
 
 def cycle_breakdown(b, s: dict | None = None) -> dict | None:
@@ -171,6 +199,7 @@ def cycle_breakdown(b, s: dict | None = None) -> dict | None:
         "largest_phase": None if largest is None else {"phase": largest["phase"], "share": num(largest["share"], 6),
                                                        "unprofiled": largest["unprofiled"]},
         "outside_share": num(s["outside_share"], 6),
+        "idle_ms": ms(b.idle_ns), "idle_gaps": b.idle_gaps,
         "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
                     "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
                     "unprofiled_ms_per_cycle": ms_or_null(r["unprofiled_ns_per_cycle"]),
@@ -319,11 +348,22 @@ def sync_timers(t) -> dict:
     """derived/sync_timers.py SyncTimerEstimate."""
     return {"cycle_ms": ms_or_null(t.cycle_ns), "synced_cycle_ms": ms_or_null(t.synced_cycle_ns),
             "cycle_inflation_pct": num(t.cycle_inflation_pct, 2), "sync_ms": ms_or_null(t.sync_ns),
-            "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles,
+            "syncs_per_cycle": num(t.syncs_per_cycle, 2), "cycles": t.cycles, "bound_ms": ms_or_null(t.bound_ns),
             "per_phase": [{"phase": r["phase"], "instances": r["instances"], "events_ms": ms_or_null(r["events_ns"]),
                            "timer_ms": ms_or_null(r["timer_ns"]), "inflation_pct": num(r["inflation_pct"], 2)}
                           for r in t.phases.iter_rows(named=True)],
             "notes": t.notes}
+
+
+def sync_calls(c) -> dict:
+    """derived/sync_calls.py SyncCalls."""
+    return {"calls": c.calls, "total_ms": ms_or_null(c.total_ns),
+            "own_us": None if c.own_ns is None else num(c.own_ns / 1e3, 3),
+            "per_phase": [{"phase": r["phase"], "call": r["call"], "calls": r["calls"],
+                           "total_ms": ms_or_null(r["total_ns"]), "mean_ms": ms_or_null(r["mean_ns"]),
+                           "own_us": None if r["own_ns"] is None else num(r["own_ns"] / 1e3, 3)}
+                          for r in c.phases.iter_rows(named=True)],
+            "warning": c.warning}
 
 
 def _pair(lo, hi):
@@ -340,9 +380,9 @@ def draft_shape(shape) -> dict | None:
             "description": shape.description}
 
 
-def acceptance(acc, group: str | None = None) -> dict:
+def acceptance(acc) -> dict:
     """An entry of `acceptance`: derived/acceptance.py Acceptance."""
-    return {"group": group, "steps": acc.steps, "rounds": acc.rounds, "accept_len": num(acc.accept_len, 4),
+    return {"group": acc.group, "steps": acc.steps, "rounds": acc.rounds, "accept_len": num(acc.accept_len, 4),
             "positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
                            "at_least": num(r["at_least"], 4),
                            "at_least_ci": _pair(num(r["at_least_lo"], 4), num(r["at_least_hi"], 4)),
@@ -362,6 +402,22 @@ def levers(lv) -> dict:
                                                                            num(r["speedup_hi"], 4)),
                       "gain": num(r["gain"], 4), "held": r["held"]}
                      for r in lv.rows.iter_rows(named=True)]}
+
+
+def whole_run(w) -> dict:
+    """`whole_run`: derived/whole_run.py `WholeRun`, times in ms."""
+    def one(r) -> dict:
+        split = None if r.split is None else {
+            "parts_ms": {p: ms(r.split.parts[p]) for p in WHOLE_RUN_PARTS}, "cycles": r.split.cycles,
+            "stall_cycles": r.split.stalls, "steady_period_ms": ms(r.split.steady_ns), "aligned": r.split.aligned}
+        return {"client_records": r.path, "under_nsys": r.profiled, "requests": r.requests, "tokens": r.tokens,
+                "wall_ms": ms(r.wall_ns), "tokens_per_s": num(r.tokens_per_s, 3), "split": split}
+    return {"runs": [one(r) for r in w.runs], "baseline": [one(r) for r in w.baseline],
+            "tokens_per_s": num(w.tokens_per_s.value, 3),
+            "baseline_tokens_per_s": num(w.baseline_tokens_per_s.value, 3) if w.baseline_tokens_per_s else None,
+            "speedup": num(w.speedup, 6), "speedup_lo": num(w.speedup_lo, 6), "speedup_hi": num(w.speedup_hi, 6),
+            "steady_speedup": num(w.steady_speedup, 6), "decode_speedup": num(w.decode_speedup, 6),
+            "lines": w.lines}
 
 
 def economics(e: Economics) -> dict:
@@ -395,6 +451,39 @@ def economics(e: Economics) -> dict:
             for r in e.waits.iter_rows(named=True)],
         "verdict": e.verdict,
         "notes": e.notes,
+        "batch_groups": None if e.groups is None else batch_groups(e.groups),
+    }
+
+
+def batch_groups(g) -> dict:
+    """`economics.batch_groups`: derived/groups.py BatchGroups (docs/json.md)."""
+    return {
+        "several": g.several,
+        "groups": [
+            {"source": r["source"], "profiled": r["profiled"], "batch_group": r["batch_group"],
+             "batch_lo": r["batch_lo"], "batch_hi": r["batch_hi"], "exact": r["exact"], "steps": r["steps"],
+             "cycles": r["cycles"], "cycle_ms": ms_or_null(r["cycle_ns"]),
+             "cycle_ms_ci": _pair(ms_or_null(r["cycle_lo_ns"]), ms_or_null(r["cycle_hi_ns"])),
+             "accept_len": num(r["accept_len"], 4),
+             "accept_len_ci": _pair(num(r["accept_len_lo"], 4), num(r["accept_len_hi"], 4)),
+             "batch": num(r["batch"], 3), "tokens_per_s": num(r["tokens_per_s"], 1),
+             "tokens_per_s_ci": _pair(num(r["tokens_per_s_lo"], 1), num(r["tokens_per_s_hi"], 1)),
+             "baseline_ms": ms_or_null(r["baseline_ns"]), "baseline_steps": r["baseline_steps"],
+             "speedup": num(r["speedup"], 4), "speedup_ci": _pair(num(r["speedup_lo"], 4), num(r["speedup_hi"], 4)),
+             "break_even_accept_len": num(r["break_even_accept_len"], 4),
+             "break_even_accept_len_ci": _pair(num(r["break_even_lo"], 4), num(r["break_even_hi"], 4)),
+             "outcome": r["outcome"], "time_share": num(r["time_share"], 4), "runs": r["runs"],
+             "interval_basis": r["interval_basis"]}
+            for r in g.rows.iter_rows(named=True)],
+        "phases": [
+            {"source": r["source"], "profiled": r["profiled"], "batch_group": r["batch_group"], "steps": r["steps"],
+             "phase": r["phase"], "instances": r["instances"], "ms_per_cycle": ms_or_null(r["ns_per_cycle"]),
+             "ms_per_cycle_ci": _pair(ms_or_null(r["lo_ns"]), ms_or_null(r["hi_ns"]))}
+            for r in g.phases.iter_rows(named=True)],
+        "crossover": g.crossover,
+        "traffic_weighted_speedup": num(g.weighted_speedup, 4),
+        "idle_ms": ms_or_null(g.idle_ns), "idle_gaps": g.idle_gaps,
+        "notes": g.notes,
     }
 
 

@@ -71,6 +71,11 @@ def frames(a: Analysis) -> dict[str, pl.DataFrame]:
             pl.lit(b.rank, dtype=pl.Int64).alias("rank"), pl.lit(b.rank == breakdown.rank).alias("headline"),
             pl.lit(b.device, dtype=pl.Int64).alias("device"), pl.lit(b.stream, dtype=pl.Int64).alias("stream"),
             pl.lit(b.cycles, dtype=pl.Int64).alias("cycles"), pl.all()) for b in every])
+    econ = getattr(a, "economics", None)
+    groups = getattr(econ, "groups", None) if econ is not None else None
+    if groups is not None:  # the economics per batch-size group and K (derived/groups.py), and their phases
+        out["economics_batch_groups"] = groups.rows
+        out["economics_batch_group_phases"] = groups.phases
     shape = getattr(a, "draft_shape", None)
     if shape is not None and shape.kind is not None:  # the draft's shape, chain or tree: one row
         out["draft_shape"] = pl.DataFrame([{

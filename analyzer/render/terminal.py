@@ -13,6 +13,7 @@ from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
 from specprof.analyzer.derived.economics import Economics
+from specprof.analyzer.derived.whole_run import PARTS as WHOLE_RUN_PARTS
 from specprof.analyzer.derived.ranks import Ranks
 from specprof.analyzer.derived.sweep import UNITS, Sweep, contradicts, negative_fixed
 from specprof.analyzer.model.labels import IDLE_CATEGORIES, IN_CYCLE, UNATTRIBUTED
@@ -113,7 +114,7 @@ def categories(a: Analysis, limit: int = 20) -> str:
 def cycles(a: Analysis, limit: int = 10) -> str:
     if a.cycles.is_empty():
         return "Cycles: no `cycle` ranges in this trace."
-    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list())
+    data = views.cycle_table(a.cycles, a.cycle_phases, a.phases["phase"].to_list(), idle=views.idle_cycles(a))
     phase_cols = [c for c in data.columns if c not in ("cycle", "index", "pid", "start", "end", "total")]
     origin = a.trace.meta.start_ns
     rows = [[str(r["index"]), f_ms(r["start"] - origin, 3)] + [f_ms(r[p]) for p in phase_cols] + [f_ms(r["total"])]
@@ -309,9 +310,13 @@ def economics(e: Economics) -> str:
              "-" if r["draft_steps"] is None else str(r["draft_steps"]),
              "-" if r["break_even_reachable"] is None else ("yes" if r["break_even_reachable"] else "no")]
             for r in e.estimates.iter_rows(named=True)]
+    g = e.groups
+    head = ""
+    if g is not None and g.several:
+        head = batch_groups(g) + "\n\n"
     base = f"baseline step {f_ms_or_dash(e.baseline_ns)} ms ({clean(e.baseline_source)})" if e.baseline_ns else \
         "no baseline step time (give --baseline-ms MS or --baseline RUN)"
-    text = ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
+    text = head + ("Economics: does speculation pay? (accept length includes the bonus token; " + base + ")\n"
             + table(["cycle measured by", "cycles", "cycle ms", "accept len", "tokens/s", "baseline ms",
                      "speedup (95% CI)", "break-even accept len", "K", "break-even <= K+1"], rows, "lrrrrrrrrl"))
     if e.verdict:
@@ -327,7 +332,8 @@ def acceptance(acc) -> str:
              pct(r["at_least"]) + _ci(_pc(r["at_least_lo"]), _pc(r["at_least_hi"]), 1),
              ("-" if r["rate"] is None else pct(r["rate"])) + _ci(_pc(r["rate_lo"]), _pc(r["rate_hi"]), 1)]
             for r in acc.positions.iter_rows(named=True)]
-    return (f"Acceptance per draft position ({acc.rounds:,} request-rounds, K={acc.steps}; the cycles the accept "
+    where = "" if acc.group is None else f"{acc.group}: "
+    return (f"Acceptance per draft position ({where}{acc.rounds:,} request-rounds, K={acc.steps}; the cycles the accept "
             f"length is measured over): 1 + the sum of P(at least i accepted) = {acc.accept_len:.3f}, the accept "
             "length\n" + table(["position", "reached", "accepted", "P(at least i accepted) (95% CI)",
                                  "rate given 1..i-1 accepted (95% CI)"], rows, "rrrrr"))
@@ -347,7 +353,8 @@ def levers(lv) -> str:
             for r in lv.rows.iter_rows(named=True)]
     now = (f"now cycle {f_ms(lv.cycle_ns)} ms, accept length {lv.accept_len:.3f}"
            + ("" if lv.speedup is None else f", speedup {f_x(lv.speedup)}"))
-    return (f"Levers: what each change would give, largest gain first (from the cycle measured by the {lv.source}; "
+    where = "" if lv.group is None else f"{lv.group}, "
+    return (f"Levers: what each change would give, largest gain first ({where}from the cycle measured by the {lv.source}; "
             f"{now}; phases' {lv.basis}; docs/economics.md, \"Levers\")\n"
             + table(["lever", "cycle ms", "accept len", "tokens/s (95% CI)", "speedup (95% CI)", "gain"], rows,
                     "lrrrrr")
@@ -356,17 +363,67 @@ def levers(lv) -> str:
                                "carry the measured cycle's, accept length's and plain step's"]))
 
 
+def whole_run(w) -> str:
+    rows = [[side, clean(r.path), f"{r.requests:,}", f"{r.tokens:,}", f_ms_or_dash(r.wall_ns), f_num(r.tokens_per_s, 0)]
+            + ([f_ms_or_dash(r.split.parts[p]) for p in WHOLE_RUN_PARTS] if r.split is not None
+               else ["-"] * len(WHOLE_RUN_PARTS))
+            for side, runs in (("run", w.runs), ("baseline", w.baseline)) for r in runs]
+    text = ("Whole run as the client saw it (client.json: output tokens over the client's wall clock for the whole "
+            "workload; its parts measured by the sidecar; docs/economics.md)\n"
+            + table(["side", "client records", "requests", "tokens", "wall ms", "tokens/s"]
+                    + [f"{p} ms" for p in WHOLE_RUN_PARTS], rows, "llrrrr" + "r" * len(WHOLE_RUN_PARTS)))
+    return text + ("\n" + bullets(w.lines) if w.lines else "")
+
+
+def batch_groups(g) -> str:
+    """The economics per batch size and K (derived/groups.py BatchGroups): the headline where a run has several."""
+    rows = [[clean(r["source"]), clean(r["batch_group"]) + ("" if r["exact"] else " (bucket)"),
+             "-" if r["steps"] is None else str(r["steps"]), f"{r['cycles']:,}",
+             f_ms_or_dash(r["cycle_ns"]) + _ci_ms(r["cycle_lo_ns"], r["cycle_hi_ns"]),
+             f_num(r["accept_len"]) + _ci(r["accept_len_lo"], r["accept_len_hi"], 2),
+             f_num(r["tokens_per_s"], 0) + _ci(r["tokens_per_s_lo"], r["tokens_per_s_hi"], 0),
+             f_ms_or_dash(r["baseline_ns"]) if r["baseline_steps"] else "none at this size",
+             f_x(r["speedup"]) + _ci(r["speedup_lo"], r["speedup_hi"], 2),
+             f_num(r["break_even_accept_len"]) + _ci(r["break_even_lo"], r["break_even_hi"], 2),
+             "-" if r["time_share"] is None else f"{100 * r['time_share']:.0f}%"]
+            for r in g.rows.iter_rows(named=True)]
+    text = ("Economics per batch size and K (cycles grouped by the batch they ran and the draft steps K their verify "
+            "checked; the baseline is the plain run's step at the same batch sizes; 95% intervals)\n"
+            + table(["cycle measured by", "batch", "K", "cycles", "cycle ms", "accept len", "tokens/s",
+                     "plain step ms", "speedup", "break-even accept len", "time"], rows, "llrrrrrrrrr"))
+    return text  # the crossover in words is the economics' verdict, below
+
+
+def _ci_ms(lo, hi) -> str:
+    return "" if lo is None or hi is None else f" ({f_ms_or_dash(lo)}-{f_ms_or_dash(hi)})"
+
+
 def sync_timers(t) -> str:
     rows = [[clean(r["phase"], 32), f"{r['instances']:,}", f_ms_or_dash(r["events_ns"]), f_ms_or_dash(r["timer_ns"]),
              "-" if r["inflation_pct"] is None else f"{r['inflation_pct']:+.1f}%"] for r in t.phases.iter_rows(named=True)]
     text = ("Synchronize timers: what torch.cuda.synchronize() before and after every phase would add (estimated "
             f"from this capture's timeline, {t.cycles:,} cycles; docs/economics.md)\n"
             f"  cycle {f_ms_or_dash(t.cycle_ns)} ms -> {f_ms_or_dash(t.synced_cycle_ns)} ms with the timers "
-            f"({t.cycle_inflation_pct:+.1f}%, {t.syncs_per_cycle:g} synchronize calls per cycle); per phase, its GPU "
-            "time as in-stream events read it against what the timer would read\n"
+            f"({t.cycle_inflation_pct:+.1f}%, {t.syncs_per_cycle:g} synchronize calls per cycle, one's own cost "
+            f"{t.sync_ns / 1e3:.1f} us; at most {f_ms_or_dash(t.bound_ns)} ms: the host's period + the GPU's work, "
+            "nothing overlapped); per phase, its GPU time as in-stream events read it against what the timer would "
+            "read\n"
             + table(["phase", "inst", "events ms", "timer ms", "timer reads"], rows, "lrrrr"))
     if t.notes:
         text += "\n" + bullets(t.notes)
+    return text
+
+
+def sync_calls(c) -> str:
+    rows = [["(no phase)" if r["phase"] is None else clean(r["phase"], 32), clean(r["call"], 32), f"{r['calls']:,}",
+             f_ms_or_dash(r["total_ns"]), f_ms_or_dash(r["mean_ns"]), f"{r['own_ns'] / 1e3:.1f}"]
+            for r in c.phases.iter_rows(named=True)]
+    own = "-" if c.own_ns is None else f"{c.own_ns / 1e3:.1f} us"
+    text = (f"Synchronize calls in the capture: {c.calls:,}, {f_ms_or_dash(c.total_ns)} ms in all; one call's own "
+            f"cost {own} (from when the GPU was done to the call's return; docs/economics.md)\n"
+            + table(["phase", "call", "calls", "total ms", "mean ms", "own us"], rows, "llrrrr"))
+    if c.warning:
+        text += "\n" + bullets(["warning: " + c.warning])
     return text
 
 
@@ -401,6 +458,9 @@ def cycle_breakdown(a: Analysis) -> str | None:
             f"its phases run on):\n  cycle {f_ms(b.mean_ns)} ms mean, {f_ms(b.median_ns)} median, "
             f"{f_ms(b.p90_ns)} p90; each phase's time per cycle and its share add up to the cycle; GPU busy: the "
             "part of it the GPU ran the phase's ops")
+    if b.idle_ns:
+        text += (f"\n  idle: {f_ms(b.idle_ns)} ms after {b.idle_gaps:,} cycles while no request ran (between requests, "
+                 "between load levels): in no cycle, phase or share")
     if unprof:
         text += ("\n  without nsys: the same phases between their CUDA events in the run without the profiler "
                  "(its period, start to start); the shares to act on are those without nsys")
@@ -433,8 +493,57 @@ def _rank_lines(a: Analysis) -> str:
     return "\n".join(lines)
 
 
-def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
-    parts = [header(a)]
+# The words the summary and the tables use, one short key each (printed under the summary).
+LEGEND = (
+    "key: cycle period = one decode cycle, start to next start (what tokens/s sees); sidecar = the tracer's record "
+    "of each cycle;",
+    "  twin = the same workload run without nsys (RUN/no-nsys); cpu_wait = GPU idle waiting for the host; launch = "
+    "GPU idle after a launch call;",
+    "  break-even = the accept length at which speculation ties plain decoding (a cycle accepts at most K+1)")
+
+
+def _answer_lines(ans: dict) -> list[str]:
+    c, p, t = ans["cycle"], ans["pays"], ans["trust"]
+    lines = []
+    if c is not None and c["phases"]:
+        phases = ", ".join(f"{clean(r['phase'], 24)} {pct(r['share'], 0)} ({f_ms(r['ns'])} ms)" for r in c["phases"])
+        untimed = (f", not timed by events {pct(c['untimed_share'], 0)}"
+                   if c["untimed_share"] is not None and c["untimed_share"] >= 0.05 else "")
+        lines.append(f"  where a cycle goes ({c['basis']}): cycle period {f_ms(c['period_ns'])} ms; {phases}{untimed}")
+    if p["speedup"] is not None:
+        word = {"wins": "pays", "loses": "does not pay", "wash": "a wash"}.get(p["outcome"], "?")
+        lines.append(f"  does speculation pay: {word}, {f_x(p['speedup'])}{_ci(p['speedup_lo'], p['speedup_hi'], 2)} "
+                     f"against plain decoding (accept length {f_num(p['accept_len'])}, cycle period "
+                     f"{f_ms_or_dash(p['cycle_ns'])} ms, plain step {f_ms_or_dash(p['baseline_ns'])} ms; "
+                     f"{clean(p['source'])})")
+    else:
+        lines.append(f"  does speculation pay: not known ({p['why']})")
+    trust = []
+    if t["ground_truth_pct"] is not None:
+        trust.append(f"attributed GPU time within {t['ground_truth_pct']:.1f}% of in-stream CUDA events"
+                     + ("" if t["ground_truth_within"] else " (some phases outside tolerance)"))
+    if t["period_ratio"] is not None:
+        trust.append(f"nsys stretched the cycle period {f_x(t['period_ratio'])}"
+                     + _ci(t["period_ratio_lo"], t["period_ratio_hi"], 2))
+    lines.append("  how far to trust it: " + ("; ".join(trust) if trust else "no in-stream events or run without "
+                                                                               "nsys to check against"))
+    lines.append(f"  next: {clean(ans['next'])}")
+    return lines
+
+
+def summary(a: Analysis) -> str | None:
+    """The answer first: at most 10 lines (derived/answer.py), then the one-line key to the words used."""
+    if a.answer is None:
+        return None
+    return "\n".join([f"Summary of {clean(a.data.path or a.trace.meta.path)}", *_answer_lines(a.answer),
+                      *("  " + line for line in LEGEND)])
+
+
+def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20, brief: bool = False) -> str:
+    first = summary(a)
+    if brief:
+        return (first or header(a)) + "\n"
+    parts = ([first] if first else []) + [header(a)]
     breakdown = cycle_breakdown(a)
     if breakdown:
         parts.append(breakdown)
@@ -447,12 +556,16 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20) -> str:
         parts.append(crosscheck(a.crosscheck))
     if a.economics is not None:
         parts.append(economics(a.economics))
-    if getattr(a, "acceptance", None) is not None:
-        parts.append(acceptance(a.acceptance))
-    if getattr(a, "levers", None) is not None:
-        parts.append(levers(a.levers))
+    for acc in getattr(a, "acceptance", None) or []:
+        parts.append(acceptance(acc))
+    for lv in getattr(a, "levers", None) or []:
+        parts.append(levers(lv))
+    if getattr(a, "whole_run", None) is not None:
+        parts.append(whole_run(a.whole_run))
     if getattr(a, "sync_timers", None) is not None:
         parts.append(sync_timers(a.sync_timers))
+    if getattr(a, "sync_calls", None) is not None:
+        parts.append(sync_calls(a.sync_calls))
     if a.notes:
         parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in a.notes))
     return "\n\n".join(parts) + "\n"

@@ -20,6 +20,7 @@ from specprof.analyzer.model.trace import (
     MARKS_SCHEMA,
     OPS_SCHEMA,
     RANGES_SCHEMA,
+    SYNCS_SCHEMA,
     Trace,
     TraceMeta,
     conform,
@@ -43,6 +44,7 @@ from specprof.analyzer.readers.nsys.tables import (
     NVTX_RANGES,
     PID_MASK,
     VERSION_SUFFIX,
+    sync_ids,
 )
 
 
@@ -67,7 +69,7 @@ def read_nsys_sqlite(path: str, process: int | None = None, split=None, *, pages
         calls = CUDA_CALLS.name
         span = ex.row_span(calls) if calls in ex.tables else (0, 0)
         with progress.step("reading CUDA API calls", span[1] - span[0], "rows") as step:
-            api = read_api(ex, strings, ops, step)
+            api, syncs = read_api(ex, strings, ops, step)
         trim_c_heap()
         span = ex.row_span(NVTX.name) if NVTX.name in ex.tables else (0, 0)
         with progress.step("reading NVTX ranges", span[1] - span[0], "rows") as step:
@@ -82,7 +84,7 @@ def read_nsys_sqlite(path: str, process: int | None = None, split=None, *, pages
         for device in distinct(ops.get_column("device")).drop_nulls().to_list():
             if device not in known_gpus:
                 meta.gpus.append({"device": device, "name": None})
-    return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta)
+    return Trace(ops=ops, api=api, ranges=ranges, marks=marks, meta=meta, syncs=syncs)
 
 
 def read_meta(ex: Export) -> TraceMeta:
@@ -268,24 +270,26 @@ def _in_order(df: pl.DataFrame, first: str, second: str | None = None) -> bool:
     return not nulls and bool(df.select(ok.all()).item())
 
 
-def read_api(ex: Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) -> pl.DataFrame:
-    """CUDA runtime and driver calls that launched the ops (joined later by pid + correlation).
+def read_api(ex: Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The CUDA runtime and driver calls that launched the ops (joined later by pid + correlation), and the
+    synchronize-class calls (tables.py SYNC_NAMES: SYNCS_SCHEMA, in start order): (launch calls, synchronize calls).
 
-    The table also holds every other CUDA call (syncs, queries, allocations): it is read in
-    parallel rowid slices, and each slice keeps only the calls whose (process, correlation id)
-    an op carries: one gather per row in a bitmap with a bit per (process number, id).
+    The table also holds every other CUDA call (queries, allocations): it is read in parallel rowid slices, and
+    each slice keeps only the calls whose (process, correlation id) an op carries (one gather per row in a
+    bitmap with a bit per (process number, id)) and the synchronize-class calls (their name ids).
     """
     cols = ex.columns(CUDA_CALLS.name)
     if not cols or ops.is_empty():
-        return empty(API_SCHEMA)
+        return empty(API_SCHEMA), empty(SYNCS_SCHEMA)
     corr = ops.get_column("correlation").drop_nulls()
     if corr.is_empty():
-        return empty(API_SCHEMA)
+        return empty(API_SCHEMA), empty(SYNCS_SCHEMA)
     lo, hi = int(corr.min()), int(corr.max())
     op_pids = distinct(ops.get_column("pid"))
     stride = hi + 1
     select, schema = CUDA_CALLS.read(cols, strings)
     pid_of = pl.col("tid") & pl.lit(PID_MASK, dtype=pl.Int64)
+    waits = sync_ids(strings)
     by_process = lo >= 0 and not op_pids.has_nulls() and stride * op_pids.len() < 1 << 32
     if by_process:
         # One bit per (process, correlation id) that an op carries: the process's number x
@@ -300,38 +304,62 @@ def read_api(ex: Export, strings: pl.DataFrame, ops: pl.DataFrame, step=None) ->
         bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, stride * op_pids.len() - 1)
         bitmap = bitmap.scatter(keys(ops.get_column("pid"), ops.get_column("correlation")).drop_nulls(), True)
 
-        def keep(batch: pl.DataFrame) -> pl.DataFrame:
-            at = keys(batch.get_column("pid"), batch.get_column("correlation"))
-            return batch.filter(bitmap.gather(at).fill_null(False))
+        def launched(batch: pl.DataFrame) -> pl.Series:
+            return bitmap.gather(keys(batch.get_column("pid"), batch.get_column("correlation"))).fill_null(False)
     elif lo >= 0 and hi < 1 << 31:  # ops of no known process: the correlation id alone, then the process
         bitmap = pl.Series("m", [False], pl.Boolean).extend_constant(False, hi).scatter(corr, True)
 
-        def keep(batch: pl.DataFrame) -> pl.DataFrame:
+        def launched(batch: pl.DataFrame) -> pl.Series:
             c = batch.get_column("correlation")
-            batch = batch.filter((c >= 0) & (c <= hi))
-            return batch.filter(bitmap.gather(batch.get_column("correlation")))
+            inside = ((c >= 0) & (c <= hi)).fill_null(False)
+            return bitmap.gather(c.zip_with(inside, pl.Series([None], dtype=pl.Int64))).fill_null(False)
     else:  # ids beyond a bitmap's reach (no export seen has them): a hash lookup per slice
         wanted = corr.unique()
 
-        def keep(batch: pl.DataFrame) -> pl.DataFrame:
-            return batch.filter(pl.col("correlation").is_in(wanted.implode()))
+        def launched(batch: pl.DataFrame) -> pl.Series:
+            return batch.get_column("correlation").is_in(wanted.implode()).fill_null(False)
 
-    parts = ex.parallel(select, schema, keep=lambda batch: keep(batch.with_columns(pid=pid_of)), step=step)
+    def keep(batch: pl.DataFrame) -> pl.DataFrame:
+        batch = batch.with_columns(pid=pid_of)
+        batch = batch.with_columns(_launch=launched(batch), _sync=pl.col("name_id").is_in(waits.implode()))
+        return batch.filter(pl.col("_launch") | pl.col("_sync"))
+
+    parts = ex.parallel(select, schema, keep=keep, step=step)
     if not parts:
-        return empty(API_SCHEMA)
+        return empty(API_SCHEMA), empty(SYNCS_SCHEMA)
     df = pl.concat(parts)
     del parts
+    syncs = df.filter(pl.col("_sync"))
+    df = df.filter(pl.col("_launch")).drop("_launch", "_sync")
     if not by_process:
         # The same correlation id in another process launched nothing here.
         if op_pids.len() == 1 and op_pids[0] is not None:
             df = df.filter(pl.col("pid") == op_pids[0])
         else:
             df = _launched_here(df, ops)
+    return _launch_calls(df, strings), _sync_calls(syncs, strings)
+
+
+def _called(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """`df` (calls with name_id) named (`name`, version suffix off) and in start order."""
     names = strings.join(df.select(pl.col("name_id").alias("id")).unique(), on="id", how="semi")
     names = names.with_columns(pl.col("value").cast(pl.Utf8).str.replace(VERSION_SUFFIX, "").cast(pl.Categorical))
     df = _name_of(df, names, "name_id", "name", _name_table(names))
     if not _in_order(df, "start"):
         df = df.sort("start", maintain_order=True)
+    return df
+
+
+def _sync_calls(syncs: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """The synchronize-class calls read (with name_id), as SYNCS_SCHEMA in start order."""
+    if syncs.is_empty():
+        return empty(SYNCS_SCHEMA)
+    return conform(_called(syncs, strings).select(list(SYNCS_SCHEMA)), SYNCS_SCHEMA)
+
+
+def _launch_calls(df: pl.DataFrame, strings: pl.DataFrame) -> pl.DataFrame:
+    """The launch calls read, named, in start order, one per (process, correlation id)."""
+    df = _called(df, strings)
     # A runtime call and the driver call it makes can share a correlation id: keep the outer one
     # (the earlier). Whether any id occurs twice is checked on one sorted integer column (a hash over
     # the rows costs hundreds of MB); only then are the repeated ids found and de-duplicated.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from specprof.analyzer.model.trace import SYNC_NAMES
 from specprof.analyzer.readers.nsys.select import Select
 
 # ENUM_NSYS_EVENT_TYPE values used here.
@@ -143,11 +144,22 @@ NOT_LAUNCHES = frozenset({
 })
 
 
+def _ids_of(strings: pl.DataFrame, names) -> tuple[int, ...]:
+    """The string ids of the call names `names` in this export (version suffixes ignored), sorted."""
+    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.replace(VERSION_SUFFIX, "").is_in(list(names)))
+    return tuple(sorted(int(i) for i in ids.get_column("id").to_list()))
+
+
 def not_launches(strings: pl.DataFrame, cols: set[str]) -> tuple[tuple, ...]:
     """The condition `nameId NOT IN (...)`: the string ids of NOT_LAUNCHES in this export (version
-    suffixes ignored), or none when there are none."""
+    suffixes ignored) but the synchronize-class calls (SYNC_NAMES, which the read keeps), or none when there
+    are none."""
     if "nameId" not in cols or strings.is_empty():
         return ()
-    ids = strings.filter(pl.col("value").cast(pl.Utf8).str.replace(VERSION_SUFFIX, "").is_in(list(NOT_LAUNCHES)))
-    ids = tuple(sorted(int(i) for i in ids.get_column("id").to_list()))
+    ids = _ids_of(strings, NOT_LAUNCHES - SYNC_NAMES)
     return (("not in", "nameId", ids),) if ids else ()
+
+
+def sync_ids(strings: pl.DataFrame) -> pl.Series:
+    """The string ids of the synchronize-class calls (SYNC_NAMES) in this export."""
+    return pl.Series("id", _ids_of(strings, SYNC_NAMES) if strings.height else (), pl.Int64)

@@ -53,6 +53,7 @@ from specprof.analyzer.readers.nsys.tables import (
     OP_COLUMNS,
     PID_MASK,
     TIME_LIMIT,
+    sync_ids,
 )
 
 
@@ -177,8 +178,8 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
                                     "planned; the export changed while it was read?", path)
             wide = wide.with_columns(op_id=ids)
             with progress.step("reading CUDA API calls", kept_api.len(), "rows") as step:
-                api = read_api(_Planned(ex, reads, {CUDA_CALLS.name: kept_api}), strings, wide, step) \
-                    if wide.height else None
+                api, syncs = read_api(_Planned(ex, reads, {CUDA_CALLS.name: kept_api}), strings, wide, step) \
+                    if wide.height else (None, None)
         except Unreadable:
             return None
         # in the order a full read reads them
@@ -193,7 +194,7 @@ def read_window(path: str, span: Callable[[pl.DataFrame, int | None], tuple[int,
     known_gpus = {g["device"] for g in meta.gpus}
     meta.gpus.extend({"device": d, "name": None} for d in devices if d not in known_gpus)
     trace = Trace(ops=wide if wide.height else empty(OPS_SCHEMA), api=api if api is not None else empty(API_SCHEMA),
-                  ranges=ranges, marks=marks, meta=meta)
+                  ranges=ranges, marks=marks, meta=meta, syncs=syncs)
     return trace, whole
 
 
@@ -252,6 +253,7 @@ def _plan(ex: Export, strings: pl.DataFrame, pages: PartialReads, ranges: pl.Dat
     # the calls that start in the window, and every call that shares a correlation id with one of them
     near = calls(_touching(api_zones, "start", t0, t1 - 1)) if api_zones is not None else calls([])
     window_calls = near.filter(inside)
+    waits = _sync_rows(ex, strings, pages, api_zones, t0, t1) if api_zones is not None else []
     c_lo, c_hi = window_calls.get_column("correlation").min(), window_calls.get_column("correlation").max()
     # the ops that can be launched from the window (their correlation ids) or start in it
     ops = []
@@ -284,8 +286,21 @@ def _plan(ex: Export, strings: pl.DataFrame, pages: PartialReads, ranges: pl.Dat
     at = at.with_columns(at=pl.when(pl.col("launched").is_not_null()).then("launched")
                          .when(pl.col("_elsewhere").is_null()).then("start"))  # launched elsewhere: outside
     kept = at.filter((pl.col("at") >= t0) & (pl.col("at") < t1)).select("_table", ROWID, "start", "end")
-    return (whole, devices, _numbered(kept, op_zones, op_sel, pages), kept_calls.get_column(ROWID).sort(), start_ns,
-            extremes)
+    rows = pl.concat([kept_calls.get_column(ROWID), pl.Series(ROWID, waits, pl.Int64)]).unique().sort()
+    return whole, devices, _numbered(kept, op_zones, op_sel, pages), rows, start_ns, extremes
+
+
+def _sync_rows(ex: Export, strings: pl.DataFrame, pages: PartialReads, api_zones: pl.DataFrame, t0: int,
+               t1: int) -> list[int]:
+    """The rowids of the synchronize-class calls (tables.py `sync_ids`) that start in [t0, t1): the full read
+    keeps them beside the launch calls (read.py `read_api`), and so the window's read of the calls does."""
+    waits = sync_ids(strings)
+    if waits.is_empty():
+        return []
+    select, schema = CUDA_CALLS.read(ex.columns(CUDA_CALLS.name), strings, only=("start", "name_id"))
+    found = _read_zones(pages, select, schema, _touching(api_zones, "start", t0, t1 - 1))
+    return found.filter((pl.col("start") >= t0) & (pl.col("start") < t1)
+                        & pl.col("name_id").is_in(waits.implode())).get_column(ROWID).to_list()
 
 
 def _first_launch(api_zones: pl.DataFrame, calls, carrying) -> int | None:

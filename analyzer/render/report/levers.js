@@ -9,11 +9,11 @@ function leversPanel(R) {
     scale = scale || 1;
     return " (" + num(pair[0] * scale, d) + "–" + num(pair[1] * scale, d) + ")";
   }
-  function acceptanceChart(acc, box) {
+  function acceptanceChart(acc, box, k) {
     var ps = acc.positions || [];
-    box.appendChild(el("h3", "muted", "Acceptance per draft position (" + num(acc.rounds, 0) + " request-rounds, K=" + acc.steps +
+    box.appendChild(el("h3", "muted", "Acceptance per draft position (" + (acc.group ? acc.group + ": " : "") + num(acc.rounds, 0) + " request-rounds, K=" + acc.steps +
       "): 1 + the sum of P(at least i accepted) = " + num(acc.accept_len, 3) + ", the accept length"));
-    var div = el("div"); div.id = "acceptance-chart"; box.appendChild(div);
+    var div = el("div"); div.id = k ? "acceptance-chart-" + k : "acceptance-chart"; box.appendChild(div);
     var xs = ps.map(function (p) { return "position " + p.position; });
     function bars(key, name, color) {
       return { type: "bar", name: name, x: xs, y: ps.map(function (p) { return p[key]; }), marker: { color: color },
@@ -28,7 +28,7 @@ function leversPanel(R) {
         yaxis: { title: { text: "share of request-rounds" }, range: [0, 1], tickformat: ".0%", gridcolor: "#eef0f3" } }));
   }
   function leversTable(lv, box) {
-    box.appendChild(el("h3", "muted", "Levers: what each change would give, largest gain first (from the cycle measured by the " + lv.source +
+    box.appendChild(el("h3", "muted", "Levers: what each change would give, largest gain first (" + (lv.group ? lv.group + ", " : "") + "from the cycle measured by the " + lv.source +
       "; now cycle " + num(lv.cycle_ms, 3) + " ms, accept length " + num(lv.accept_len, 3) +
       (lv.speedup == null ? "" : ", speedup ×" + num(lv.speedup, 2)) + "; phases' " + lv.basis + ")"));
     var t = el("table", "grid"), h = el("tr");
@@ -52,10 +52,11 @@ function leversPanel(R) {
   }
   function levers() {
     var box = document.getElementById("levers"), A = D.analysis || {};
-    var lv = (A.levers || [])[0], acc = (A.acceptance || [])[0];
-    if (!lv && !acc) { emptyNote(box, "Not available for this input: needs a speculative run's sidecar (accept counts per draft position); the levers' speedups need a baseline (--baseline RUN)."); return; }
-    if (lv) leversTable(lv, box);
-    if (acc) acceptanceChart(acc, box);
+    var lvs = A.levers || [], accs = A.acceptance || [];
+    if (!lvs.length && !accs.length) { emptyNote(box, "Not available for this input: needs a speculative run's sidecar (accept counts per draft position); the levers' speedups need a baseline (--baseline RUN)."); return; }
+    // one table and one chart per batch-size group and K where the run spans several (`group`), else one
+    lvs.forEach(function (lv) { leversTable(lv, box); });
+    accs.forEach(function (acc, k) { acceptanceChart(acc, box, k); });
   }
   return { levers: levers };
 }
