@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from specprof.analyzer.derived.acceptance import per_position
 from specprof.analyzer.derived.intervals import band
 
 DRAFT_PHASES = ("draft", "draft_extend")
@@ -61,7 +62,9 @@ def side(analysis, path: str, draft_model: str | None) -> dict:
             **{k: e[k] for k in ("accept_len", "accept_len_lo", "accept_len_hi", "cycle_ns", "cycle_lo_ns",
                                  "cycle_hi_ns", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi", "speedup",
                                  "speedup_lo", "speedup_hi", "batch")},
-            "draft_ns": draft, "draft_basis": basis, "acceptance": analysis.acceptance}
+            "draft_ns": draft, "draft_basis": basis,
+            # the headline's request-rounds, as one group's (a run over several batch sizes is compared pooled)
+            "acceptance": per_position(analysis.economics.rounds, analysis.draft_shape.steps)}
 
 
 def compare_drafters(a: dict, b: dict) -> DrafterComparison:
