@@ -178,3 +178,14 @@ def test_acceptance_adds_up(run, base):
     lv = doc["levers"][0]
     assert [r["lever"] for r in lv["rows"]] == a.levers[0].rows["lever"].to_list()
     assert all(r["tokens_per_s_ci"] is not None for r in lv["rows"] if r["kind"] != "steps")
+
+
+def test_a_plain_run_is_stored(tmp_path):
+    """A plain run's sidecar has no accept counts: its (empty) request-rounds still join its cycles (`--db` reads them
+    for the sweep's inputs; an empty table of the wrong key type once failed here)."""
+    from click.testing import CliRunner
+
+    from specprof.analyzer.cli import main
+    for run in ("sglang-plain", "reference-k0"):
+        result = CliRunner().invoke(main, ["analyze", str(FIX / run), "--db", str(tmp_path / "runs.db"), "-q"])
+        assert result.exit_code == 0, result.output

@@ -49,13 +49,17 @@ class Measured:
     @property
     def file_rounds(self) -> pl.DataFrame:
         """`rounds` with the sidecar file of each (file first)."""
-        return self.every_round.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+        every = self.every_round
+        if not every.height:
+            return every
+        return every.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
 
     @property
     def every_round(self) -> pl.DataFrame:
         """The request-rounds of every cycle of the sidecars (file, cycle, request, correct, twin): what a batch-size
         group's cycles (file, index; derived/groups.py, over every cycle of a twin) select from."""
-        schema = {"file": pl.Utf8, "cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64, "twin": pl.Utf8}
+        schema = {"file": self.accepts.schema.get("file", pl.Int64), "cycle": pl.Int64, "request": pl.Int64,
+                  "correct": pl.Int64, "twin": pl.Utf8}
         if not self.accepts.height:
             return pl.DataFrame(schema=schema)
         seen = self.accepts

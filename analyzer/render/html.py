@@ -448,6 +448,7 @@ def _delta(values) -> list[int]:
 PANEL_SKIP = ("pairs", "rounds", "every_round")  # per-instance and per-request-round tables: too long to embed; the panels draw
 # the per-phase ones, and per-position acceptance (`analysis.acceptance`) the request-rounds
 PANEL_ROWS = 500
+NESTED_SKIP = ("members",)  # the batch-size groups' cycles (derived/groups.py): per cycle, drawn by no panel
 
 
 def _optional(obj):
@@ -468,7 +469,8 @@ def _plain(obj, depth: int = 0):
     if isinstance(obj, pl.DataFrame):
         return [_plain(r, depth + 1) for r in obj.head(PANEL_ROWS).iter_rows(named=True)]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+        return {f.name: _plain(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)
+                if f.name not in NESTED_SKIP}
     if isinstance(obj, dict):
         return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
