@@ -407,8 +407,12 @@ def report_command(run, output, categories_file, grouping, domains, no_cache, ba
 @click.option("--allow-mixed", is_flag=True,
               help="Fit runs of different engines, models, batch sizes, tensor-parallel sizes or draft tree widths "
                    "(--speculative-eagle-topk) anyway.")
+@click.option("--adaptive-config", "adaptive_out", type=click.Path(dir_okay=False), metavar="OUT.json",
+              help="Instead of the fit: per batch size, the K whose tokens/s measured best against --baseline (0 "
+                   "where plain decoding wins), written to OUT.json as SGLang's --speculative-adaptive-config, "
+                   "with its speedup per row; RUNS may be one run that rotated K (docs/economics.md).")
 def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, server_logs, extrapolate,
-                  baseline_run, allow_mixed):
+                  baseline_run, allow_mixed, adaptive_out):
     """Fit the verify and draft cost model over RUNS with different numbers of draft steps.
 
     Each RUN is a run directory made by `specprof capture`, an nsys export or Kineto trace, or @ID: a run of the
@@ -422,6 +426,10 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
     commands = _library()
     from specprof.analyzer.app.analyze import Options
 
+    if adaptive_out:
+        _say(commands.write_adaptive_config(list(runs), baseline_run, adaptive_out, db_path, as_json,
+                                            Options(cache=not no_cache)))
+        return
     _say(commands.fit_sweep_runs(list(runs), list(steps), max_steps, db_path, as_json, Options(cache=not no_cache),
                                  accept, list(server_logs), extrapolate, baseline_run, allow_mixed))
 

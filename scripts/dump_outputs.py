@@ -139,6 +139,13 @@ class Dump:
         self.cli("baseline-trace.json", "analyze", k4, "--baseline", f"{k0}/run.sqlite", "--json", "-q")
         self.cli("server-log.json", "analyze", "fixtures/sglang-k4", "--server-log", "fixtures/sglang-k4/server.log",
                  "--json", "-q")
+        # runs made without nsys, on their own
+        dense = [f"fixtures/sglang-dense-k{k}/no-nsys" for k in (1, 2, 3, 4, 6)]
+        plain = "fixtures/sglang-dense-plain/no-nsys"
+        self.cli("no-nsys.txt", "analyze", dense[3], "--baseline", plain, "-q")
+        self.cli("no-nsys.json", "analyze", dense[3], "--baseline", plain, "--json", "-q")
+        self.cli("no-nsys-compare.txt", "compare", dense[1], dense[3])
+        self.cli("no-nsys-sweep.json", "sweep", *dense, "--baseline", plain, "--json")
 
 
 def dump(tree: str, out: str, only: list[str]) -> None:

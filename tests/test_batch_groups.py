@@ -173,3 +173,70 @@ def test_the_idle_between_ramp_levels_is_in_no_cycle_of_the_breakdown(run):
     assert un is None or un["share"] < 0.05
     assert b["idle_ms"] > 100 and b["idle_gaps"] >= 1
     assert b["cycle_ms"]["mean"] < 3 * b["cycle_ms"]["median"]
+
+
+ADAPTIVE_CONFIG = FIXTURES.parent / "scripts" / "sglang" / "adaptive_ramp.json"
+
+
+def ramp_copy(tmp_path, config: bool = True):
+    """The adaptive dense ramp's run directory copied to `tmp_path`, with the adaptive config its command line names
+    (scripts/sglang/adaptive_ramp.json, at a path of the capture machine's) kept beside it when `config`."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "sglang-ramp-dense-adaptive", run)
+    if config:
+        shutil.copy(ADAPTIVE_CONFIG, run / "adaptive_ramp.json")
+    return run
+
+
+@ramp
+def test_sizes_with_few_cycles_are_pooled_by_the_adaptive_configs_thresholds_and_it_is_said(tmp_path):
+    """The adaptive run's config (keys 1, 3, 9: K changes at batch 3 and 9) bounds the buckets of the sizes with
+    fewer than 10 cycles: the one cycle at batch 3 is in 3-7 (the bucket 3-8 less the exact 8), not in the power of
+    two 3-4 (less the exact 4); the exact sizes inside a bucket (4) keep their own group; the output says which."""
+    e = groups_json(ramp_copy(tmp_path), PLAIN)
+    rows = [r for r in e["batch_groups"]["groups"] if not r["profiled"]]
+    assert [(r["batch_group"], r["exact"], r["steps"], r["cycles"]) for r in rows] == [
+        ("1", True, 3, 18), ("2", True, 3, 17), ("3-7", False, 2, 1), ("4", True, 2, 18), ("8", True, 2, 15),
+        ("16", True, 0, 32)]
+    said = [n for n in e["notes"] if "pooled into buckets" in n]
+    assert said == [f"batch sizes with fewer than 10 decode cycles are pooled into buckets (the batch-size thresholds "
+                    f"of SGLang's adaptive config {tmp_path / 'run' / 'adaptive_ramp.json'} (1, 3, 9)): 3-7"]
+
+
+@ramp
+def test_an_unreadable_adaptive_config_is_one_line_and_powers_of_two(tmp_path):
+    """The fixture's own command line names the config at the capture machine's path, absent here: powers of two,
+    said in one line; a config that is a link, too large, or not SGLang's JSON is not read either."""
+    e = groups_json(FIXTURES / "sglang-ramp-dense-adaptive", PLAIN)
+    assert [r["batch_group"] for r in e["batch_groups"]["groups"] if not r["profiled"]] == ["1", "2", "3", "4", "8", "16"]
+    said = [n for n in e["notes"] if "adaptive config" in n]
+    assert len(said) == 1 and said[0].startswith("batch sizes with fewer than 10 decode cycles are pooled into "
+                                                 "buckets (powers of two; SGLang's adaptive config ")
+    assert said[0].endswith("adaptive_ramp.json could not be read (no such file here)): 3")
+    from specprof.analyzer.readers.adaptive_config import MAX_BYTES, read_adaptive_config
+
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text(ADAPTIVE_CONFIG.read_text())
+    assert read_adaptive_config(str(outside)).keys == (1, 3, 9)
+    (tmp_path / "link.json").symlink_to(outside)
+    got = read_adaptive_config(str(tmp_path / "link.json"))
+    assert got.keys is None and "symbolic link" in got.describe()
+    for name, text, why in (("big.json", "{" + " " * MAX_BYTES + "}", "larger than"), ("bad.json", "[1, 2]", "not a JSON object"),
+                            ("keys.json", '{"x": {}}', "no batch size"), ("half.json", '{"1": ', "not JSON")):
+        (tmp_path / name).write_text(text)
+        got = read_adaptive_config(str(tmp_path / name))
+        assert got.keys is None and why in got.reason, (name, got.reason)
+    os_fifo = tmp_path / "fifo.json"
+    import os
+
+    os.mkfifo(os_fifo)
+    assert read_adaptive_config(str(os_fifo)).reason == "not a regular file"  # (and no wait for a writer)
+    # a relative path is the run directory's; the path as given wins over a copy beside the run
+    assert read_adaptive_config("elsewhere.json", str(tmp_path)).keys == (1, 3, 9)
+    # a link kept beside the run is not followed either
+    run = ramp_copy(tmp_path / "linked", config=False)
+    (run / "adaptive_ramp.json").symlink_to(outside)
+    e = groups_json(run, PLAIN)
+    assert [r["batch_group"] for r in e["batch_groups"]["groups"] if not r["profiled"]][2] == "3"

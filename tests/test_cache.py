@@ -437,7 +437,7 @@ def test_an_export_damaged_in_the_middle_with_its_size_and_mtime_kept_is_not_ana
 def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(export):
     from specprof.analyzer import progress
     from specprof.analyzer.app.run import Run
-    from specprof.analyzer.derived.sync_timers import sync_timer_estimate
+    from specprof.analyzer.derived.analysis import estimate_sync_timers
 
     def estimate():
         steps = []
@@ -457,7 +457,7 @@ def test_the_synchronize_timer_estimate_is_kept_with_the_analysis_and_checked(ex
     second, computed = estimate()
     assert not computed  # read from beside the cached analysis
     a = attribution(str(export), Options())
-    fresh = sync_timer_estimate(a.ops, a.ranges, a.cycles, a.trace.api, a.grouping)
+    fresh = estimate_sync_timers(a)  # with the capture's own synchronize calls' cost, as the analysis makes it
     for est in (first, second):
         assert est.phases.equals(fresh.phases) and est.phases.schema == fresh.phases.schema
         assert (est.cycle_ns, est.synced_cycle_ns, est.cycle_inflation_pct, est.sync_ns, est.syncs_per_cycle,

@@ -477,3 +477,35 @@ def test_the_pages_inflate_agrees_with_python_gzip(browser):
         assert got.startswith("the report's data block is damaged"), got
     finally:
         page.close()
+
+
+def test_the_economics_panel_shows_the_per_batch_size_table_and_the_crossover(browser, tmp_path):
+    """A ramp run (batch 1 to 16, K by SGLang's adaptive thresholds) against its plain twin: the economics panel
+    draws the JSON's economics.batch_groups (the headline source's rows, as given) and says where speculation stops
+    paying; a run at one batch size (the reference K = 4) draws no such table."""
+    out = tmp_path / "ramp.html"
+    result = CliRunner().invoke(main, ["analyze", str(FIXTURES / "sglang-ramp-dense-adaptive"), "--baseline",
+                                       str(FIXTURES / "sglang-ramp-dense-plain"), "--html", str(out), "--json",
+                                       "--no-cache"])
+    assert result.exit_code == 0, result.output
+    g = json.loads(result.stdout)["economics"]["batch_groups"]
+    head = [r for r in g["groups"] if r["source"] == g["groups"][0]["source"]]
+    p = Page(browser, out, width=1400)
+    assert p.console_errors() == []
+    rows = p.page.evaluate("[...document.querySelectorAll('#economics-batch-groups tr')]"
+                           ".map(r => [...r.cells].map(c => c.textContent))")
+    assert rows[0] == ["batch", "K", "cycles", "cycle ms", "accept len", "tokens/s", "plain step ms", "speedup", "time"]
+    assert len(rows) == len(head) + 1
+    for cells, r in zip(rows[1:], head):
+        assert cells[0] == r["batch_group"] + ("" if r["exact"] else " (bucket)") and cells[1] == str(r["steps"])
+        assert cells[2] == str(r["cycles"])
+        if r["speedup"] is None:
+            assert cells[7] == "-" and cells[6] == "none at this size"
+        else:
+            assert cells[7].startswith(f"×{r['speedup']:.2f} (") and cells[7].endswith(f"{r['speedup_ci'][1]:.2f})")
+    text = p.page.inner_text("#economics")
+    assert len(g["crossover"]) >= 2 and all(s in text for s in g["crossover"])
+    assert "crossover between batch 8 and batch 16" in text
+    k4 = tmp_path / "k4.html"
+    assert CliRunner().invoke(main, ["report", str(K4), "-o", str(k4), "--no-cache"]).exit_code == 0
+    assert Page(browser, k4).page.locator("#economics-batch-groups").count() == 0

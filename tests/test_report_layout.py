@@ -1,5 +1,6 @@
 """The HTML report's layout, in headless Chromium at 1400 and 700 px, on the README's main command's report (the
-reference K = 4 run against its plain baseline) and on a real SGLang capture with its twin without nsys:
+reference K = 4 run against its plain baseline), on a real SGLang capture with its twin without nsys, and on a
+ramp capture against its plain twin (the economics panel's per-batch-size table):
 
 - nothing overflows: the page never scrolls sideways, no panel is wider than its box, nothing in a panel reaches
   past its edges;
@@ -41,20 +42,25 @@ def browser():
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("layout")
-    out = {"reference-k4": tmp / "k4.html", "sglang-dense-k3": tmp / "dense-k3.html"}
+    out = {"reference-k4": tmp / "k4.html", "sglang-dense-k3": tmp / "dense-k3.html",
+           "sglang-ramp-dense-adaptive": tmp / "ramp.html"}
     for args in (["analyze", str(FIXTURES / "reference-k4"), "--baseline", str(FIXTURES / "reference-k0"),
                   "--html", str(out["reference-k4"]), "-q"],
-                 ["report", str(FIXTURES / "sglang-dense-k3"), "-o", str(out["sglang-dense-k3"])]):
+                 ["report", str(FIXTURES / "sglang-dense-k3"), "-o", str(out["sglang-dense-k3"])],
+                 ["analyze", str(FIXTURES / "sglang-ramp-dense-adaptive"), "--baseline",
+                  str(FIXTURES / "sglang-ramp-dense-plain"), "--html", str(out["sglang-ramp-dense-adaptive"]), "-q"]):
         result = CliRunner().invoke(main, [*args, "--no-cache"])
         assert result.exit_code == 0, result.output
     return out
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("run", ["reference-k4", "sglang-dense-k3"])
+@pytest.mark.parametrize("run", ["reference-k4", "sglang-dense-k3", "sglang-ramp-dense-adaptive"])
 def test_nothing_overflows_and_nothing_covers_a_legend(browser, reports, run, width):
     p = Page(browser, reports[run], width=width)
     assert p.page.evaluate(LAYOUT) == []
+    if run == "sglang-ramp-dense-adaptive":  # the per-batch-size table of the economics panel is there, inside it
+        assert p.page.locator("#economics-batch-groups tr").count() > 5
     drawn = p.page.evaluate("[...document.querySelectorAll('.js-plotly-plot')].map(gd => gd.id)")
     assert set(CHARTS) <= set(drawn), drawn
     assert p.console_errors() == []

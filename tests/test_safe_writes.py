@@ -112,7 +112,7 @@ def test_a_link_at_any_table_is_refused(tmp_path, outside, fmt):
     from specprof.analyzer.errors import SpecprofError
     from specprof.analyzer.render import tables
 
-    run = Run.load(str(RUN))
+    run = Run.load(str(RUN)).analysis()
     names = [f"{name}.{fmt}" for name in tables.frames(run)]
     assert len(names) > 20
     folder = tmp_path / "tables"

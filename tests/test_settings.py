@@ -50,13 +50,18 @@ def test_every_sglang_capture_reads_what_its_server_ran(name):
     assert s.source("engine") == s.source("version") == FROM_TRACER and s.command_line and s.notes == ()
     assert s.source("model") == FROM_COMMAND_LINE
     assert s.target_model == command[command.index("--model-path") + 1] and s.source("target_model") == FROM_SERVER_LOG
-    assert s.adaptive is False and s.adaptive_config is None and s.source("adaptive") == FROM_SERVER_LOG
+    if name.endswith("adaptive"):  # the ramp runs with SGLang's adaptive speculation, their config named
+        assert s.adaptive is True and s.adaptive_config == command[command.index("--speculative-adaptive-config") + 1]
+    else:
+        assert s.adaptive is False and s.adaptive_config is None
+    assert s.source("adaptive") == FROM_SERVER_LOG
     assert s.setup == {"engine": "sglang", "model": s.model, "tp": 1, "topk": s.topk or 1, "continuous_steps": 1}
     if name.endswith("plain"):
         assert (s.steps, s.topk, s.draft_tokens, s.draft_model, s.tokens) == (None, None, None, None, None)
         assert s.model == {"model-path": s.target_model}
         return
-    k, topk = (3, 4) if name.endswith("tree") else (steps_in_name(name), 1)
+    # an adaptive run: the step count its server starts with, its config's largest (scripts/sglang/adaptive_ramp.json)
+    k, topk = (3, 4) if name.endswith("tree") else (3 if name.endswith("adaptive") else steps_in_name(name), 1)
     tokens = 8 if topk > 1 else k + 1
     assert (s.steps, s.topk, s.draft_tokens, s.tokens) == (k, topk, tokens, tokens)
     assert s.source("steps") == s.source("topk") == s.source("draft_tokens") == FROM_SERVER_LOG

@@ -72,7 +72,7 @@ args = serve.parse_args(sys.argv[1:])
 os.makedirs(args.run_dir)
 for name in ("manifest.json", "server.log", "specprof-sidecar.vm.1.jsonl"):
     open(os.path.join(args.run_dir, name), "w").write("{}")
-json.dump({"server_argv": serve.server_argv(args), "no_nsys": args.no_nsys, "capture_cycles": args.capture_cycles,
+json.dump({"server_argv": serve.server_argv(args), "capture_argv": serve.capture_argv(args), "no_nsys": args.no_nsys, "capture_cycles": args.capture_cycles,
            "ramp": args.ramp, "new_tokens": args.new_tokens}, open(os.path.join(args.run_dir, "client.json"), "w"))
 first = os.path.join(os.environ["RUNS_HOME"], ".fake-first-done")  # FAKE_FIRST_SECONDS: the hold's first launch
 if os.environ.get("FAKE_FIRST_SECONDS") and not os.path.exists(first):
@@ -301,6 +301,43 @@ def test_the_ramp_plan(tmp_path):
                 config = argv[argv.index("--speculative-adaptive-config") + 1]
                 assert config == str(SCRIPTS / "adaptive_ramp.json")
                 assert argv[argv.index("--speculative-num-steps") + 1] == "3"
+
+
+def test_the_rotation_plan(tmp_path):
+    runs, env = fake_machine(tmp_path)
+    (runs / ".server_help").write_text("--cuda-graph-bs\n--skip-server-warmup\n--disable-prefill-cuda-graph\n")
+    done = call(env, tmp_path / "out", "rotation")
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [f"sglang-rotation-dense-{config}" for config in ("plain", "k2", "rotation")]
+    assert [x["run"] for x in launches_of(runs)] == [run for name in names for run in (name, f"{name}/no-nsys")]
+    for name in names:
+        for sub in (runs / name, runs / name / "no-nsys"):
+            client = json.loads((sub / "client.json").read_text())
+            capture, argv = client["capture_argv"], client["server_argv"]
+            assert client["ramp"] == [1, 2, 4, 8, 16] and client["new_tokens"] == 256
+            if name.endswith("rotation"):
+                at = capture.index("--sweep-steps")
+                assert capture[at + 1:at + 4] == ["0,1,2,4", "--block", "10"]
+                assert argv[argv.index("--speculative-num-steps") + 1] == "2"
+                assert "--speculative-adaptive" not in argv  # the capture adds it, with its own config
+            else:
+                assert "--sweep-steps" not in capture
+    # the served config comes from the rotation run's analysis: without a real one, it says so and launches nothing
+    done = call(env, tmp_path / "out2", "rotation-served")
+    assert done.returncode == 0 and "rotation-served: no adaptive config" in done.stdout
+    assert len(launches_of(runs)) == 6
+
+
+def test_serve_passes_the_rotation_to_the_capture(capsys):
+    serve = load("serve")
+    args = serve.parse_args(["r", "--model", "m", "--steps", "2", "--sweep-steps", "0,1,2,4", "--block", "10"])
+    capture = serve.capture_argv(args)
+    assert capture[capture.index("--sweep-steps"):capture.index("--")] == ["--sweep-steps", "0,1,2,4", "--block", "10"]
+    for argv, message in [(["r", "--model", "m", "--plain", "--sweep-steps", "0,1"], "needs --steps"),
+                          (["r", "--model", "m", "--steps", "3", "--sweep-steps", "0,1,2"], "one of --sweep-steps")]:
+        with pytest.raises(SystemExit):
+            serve.parse_args(argv)
+        assert message in capsys.readouterr().err
 
 
 def test_the_ramp_adaptive_config_is_sglangs_format_with_steps_by_batch_size():

@@ -286,3 +286,61 @@ def test_a_read_only_store_is_one_clear_error(tmp_path):
     assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]
     assert line.startswith(f"specprof: error: {db}: the results database cannot be written")
+
+
+RAMP = str(FIXTURES / "sglang-ramp-dense-adaptive")
+RAMP_PLAIN = str(FIXTURES / "sglang-ramp-dense-plain")
+
+
+def test_the_economics_per_batch_size_and_k_are_stored(tmp_path):
+    """A ramp run (batch sizes 1 to 16, K set by SGLang's adaptive thresholds) stores one batch_groups row per
+    (source, batch-size group, K), the same figures as its JSON's economics.batch_groups."""
+    db = str(tmp_path / "results.db")
+    out = CliRunner().invoke(main, ["analyze", RAMP, "--baseline", RAMP_PLAIN, "--db", db, "--json"])
+    assert out.exit_code == 0, out.output
+    groups = json.loads(out.stdout)["economics"]["batch_groups"]["groups"]
+    rows = q(db, "SELECT source, batch_group, steps, cycles, cycle_ns, cycle_lo_ns, accept_len, tokens_per_s, "
+                 "tokens_per_s_hi, baseline_ns, speedup, speedup_lo, speedup_hi, verdict, baseline_steps "
+                 "FROM batch_groups WHERE run_id = 1 ORDER BY rowid")
+    assert len(rows) == len(groups) >= 10
+    for row, g in zip(rows, groups):
+        assert row[:4] == (g["source"], g["batch_group"], g["steps"], g["cycles"])
+        assert row[4] / 1e6 == pytest.approx(g["cycle_ms"], abs=1e-6)
+        assert row[6] == pytest.approx(g["accept_len"], abs=1e-4)
+        assert row[7] == pytest.approx(g["tokens_per_s"], abs=0.1)
+        assert row[13] and row[14] == g["baseline_steps"]
+        if g["speedup"] is None:
+            assert row[9:13] == (None, None, None, None)
+        else:
+            assert row[10] == pytest.approx(g["speedup"], abs=1e-4)
+            assert (row[11], row[12]) == pytest.approx(tuple(g["speedup_ci"]), abs=1e-4)
+    # keyed by run, source, batch-size group and K: no two rows share one
+    assert len(set(r[:3] for r in rows)) == len(rows)
+    # a run at one batch size (the reference capture, batch 8, K 4) has one group per source
+    out = CliRunner().invoke(main, ["analyze", K4, "--db", db])
+    assert out.exit_code == 0
+    assert q(db, "SELECT source, batch_group, steps FROM batch_groups WHERE run_id = 2 ORDER BY rowid") == [
+        ("sidecar without nsys", "8", 4), ("sidecar under nsys", "8", 4)]
+
+
+def test_a_store_made_before_the_batch_groups_table_still_reads_and_gains_it_on_append(tmp_path):
+    """A store of schema 4 (made here from a new one by taking the table out: no capture of the old version is
+    kept) reads as before, and the next append adds the table and sets the schema, once."""
+    db = str(tmp_path / "results.db")
+    assert CliRunner().invoke(main, ["analyze", K4, "--db", db]).exit_code == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE batch_groups")
+        conn.execute("UPDATE meta SET value = 'specprof.store/4' WHERE key = 'schema'")
+    out = CliRunner().invoke(main, ["runs", "--db", db, "--json"])
+    assert out.exit_code == 0, out.output
+    assert [r["ref"] for r in json.loads(out.output)["runs"]] == ["@1"]
+    assert q(db, "SELECT value FROM meta WHERE key = 'schema'") == [("specprof.store/4",)]  # reading changes nothing
+    out = CliRunner().invoke(main, ["analyze", RAMP, "--baseline", RAMP_PLAIN, "--db", db])
+    assert out.exit_code == 0, out.output
+    assert q(db, "SELECT value FROM meta WHERE key = 'schema'") == [(store.SCHEMA,)]
+    assert q(db, "SELECT COUNT(*) FROM batch_groups WHERE run_id = 2")[0][0] >= 10
+    # a schema this version does not know is still refused in one line
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = 'specprof.store/3' WHERE key = 'schema'")
+    out = CliRunner().invoke(main, ["runs", "--db", db])
+    assert out.exit_code != 0 and "specprof.store/3" in out.output

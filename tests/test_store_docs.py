@@ -49,3 +49,12 @@ def test_the_quoted_outputs(db):
                     (6, "sidecar without nsys", 5.209, 2.698, 4143.0)]
     assert ranks == [(4, 0, 0, 4.267, 5.722, 15, 18.219), (4, 1, 1, 18.219, 5.535, 16, 4.267),
                      (5, 0, 0, 10.898, 6.274, 11, 2.477), (5, 1, 1, 2.477, 5.752, 22, 10.898)]
+
+
+def test_the_quoted_batch_groups(db):
+    (sql,) = [q for q in QUERIES if "FROM batch_groups" in q]
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(sql).fetchall()
+    assert rows == [(1, "8", 2, 105, 4.001, 2.08, 4158.0, None, None, None),
+                    (2, "8", 4, 105, 4.572, 2.631, 4603.0, None, None, None),
+                    (3, "8", 6, 105, 5.21, 2.707, 4156.0, None, None, None)]

@@ -33,7 +33,7 @@ from typing import Callable, Mapping, Sequence
 from specprof.analyzer import __version__
 from specprof.analyzer import safe_files
 from specprof.analyzer.errors import SpecprofError, clean
-from specprof.tracer import gpu_events, manifest, window
+from specprof.tracer import gpu_events, manifest, rotation, step_sweep, window
 
 # -t: CUDA API + kernels, NVTX ranges, OS runtime calls. node: graph kernels one by one, carrying the
 # cudaGraphLaunch's correlation id. fork-before-exec: SGLang's spawned schedulers are traced too.
@@ -211,6 +211,7 @@ class Plan:
     gpu_time: bool = False  # the tracer records CUDA events at phase boundaries
     nsys_missing: bool = False  # a dry run whose nsys was not found: `nsys` stands in for it
     server_log: Path | None = None  # the workload's output is also written here (absolute); None: not kept
+    sweep: tuple[tuple[int, ...], int] | None = None  # (Ks, block): the tracer rotates K (--sweep-steps)
 
     def profile_argv(self) -> list[str]:
         """The nsys command line, or the workload's own without nsys."""
@@ -237,7 +238,7 @@ def default_run_dir(now: datetime | None = None) -> Path:
 
 def environment_additions(
     run_dir: Path, preset: str | None, bootstrap: Path | None, capture_range: CaptureRange, environ: Mapping[str, str],
-    gpu_time: bool = False,
+    gpu_time: bool = False, sweep: tuple[tuple[int, ...], int] | None = None,
 ) -> dict[str, str]:
     """SPECPROF_* and PYTHONPATH for the tracer (none when preset is None), and what an NVTX range needs."""
     env = {}
@@ -249,6 +250,8 @@ def environment_additions(
             env[window.ENV] = "{}:{}".format(*capture_range.cycles)
         if gpu_time:
             env[gpu_events.ENV] = "1"
+        if sweep is not None:
+            env[rotation.ENV] = step_sweep.environment_value(*sweep)
         existing = environ.get("PYTHONPATH")
         env["PYTHONPATH"] = str(bootstrap) + (os.pathsep + existing if existing else "")
     if capture_range.mode == "nvtx" and "NSYS_NVTX_PROFILER_REGISTER_ONLY" not in environ:
@@ -469,10 +472,14 @@ def plan(
     no_nsys: bool = False,
     dry_run: bool = False,
     server_log: str | os.PathLike | None = SERVER_LOG,
+    sweep_steps: Sequence[int] | None = None,
+    block: int = 40,
 ) -> Plan:
     """Validate the options and find nsys (not with `no_nsys`; for a `dry_run`, a missing nsys is a placeholder
     and a note). `server_log`: where the workload's output is also written, relative to the run directory
-    (default: RUN/server.log), None for nowhere. Runs nothing and writes nothing."""
+    (default: RUN/server.log), None for nowhere. `sweep_steps`, `block`: rotate K in blocks of `block` decode cycles
+    inside the one launch (tracer/step_sweep.py adds the server's adaptive settings). Runs nothing and writes
+    nothing."""
     environ = os.environ if environ is None else environ
     if preset not in PRESETS:
         raise SpecprofError(f"--preset must be one of {', '.join(PRESETS)}, not {preset!r}")
@@ -488,6 +495,12 @@ def plan(
     _check_command(command, environ)
     extra = _parse_extra(extra_nsys_args)
     directory = Path(run_dir if run_dir is not None else default_run_dir()).absolute()
+    sweep = None
+    if sweep_steps:
+        step_sweep.check(command, list(sweep_steps), block, preset if tracer else None)
+        sweep = (tuple(sweep_steps), block)
+        command = [*command, *step_sweep.server_additions(
+            command, str(directory / BOOTSTRAP / step_sweep.CONFIG_NAME))]
     _check_run_dir(directory, force)
     log = None if server_log is None else directory / server_log
     if log is not None and log.parent != directory and not log.parent.is_dir():
@@ -514,10 +527,11 @@ def plan(
         preset=chosen_preset,
         nvidia_stats=nvidia_stats,
         force=force,
-        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ, gpu_time),
+        env=environment_additions(directory, chosen_preset, bootstrap, capture_range, environ, gpu_time, sweep),
         gpu_time=gpu_time,
         nsys_missing=missing,
         server_log=log,
+        sweep=sweep,
     )
 
 
@@ -546,6 +560,10 @@ def describe(plan: Plan) -> str:
                             "`nsys` stands in for it below")
     lines += ["# environment additions"]
     lines += [f"{name}={shlex.quote(value)}" for name, value in plan.env.items()] or ["(none)"]
+    if plan.sweep is not None:
+        lines += [f"# then, before it runs, the server's adaptive config (every swept K at every batch size), in "
+                  f"{shlex.quote(str(plan.run_dir / BOOTSTRAP / step_sweep.CONFIG_NAME))}",
+                  step_sweep.config_text(plan.sweep[0]).strip()]
     if plan.server_log is not None:
         lines += [f"# the command's output (stdout and stderr) is shown and also written to "
                   f"{shlex.quote(str(plan.server_log))}"]
@@ -686,7 +704,14 @@ def _bootstrap(plan: Plan) -> Plan:
         raise SpecprofError(f"{plan.run_dir / BOOTSTRAP}: cannot write the tracer's bootstrap folder ({name}: "
                             f"{exc.strerror or exc}); move it away, or capture with --no-tracer",
                             str(plan.run_dir / BOOTSTRAP)) from None
-    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ, plan.gpu_time)
+    env = environment_additions(plan.run_dir, plan.preset, made, plan.capture_range, os.environ, plan.gpu_time,
+                                plan.sweep)
+    if plan.sweep is not None:
+        try:
+            safe_files.replace(made / step_sweep.CONFIG_NAME, step_sweep.config_text(plan.sweep[0]), mode=0o644)
+        except OSError as exc:
+            raise SpecprofError(f"{made / step_sweep.CONFIG_NAME}: cannot write the adaptive config of the step "
+                                f"sweep ({exc.strerror or exc})", str(made)) from None
     return dataclasses.replace(plan, env=env)
 
 

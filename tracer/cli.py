@@ -14,6 +14,15 @@ from specprof.tracer import capture as capture_lib
 from specprof.tracer import window
 
 
+def _steps(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return [int(k) for k in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not K1,K2,... (step counts, e.g. 0,1,2,4)") from None
+
+
 def _cycles(ctx, param, value):
     if value is None:
         return None
@@ -50,6 +59,12 @@ def _cycles(ctx, param, value):
 @click.option("--repeat", type=click.IntRange(1), default=1, show_default=True, metavar="N",
               help="With --no-nsys: run the workload N times, one after another, into DIR, DIR-2, ... DIR-N (repeated "
                    "twins: the run-to-run noise the economics and the sweep put into their intervals).")
+@click.option("--sweep-steps", "sweep_steps", metavar="K1,K2,...", callback=_steps,
+              help="Rotate the SGLang server between these step counts inside one launch, round-robin in blocks of "
+                   "--block decode cycles (the capture starts it with the matching adaptive settings; "
+                   "docs/capture.md).")
+@click.option("--block", type=click.IntRange(1), default=40, show_default=True, metavar="N",
+              help="With --sweep-steps: decode cycles per block of one K.")
 @click.option("--nvidia-stats", is_flag=True,
               help="Also write NVIDIA's nvtx_gpu_proj_trace report (nvidia_nvtx_gpu_proj_trace.csv).")
 @click.option("--server-log", "server_log", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
@@ -60,8 +75,8 @@ def _cycles(ctx, param, value):
 @click.option("--force", is_flag=True, help="Replace the run already in DIR.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, delay, duration, extra_nsys_args,
-            preset, no_tracer, gpu_events, no_nsys, repeat, nvidia_stats, server_log, no_server_log, dry_run, force,
-            command):
+            preset, no_tracer, gpu_events, no_nsys, repeat, sweep_steps, block, nvidia_stats, server_log, no_server_log,
+            dry_run, force, command):
     """Run COMMAND under Nsight Systems and write a run directory: run.nsys-rep, run.sqlite, the tracer's
     sidecars, server.log (COMMAND's output) and manifest.json.
 
@@ -88,6 +103,8 @@ def capture(run_dir, nsys_path, capture_range, nvtx_capture, capture_cycles, del
         no_nsys=no_nsys,
         dry_run=dry_run,
         server_log=None if no_server_log else server_log.absolute() if server_log else capture_lib.SERVER_LOG,
+        sweep_steps=sweep_steps,
+        block=block,
     ) for directory in capture_lib.repeat_dirs(run_dir, repeat)]  # every one checked before any runs
     if dry_run:
         click.echo(clean_lines("\n\n".join(capture_lib.describe(plan) for plan in plans)))

@@ -106,6 +106,7 @@ class Recorder:
         self.nvtx: Any = NoNvtx()
         self.events: Any = None  # specprof.tracer.gpu_events.GpuEvents when the session records CUDA events
         self.window: Any = None  # specprof.tracer.window.CaptureWindow when the session opens a capture window
+        self.rotation: Any = None  # specprof.tracer.rotation.Rotation when the session rotates K (--sweep-steps)
         self._profiler_module = None  # torch.autograd.profiler, once torch is imported by someone else
         self.matcher = matcher
         self._emit_range = emit_range
@@ -289,6 +290,11 @@ class Recorder:
         state = self._local
         if state.cycle is not None:
             return None  # a cycle inside a cycle (an override calling super()): one cycle
+        if self.rotation is not None:
+            try:
+                self.rotation.cycle_starting(args[0] if args else None)
+            except Exception:
+                self.faults += 1
         batch = args[1] if len(args) > 1 else kwargs.get("batch")
         try:
             size = self._batch_size(batch)

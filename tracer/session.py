@@ -6,7 +6,8 @@
   handlers are installed, and targets that did not resolve are logged once, with the engine's version (at
   once instead, when `activate(import_modules=True)` imported every target module).
 - Optional, from the environment (or the constructor): CUDA events at phase boundaries (`SPECPROF_GPU_EVENTS=1`,
-  tracer/gpu_events.py) and a capture window in decode cycles (`SPECPROF_CAPTURE_CYCLES=W:N`, tracer/window.py).
+  tracer/gpu_events.py), a capture window in decode cycles (`SPECPROF_CAPTURE_CYCLES=W:N`, tracer/window.py) and a
+  step rotation (`SPECPROF_SWEEP_STEPS=K1,K2,...:N`, tracer/rotation.py).
 - `close()` writes the cycles still waiting for accept counts, a last clock reading and the footer.
 - `deactivate()` also restores every patched class and removes the import hook.
 """
@@ -21,7 +22,7 @@ import time
 from importlib import metadata
 from typing import Any, Callable
 
-from specprof.tracer import clock, gpu_events, window
+from specprof.tracer import clock, gpu_events, rotation, window
 from specprof.tracer.cycles import AcceptMatcher
 from specprof.tracer.posthook import PostImportHook
 from specprof.tracer.presets import Preset
@@ -59,10 +60,12 @@ class TracingSession:
         gpu_time: bool | None = None,
         capture_cycles: str | None = None,
         profiler: Callable[[], tuple[Callable[[], None], Callable[[], None]]] | None = None,
+        sweep_steps: str | None = None,
     ):
         """`gpu_time`: record CUDA events at phase boundaries (default: $SPECPROF_GPU_EVENTS == "1");
         `capture_cycles`: "W:N", a capture window in decode cycles (default: $SPECPROF_CAPTURE_CYCLES);
-        `profiler`: what gives the window its (start, stop) calls (tests; default torch.cuda.profiler)."""
+        `profiler`: what gives the window its (start, stop) calls (tests; default torch.cuda.profiler);
+        `sweep_steps`: "K1,K2,...:N", the step rotation (default: $SPECPROF_SWEEP_STEPS, tracer/rotation.py)."""
         self.preset = preset
         self.patcher = Patcher()
         self.sidecar = Sidecar(out_dir, max_queue=max_queue, flush_interval_s=flush_interval_s)
@@ -85,6 +88,9 @@ class TracingSession:
         extra = {"profiler": profiler} if profiler is not None else {}
         self.recorder.window = window.from_environment(capture_cycles, self.sidecar.put,
                                                        perf_counter_ns=perf_counter_ns, **extra)
+        if sweep_steps is None:
+            sweep_steps = os.environ.get(rotation.ENV)
+        self.recorder.rotation = rotation.from_environment(sweep_steps)
         self._perf_counter_ns = perf_counter_ns
         self._nvtx_factory = nvtx_factory
         self._nvtx_ready = False
@@ -229,6 +235,7 @@ class TracingSession:
             "gpu_time": self.recorder.events is not None,
             "capture_cycles": None if self.recorder.window is None
             else [self.recorder.window.skip, self.recorder.window.count],
+            **({} if self.recorder.rotation is None else {"step_rotation": self.recorder.rotation.header()}),
             "targets": [
                 {
                     "phase": r.phase,
@@ -249,6 +256,11 @@ class TracingSession:
         if not self.sidecar.is_open:
             return
         footer = {"unmatched_accepts": self.matcher.unmatched, "reason": reason}
+        if self.recorder.rotation is not None:
+            try:
+                footer["step_rotation"] = self.recorder.rotation.summary()
+            except Exception:
+                self.recorder.faults += 1
         for step in (self.matcher.drain, lambda: self._close_events(footer), self._clock_sync):
             try:
                 step()
@@ -274,7 +286,7 @@ class TracingSession:
     def after_fork_in_child(self) -> None:
         self.sidecar.after_fork_in_child()
         self.recorder.after_fork_in_child()
-        for helper in (self.recorder.events, self.recorder.window):
+        for helper in (self.recorder.events, self.recorder.window, self.recorder.rotation):
             if helper is not None:
                 helper.reset()
         self._exit = ExitFlush(self.flush, self.close)

@@ -4,13 +4,15 @@ was asked for. The formats are the renderers' (analyzer/render/)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 
-from specprof.analyzer import progress
+from specprof.analyzer import progress, safe_files
 from specprof.analyzer.app import process_tasks, store
 from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs, baseline_exists
 from specprof.analyzer.app.run import Run, baseline_step, open_run
+from specprof.analyzer.derived.adaptive_config import adaptive_config
 from specprof.analyzer.derived.compare import compare_charges, differences, workload
 from specprof.analyzer.derived.drafters import compare_drafters
 from specprof.analyzer.derived.drafters import side as drafter_side
@@ -89,7 +91,7 @@ def write_report(run: str, output: str, options: Options = Options(), inputs: Ru
                  quiet: bool = False) -> Output:
     """`specprof report`: the HTML report of a run (a run directory or a trace) in one file."""
     progress.enable(progress.wanted(quiet))
-    a = Run.load(run, options, inputs).analysis()
+    a = Run.load(run, options, inputs).report_analysis()
     html.write(a, output, manifest=a.data.manifest)
     return Output(stderr=[terminal.report_written(output)])
 
@@ -112,6 +114,12 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
         if differ:
             raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
                                 "measure different things; --allow-mixed compares them anyway)")
+    alone = [isinstance(r, Run) and r.files.trace is None for r in runs]
+    if alone[0] != alone[1]:
+        raise SpecprofError(f"{(a, b)[alone.index(True)]}: a run made without nsys (its phases between their CUDA "
+                            f"events) against a capture under nsys ({(a, b)[alone.index(False)]}: attributed time): "
+                            "they measure different things; compare two runs without nsys (RUN/no-nsys), or two "
+                            "captures under nsys")
     result = compare_charges(*(r.side() for r in runs))
     drafters = None
     if two_drafters:  # one target and workload, two draft models: each run's own economics side by side
@@ -135,6 +143,37 @@ def fit_sweep_runs(runs: list[str], steps: list[int] = (), max_steps: int | None
     db = store.connect(db_path, create=False) if db_path else None
     result = load_sweep(runs, steps, max_steps, db, options, accept, server_logs, extrapolate, baseline, allow_mixed)
     return Output(json_render.dumps(json_render.sweep(result)) if as_json else terminal.sweep(result))
+
+
+def write_adaptive_config(runs: list[str], baseline: str | None, out: str, db_path: str | None = None,
+                          as_json: bool = False, options: Options = Options()) -> Output:
+    """`specprof sweep RUN... --baseline PLAIN --adaptive-config OUT`: per batch-size threshold the K that measured
+    best against the plain run (derived/adaptive_config.py), written to `out` in SGLang's format (never through a
+    link), and its table printed."""
+    if not baseline:
+        raise SpecprofError("--adaptive-config needs --baseline PLAIN: each K is chosen by its speedup over the "
+                            "plain run at the same batch sizes")
+    baseline_exists(baseline)
+    db = store.connect(db_path, create=False) if db_path else None
+    measured = []
+    for path in runs:
+        run = open_run(path, options, RunInputs(baseline_run=baseline), db=db)
+        if not isinstance(run, Run):
+            raise SpecprofError(f"{path}: a stored run has no per-batch-size economics: give its run directory")
+        economics = run.analysis().economics
+        measured.append((path, economics.groups if economics is not None else None))
+    result = adaptive_config(measured)
+    if result is None:
+        raise SpecprofError(f"{', '.join(runs)}: no batch size has both a speculative decode cycle with its K and a "
+                            f"plain decode step in --baseline {baseline}: nothing to choose a K from")
+    text = json.dumps(result.config, indent=2) + "\n"
+    try:
+        safe_files.replace(out, text, mode=0o644)
+    except OSError as e:
+        raise SpecprofError(f"--adaptive-config {out}: cannot write it ({e.strerror or e}); give a writable file "
+                            "path that is not a link", out) from None
+    return Output(json_render.dumps(json_render.adaptive_config(result, out)) if as_json
+                  else terminal.adaptive_config(result, out))
 
 
 def load_sweep(runs: list[str], steps: list[int] = (), max_steps: int | None = None, db=None,

@@ -19,18 +19,19 @@ from specprof.analyzer.app import store
 from specprof.analyzer.app.analyze import Options, RunInputs, attribution, read_trace
 from specprof.analyzer.app.analyze import sync_timers as cached_sync_timers
 from specprof.analyzer.core.attribution import Attribution
-from specprof.analyzer.derived.analysis import Analysis, analyse, pace, sweep_input, sweep_input_of
+from specprof.analyzer.derived.analysis import Analysis, analyse, analyse_sidecars, pace, sweep_input, sweep_input_of
 from specprof.analyzer.derived.baseline_step import given_step, sidecar_step, trace_step
-from specprof.analyzer.derived.compare import Side, side_of
+from specprof.analyzer.derived.compare import Side, events_side, side_of
 from specprof.analyzer.derived.crosscheck import DEFAULT_LOG_INTERVAL
-from specprof.analyzer.derived.sweep_runs import SweepRun
+from specprof.analyzer.derived.sweep_runs import SweepRun, unprofiled_sweep_run
 from specprof.analyzer.derived.sync_timers import SyncTimerEstimate
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.run_data import BASELINE_DIR, BaselineStep, RunData
 from specprof.analyzer.readers import ground_truth as gt
+from specprof.analyzer.readers.adaptive_config import read_adaptive_config
 from specprof.analyzer.readers import sidecar as sc
 from specprof.analyzer.readers.client import read_whole_runs
-from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, twin_dirs
+from specprof.analyzer.readers.inputs import RunFiles, locate, manifest, sidecars_only, twin_dirs
 from specprof.analyzer.readers.nsys_report import exported
 from specprof.analyzer.readers.settings import read_settings
 from specprof.analyzer.readers.sglang_log import read_server_log
@@ -65,7 +66,12 @@ class Run:
         return self._attribution
 
     def read_attribution(self) -> Attribution:
-        """Read and attribute the run's trace, through the caches (app/analyze.py `attribution`)."""
+        """Read and attribute the run's trace, through the caches (app/analyze.py `attribution`). A run made without
+        nsys has none: what needs it is refused in one line."""
+        if self.files.trace is None:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): this needs a capture "
+                                "under nsys (`specprof capture --gpu-events -o RUN -- <the same command>`); "
+                                "`specprof analyze`, `compare` and `sweep` take this run as it is", self.path)
         return attribution(self.files.trace, self.options)
 
     def sync_timers(self, a: Attribution) -> SyncTimerEstimate | None:
@@ -84,17 +90,35 @@ class Run:
         """Every value the renderers show (derived/analysis.py `analyse`), made on the first call: every file read
         and every result made (or its error raised) before any output is written."""
         if self._analysis is None:
-            self._analysis = analyse(self.attribution(), self.data(), self.sync_timers)
+            if self.files.trace is None:  # a run made without nsys: its sidecars alone
+                self._analysis = analyse_sidecars(self.data())
+            else:
+                self._analysis = analyse(self.attribution(), self.data(), self.sync_timers)
         return self._analysis
+
+    def report_analysis(self) -> Analysis:
+        """The analysis an HTML report draws: a trace's (its timeline, kernels and phases need one); a run made
+        without nsys is refused in one line, naming what shows it."""
+        a = self.analysis()
+        if not a.traced:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the HTML report draws a "
+                                "trace's timeline, kernels and phases, and needs a capture under nsys; `specprof "
+                                "analyze` shows this run (its breakdown from CUDA events, accept length, "
+                                "economics)", self.path)
+        return a
 
     def side(self) -> Side:
         """This run as one side of `specprof compare`: per cycle, its headline breakdown's (derived/compare.py), from
         the trace alone where the analysis is not made."""
+        if self.files.trace is None:  # a run made without nsys: its phases between their CUDA events
+            return events_side(self.path, self.data().sidecars)
         a = self.attribution()
         return side_of(a, self._analysis.cycle_breakdown if self._analysis is not None else pace(a))
 
     def sweep_input(self) -> SweepRun:
         """This run's inputs to the sweep's fit (derived/sweep_runs.py): no economics made for them."""
+        if self.files.trace is None:  # a run made without nsys: its sidecars alone
+            return unprofiled_sweep_run(self.data())
         if self._analysis is not None:
             return sweep_input_of(self._analysis)
         return sweep_input(self.attribution(), self.data())
@@ -108,7 +132,11 @@ class Run:
 
     def record(self, a: Analysis) -> store.Record:
         """This run's rows for the results store from its analysis `a`: its manifest, and the sweep's inputs when it
-        has sidecars."""
+        has sidecars. A run made without nsys is refused in one line: the store keys a run by its trace."""
+        if not a.traced:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the results store keys "
+                                "a run by its trace and needs a capture under nsys; analyze it without --db",
+                                self.path)
         sweep = sweep_input_of(a) if self.files.sidecars else None
         return store.record(a, path=self.path, trace_path=self.files.trace, options=self.store_key(),
                             manifest=a.data.manifest, sweep=sweep)
@@ -120,6 +148,17 @@ class StoredRun:
 
     def __init__(self, db, arg: str):
         self.db, self.path, self.id = db, arg, store.parse_run_id(arg)
+
+    def report_analysis(self) -> Analysis:
+        """The analysis an HTML report draws: a trace's (its timeline, kernels and phases need one); a run made
+        without nsys is refused in one line, naming what shows it."""
+        a = self.analysis()
+        if not a.traced:
+            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the HTML report draws a "
+                                "trace's timeline, kernels and phases, and needs a capture under nsys; `specprof "
+                                "analyze` shows this run (its breakdown from CUDA events, accept length, "
+                                "economics)", self.path)
+        return a
 
     def side(self) -> Side:
         return store.charges(self.db, self.id)
@@ -153,6 +192,9 @@ def read_run_data(files: RunFiles, inputs: RunInputs = RunInputs(), options: Opt
     # what the server ran with: its log's start-up line (any log of the run), else the traced command line
     data.settings = read_settings(inputs.server_log or files.server_log, sidecars, data.manifest)
     data.manifest_settings = read_settings(manifest=data.manifest)
+    if data.settings.adaptive and data.settings.adaptive_config and sidecars is not None:
+        config = read_adaptive_config(data.settings.adaptive_config, files.folder)
+        data.adaptive_thresholds, data.adaptive_note = config.keys, config.describe()
     if server_log:  # (with sidecars: `Run.load` refuses a log given without them)
         try:
             data.server_log = read_server_log(server_log)
@@ -200,7 +242,8 @@ def baseline_step(path: str, step_range: str | None = None, options: Options = O
         return sidecar_step(sc.read_sidecars(paths), path, where,
                                       sc.read_sidecars(profiled) if profiled else None)
     elif os.path.isdir(path) and sc.find(path):
-        paths, where = sc.find(path), "sidecar under nsys"
+        # a run made without nsys (its sidecars alone) is one; any other run directory's were under nsys
+        paths, where = sc.find(path), "sidecar without nsys" if sidecars_only(path) else "sidecar under nsys"
     else:
         return trace_step(read_trace(path, options), path, step_range)
     return sidecar_step(sc.read_sidecars(paths), path, where)

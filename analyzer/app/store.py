@@ -35,7 +35,11 @@ from specprof.analyzer.derived.ranks import per_rank
 from specprof.analyzer.derived.sweep_runs import SweepRun
 from specprof.analyzer.errors import SpecprofError
 
-SCHEMA = "specprof.store/4"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns; 4: the twin columns
+SCHEMA = "specprof.store/5"  # 2: the sweep_events table; 3: runs.setup, sweep_events.extend_ns; 4: the twin
+# columns; 5: the batch_groups table
+# older schemas this version still reads and appends to: what they lack is added (CREATE ... IF NOT EXISTS) on the
+# first append, which sets the schema row to SCHEMA; read before then, their missing tables read as empty
+READABLE = ("specprof.store/4",)
 RUN_PREFIX = "@"  # `@3`: run 3 of the store given with --db
 
 _INT, _FLOAT, _TEXT = int, float, str
@@ -114,6 +118,16 @@ TABLES: dict[str, tuple[dict, str | None, list, list]] = {
                    "accept_len": _FLOAT, "batch": _FLOAT, "tokens_per_s": _FLOAT, "baseline_ns": _INT,
                    "baseline_tokens_per_s": _FLOAT, "speedup": _FLOAT, "break_even_accept_len": _FLOAT,
                    "verdict": _TEXT, "headline": _INT}, None, RUN_FK, [(["run_id"], False)]),
+    # the economics per batch-size group and K (derived/groups.py BatchGroups.rows): one row per (source, group, K)
+    # of a run whose sidecar gives each cycle's batch size; *_lo / *_hi: the 95 % interval
+    "batch_groups": ({"run_id": _INT, "source": _TEXT, "profiled": _INT, "batch_group": _TEXT, "batch_lo": _INT,
+                      "batch_hi": _INT, "exact": _INT, "steps": _INT, "cycles": _INT, "cycle_ns": _INT,
+                      "cycle_lo_ns": _INT, "cycle_hi_ns": _INT, "accept_len": _FLOAT, "accept_len_lo": _FLOAT,
+                      "accept_len_hi": _FLOAT, "batch": _FLOAT, "tokens_per_s": _FLOAT, "tokens_per_s_lo": _FLOAT,
+                      "tokens_per_s_hi": _FLOAT, "baseline_ns": _INT, "baseline_steps": _INT,
+                      "baseline_tokens_per_s": _FLOAT, "speedup": _FLOAT, "speedup_lo": _FLOAT, "speedup_hi": _FLOAT,
+                      "break_even_accept_len": _FLOAT, "verdict": _TEXT, "time_share": _FLOAT},
+                     None, RUN_FK, [(["run_id", "source", "batch_group", "steps"], False)]),
     # what `specprof sweep @ID` needs beyond the per-cycle phase times: the accept counts of the cycles the
     # capture holds (twin null) and of its twins' without nsys (twin: the twin's folder), and the cycle periods of
     # those twins
@@ -300,6 +314,8 @@ def record(a: Analysis, *, path: str, trace_path: str, options: dict, manifest: 
         tables["economics"] = econ.estimates.with_columns(
             headline=pl.int_range(pl.len()) == 0, baseline_ns=pl.col("baseline_ns"))
         notes += [("economics", n) for n in list(econ.verdict) + list(econ.notes)]
+        if econ.groups is not None and econ.groups.rows.height:
+            tables["batch_groups"] = econ.groups.rows
     tables["notes"] = pl.DataFrame([(s, i, t) for i, (s, t) in enumerate(notes)], schema=["source", "seq", "text"],
                                    orient="row")
     if sweep is not None:
@@ -374,9 +390,15 @@ def connect(path: str, create: bool = True):
                 if version is None:
                     _create(db)
                     version = SCHEMA
+        if create and version in READABLE:  # an older store: its missing tables added, once, by one writer
+            with _transaction(conn, path):
+                version = _schema_version(db, path)
+                if version in READABLE:
+                    _create(db)
+                    version = SCHEMA
     except sqlite3.DatabaseError as exc:
         raise _db_error(path, exc) from None
-    if version != SCHEMA:
+    if version != SCHEMA and version not in READABLE:
         raise SpecprofError(f"{path}: results store schema {version!r}, this version reads {SCHEMA}; "
                             "use another file or update specprof", path)
     try:

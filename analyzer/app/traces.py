@@ -92,11 +92,12 @@ def produce(run: Run, outputs: Outputs, alone: bool = True, html_file: str | Non
     command's only trace (its tables go into the folders given, its JSON is the document's text); else one of
     several (its tables go into a folder of its own, which `analyze_all` names, its JSON a dict). Every file of the
     run is read and every value made (`Run.analysis`, and its store rows) before the first output is written."""
-    a = run.analysis()
+    a = run.report_analysis() if html_file else run.analysis()
     record = run.record(a) if outputs.store else None
-    meta = a.trace.meta
-    out = TraceOutput(path=run.path, rank=meta.rank, world_size=meta.extra.get("world_size"),
-                      absolute="base_time_ns" in meta.extra, record=record)
+    meta = a.trace.meta if a.traced else None  # None: a run without nsys, its sidecars alone
+    out = TraceOutput(path=run.path, rank=meta.rank if meta else None,
+                      world_size=meta.extra.get("world_size") if meta else None,
+                      absolute=meta is not None and "base_time_ns" in meta.extra, record=record)
     for folder, fmt in ((outputs.csv_dir, "csv"), (outputs.parquet_dir, "parquet")):
         if folder:
             if not alone:  # a folder of its own; `analyze_all` names it once every trace's rank is known

@@ -19,7 +19,7 @@ of a trace alone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import polars as pl
 
@@ -31,7 +31,9 @@ from specprof.analyzer.derived.answer import answer
 from specprof.analyzer.derived import views
 from specprof.analyzer.derived.acceptance import Acceptance
 from specprof.analyzer.derived.breakdown import CycleBreakdown
-from specprof.analyzer.derived.crosscheck import CrossCheck, crosscheck_of, profiler_name
+from specprof.analyzer.derived.crosscheck import (ALIGNMENT_SCHEMA, DEFAULT_LOG_INTERVAL, consistency,
+                                                  PAIRS_SCHEMA, CrossCheck, crosscheck_of, profiler_name,
+                                                  reconcile_accept, reference_events, unprofiled_times)
 from specprof.analyzer.derived.draft_shape import DraftShape
 from specprof.analyzer.derived.economics import Economics
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
@@ -48,9 +50,11 @@ PER_RANK_TABLES = ("phases", "categories", "cycles", "cycle_phases")
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Analysis:
-    """One trace's attribution, its run's parsed files, and every result made of them (`analyse`)."""
+    """One trace's attribution, its run's parsed files, and every result made of them (`analyse`); or a run without
+    nsys alone, its sidecars and files and what they give (`analyse_sidecars`): no attribution (None, as `ranks`,
+    `shown`, `sync_timers`, `sync_calls`, `phase_rows` and `totals`), the breakdown from its CUDA events, and `needs_nsys`."""
 
-    attribution: Attribution
+    attribution: Attribution | None
     data: RunData
     # the cross-check against the tracer's sidecar and the profiler's inflation (docs/crosscheck.md): None without a
     # sidecar
@@ -87,6 +91,13 @@ class Analysis:
     whole_run: WholeRun | None = None
     # the answer first: what the summary at the top shows, picked from the results above (derived/answer.py)
     answer: dict | None = None
+    # a run without nsys: the one line that says what needs a capture under nsys (None: a trace was analysed)
+    needs_nsys: str | None = None
+
+    @property
+    def traced(self) -> bool:
+        """Whether a trace was analysed (else a run without nsys alone: its sidecars)."""
+        return self.attribution is not None
 
 
 def analyse(attribution: Attribution, data: RunData | None = None,
@@ -116,6 +127,55 @@ def analyse(attribution: Attribution, data: RunData | None = None,
                     whole_run=whole_run_of(data, economics),
                     answer=answer(breakdown, bsum, economics, check, shape, data.path or attribution.trace.meta.path,
                                   profiled=True))
+
+
+# What a run without nsys cannot show: what only a trace holds.
+NEEDS_NSYS = ("kernels, categories, launch overhead, streams, synchronize calls, per-rank skew and allreduce, the "
+              "cross-check against the trace and its projection need a capture under nsys (`specprof capture --gpu-events -o RUN -- "
+              "<the same command>`): this run has its sidecars only")
+
+
+def analyse_sidecars(data: RunData) -> Analysis:
+    """Every result of a run made without nsys (`specprof capture --no-nsys --gpu-events`), from its files `data`
+    alone (its sidecars: `data.sidecars`): the cycle breakdown from its CUDA events and its period, the accept length
+    against its server log, the draft's shape and the economics, each the very number its capture under nsys
+    shows for it as its run without nsys (crosscheck.py `unprofiled_times`, run_economics.py `economics_of`)."""
+    sidecars = data.sidecars
+    notes = list(data.found) + list(sidecars.notes)
+    events = sidecars
+    if not events.gpu_time.height and data.ground_truth is not None:
+        # the reference engine's own in-stream CUDA events, when the tracer recorded none
+        recorded = reference_events(data.ground_truth, events)
+        if recorded is not None:
+            events = replace(events, gpu_time=recorded)
+            notes.append(f"CUDA events: the reference engine's ground truth ({data.ground_truth_file})")
+    with progress.step("breaking the cycles down"):
+        times, period, n = unprofiled_times(events)
+        breakdown = bd.from_events(times, period, n)
+    if breakdown is None:
+        notes.append("no CUDA events in the sidecar: the cycle is not broken down by phase (capture with "
+                     "--gpu-events)")
+    check = None
+    if data.server_log is not None:
+        pairs = pl.DataFrame(schema=PAIRS_SCHEMA)
+        check = CrossCheck(alignment=pl.DataFrame(schema=ALIGNMENT_SCHEMA), pairs=pairs, consistency=consistency(pairs),
+                           notes=[])
+        check.accept = reconcile_accept(sidecars.cycles, data.server_log, data.log_interval or DEFAULT_LOG_INTERVAL)
+        if check.accept is None:
+            check.notes.append("accept length: the sidecar has no accept counts to compare with the server log")
+    shape = draft_shape_of(None, data, None)
+    with progress.step("the economics"):
+        economics = economics_of(None, data, None, None)
+    acceptance, levers = lv.of_economics(economics, breakdown, shape.steps) \
+        if economics is not None and shape.kind is not None else ([], [])
+    bsum = None if breakdown is None else views.breakdown_summary(breakdown)
+    return Analysis(attribution=None, data=data, crosscheck=check, ranks=None, cycle_breakdown=breakdown, shown=None,
+                    draft_shape=shape, economics=economics, acceptance=acceptance, levers=levers, sync_timers=None, sync_calls=None, phase_rows=None,
+                    totals=None,
+                    breakdown_summary=bsum, notes=notes + list(data.settings.notes),
+                    whole_run=whole_run_of(data, economics),
+                    answer=answer(breakdown, bsum, economics, check, shape, data.path, profiled=False),
+                    needs_nsys=NEEDS_NSYS)
 
 
 def checked(attribution: Attribution, data: RunData) -> CrossCheck | None:

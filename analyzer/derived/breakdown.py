@@ -26,6 +26,10 @@ every cycle) without a `prefill`, less each thread's last one (nothing marks whe
   running request (between requests, between the levels of a rising load): the idle, phase-less time of a cycle
   longer than IDLE_GAP_FACTOR x the median cycle, taken out of that cycle (`idle_gaps` of them) and counted here
   once; it is in no cycle's length, phase or share.
+
+A run without nsys alone (`specprof capture --no-nsys --gpu-events`) has the column without the profiler only
+(`from_events`): its phases' CUDA events and its period, the very numbers its capture under nsys shows beside its
+own; device, stream, the cycle's length on the stream and every column of the trace are None.
 """
 
 from __future__ import annotations
@@ -51,12 +55,12 @@ PHASE_SCHEMA = {"phase": pl.Utf8, "ns_per_cycle": pl.Int64, "share": pl.Float64,
 
 @dataclass
 class CycleBreakdown:
-    device: int
-    stream: int
+    device: int | None  # None: a run without nsys (`from_events`), as for stream and the cycle's length
+    stream: int | None
     cycles: int
-    mean_ns: int
-    median_ns: int
-    p90_ns: int
+    mean_ns: int | None
+    median_ns: int | None
+    p90_ns: int | None
     phases: pl.DataFrame
     rank: int = 0
     pid: int | None = None
@@ -176,3 +180,23 @@ def with_unprofiled(b: CycleBreakdown, events: pl.DataFrame | None, period_ns: i
     phases = phases.sort(["unprofiled_ns_per_cycle", "ns_per_cycle", "phase"], descending=[True, True, False],
                          nulls_last=True, maintain_order=True)
     return replace(b, phases=phases, unprofiled_mean_ns=None if period_ns is None else int(period_ns))
+
+
+def from_events(events: pl.DataFrame | None, period_ns: int | None, cycles: int) -> CycleBreakdown | None:
+    """The breakdown of a run without the profiler alone: the column without it (`with_unprofiled`'s) from its CUDA
+    events `events` (phase, ns per cycle; crosscheck.py `unprofiled_times`) and its period `period_ns` over
+    `cycles` cycles, every column of a trace null; a prefill's events left out, as a capture's breakdown leaves out
+    the cycles with one. None without events."""
+    # a prefill (a new request's prompt) is no part of decoding (`decode_cycles`): its time stays outside the phases
+    events = events.filter(pl.col("phase") != "prefill") if events is not None else None
+    if events is None or events.is_empty():
+        return None
+    empty = events.select(pl.col("phase").cast(pl.Utf8)).with_columns(
+        ns_per_cycle=pl.lit(None, pl.Int64), share=pl.lit(None, pl.Float64), busy_ns_per_cycle=pl.lit(None, pl.Int64),
+        busy_share=pl.lit(None, pl.Float64)).with_columns(
+        unprofiled_ns_per_cycle=pl.lit(None, pl.Int64), ratio=pl.lit(None, pl.Float64),
+        unprofiled_share=pl.lit(None, pl.Float64)).select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA)
+    b = CycleBreakdown(device=None, stream=None, cycles=int(cycles), mean_ns=None, median_ns=None, p90_ns=None,
+                       phases=empty, why="a run without nsys: its CUDA events")
+    b = with_unprofiled(b, events, period_ns)
+    return replace(b, phases=b.phases.sort(["unprofiled_ns_per_cycle", "phase"], descending=[True, False]))

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from specprof.analyzer.core.attribution import Attribution
+from specprof.analyzer.derived import crosscheck as cc
 from specprof.analyzer.derived import views
 from specprof.analyzer.errors import SpecprofError
 from specprof.analyzer.model.labels import IN_CYCLE, UNATTRIBUTED
+from specprof.analyzer.model.sidecars import Sidecars
 
 
 @dataclass
@@ -158,6 +160,21 @@ def side_of(a: Attribution, breakdown=None) -> Side:
     charges, cycles = views.cycle_charges(base, breakdown if breakdown is not None else
                                           getattr(a, "cycle_breakdown", None))
     return Side(base.trace.meta.path, cycles, charges, dict(base.phases.select("phase", "instances").iter_rows()))
+
+
+EVENTS = "(CUDA events)"  # the one category of a run without nsys: its phases' GPU time between their events
+
+
+def events_side(label: str, sidecars: Sidecars) -> Side:
+    """One side of a comparison from a run made without nsys (its sidecars alone): per cycle, each phase's GPU time
+    between its CUDA events (the cycles of the sidecar's own capture window, crosscheck.py `events_per_cycle`), as
+    charges of the one category `(CUDA events)`; the period is no phase's and is not in it, and a prefill is no part
+    of decoding (as in `analyze`'s breakdown: breakdown.py `from_events`)."""
+    ev = cc.events_per_cycle(sidecars, None, None).filter(~pl.col("phase").is_in([cc.CYCLE, "prefill"]))
+    charges = ev.select(pl.col("phase").cast(pl.Utf8), category=pl.lit(EVENTS), cycle=pl.col("index"),
+                        ns=pl.col("ns").cast(pl.Int64))
+    instances = dict(ev.group_by("phase").agg(n=pl.len()).select("phase", "n").iter_rows())
+    return Side(label, ev["index"].n_unique(), charges, instances)
 
 
 def compare_charges(a: Side, b: Side) -> Comparison:

@@ -515,6 +515,33 @@ def events_per_cycle(sc: Sidecars, first: int | None, last: int | None) -> pl.Da
         index=pl.col("file") * (1 << 40) + pl.col("index"), phase="phase", ns="ns")
 
 
+def unprofiled_times(sides: Sidecars, first: int | None = None, last: int | None = None
+                     ) -> tuple[pl.DataFrame | None, int | None, int]:
+    """What the run without the profiler `sides` alone gives the cycle breakdown, as `inflation`'s `without`
+    columns read it: (phase, ns) the mean GPU time per cycle between each phase's CUDA events (None without
+    events), the mean cycle period (start to start, idle gaps left out; None without cycles), and the number of
+    cycles with events, over the cycles `window_cycles` keeps (a sidecar's own capture window where it has one)."""
+    times = per_cycle_times(sides, first, last)
+    periods = times.filter(pl.col("phase") == PERIOD)["ns"].to_list()
+    period_ns = int(round(_mean_var(periods, len(periods))[0])) if periods else None
+    if not sides.gpu_time.height:
+        return None, period_ns, 0
+    ev = events_per_cycle(sides, first, last)
+    n = ev["index"].n_unique()
+    if not n:
+        return None, period_ns, 0
+    order = ev.group_by("phase").agg(pl.col("ns").sum()).sort(["ns", "phase"], descending=[True, False])[
+        "phase"].to_list()
+    rows = []
+    for phase in order:
+        if phase == CYCLE:
+            continue
+        mean, _ = _mean_var(ev.filter(pl.col("phase") == phase)["ns"].to_list(), n)
+        if mean > 0:
+            rows.append({"phase": phase, "ns": int(round(mean))})
+    return pl.DataFrame(rows, schema={"phase": pl.Utf8, "ns": pl.Int64}, orient="row"), period_ns, n
+
+
 def reference_events(truth: pl.DataFrame, sidecars: Sidecars) -> pl.DataFrame | None:
     """The reference engine's `ground_truth.json` (readers/ground_truth.py: index = measured cycle, from 0) as a
     sidecar `gpu_time` table, for `ground_truth_check`. The engine runs its warm-up cycles, then the measured ones

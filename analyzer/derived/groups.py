@@ -111,7 +111,9 @@ def grouped(cycles: pl.DataFrame, edges: list[tuple[int, int, bool]], steps: int
     own, else `steps`, the run's; null for a plain step). A cycle in no group has null `batch`."""
     lo = pl.lit(None, dtype=pl.Int64)
     hi = pl.lit(None, dtype=pl.Int64)
-    for a, b, _ in reversed(edges):
+    # an exact size wins over a bucket around it (a bucket's edges are narrowed to leave exact sizes out, but an
+    # exact size inside it stays inside its range)
+    for a, b, _ in reversed([e for e in edges if e[2]] + [e for e in edges if not e[2]]):
         inside = pl.col("batch_size").is_between(a, b)
         lo = pl.when(inside).then(pl.lit(a, dtype=pl.Int64)).otherwise(lo)
         hi = pl.when(inside).then(pl.lit(b, dtype=pl.Int64)).otherwise(hi)
@@ -182,13 +184,22 @@ def _source(sides, first: int | None, last: int | None, twin: bool) -> _Source:
                    econ.run_of(sides.files) if twin else None, sides.phases)
 
 
+def adaptive_edges(keys) -> list[int] | None:
+    """The bucket upper edges (`edges_of`'s `thresholds`) of SGLang's adaptive config whose batch-size keys are
+    `keys`: a key is the smallest batch size of its K, so each bucket ends below the next key (keys 1, 3, 9: batches
+    1-2, 3-8, 9 and above); None without two keys."""
+    uppers = sorted({int(k) - 1 for k in keys or () if int(k) > 1})
+    return uppers or None
+
+
 def batch_groups(sources: list[tuple], plain=None, steps: int | None = None,
-                 thresholds: list[int] | None = None) -> BatchGroups | None:
+                 thresholds: list[int] | None = None, pooling: str | None = None) -> BatchGroups | None:
     """The economics per batch-size group and K. `sources`: (source, profiled, Sidecars, twin) of the run, headline
     first (twin: the sidecars are the run's twins without the profiler, their repeats each a run), over the cycles
     compared (the sidecar's capture window, else `first`..`last` given as `sources`' 5th and 6th items); `plain`: the
     plain run's Sidecars (its twins without nsys where it has them: then `plain_twin` is the 2nd item of a tuple),
-    or None; `steps`: the run's K where a cycle does not say; `thresholds`: SGLang's adaptive batch-size thresholds.
+    or None; `steps`: the run's K where a cycle does not say; `thresholds`: SGLang's adaptive batch-size thresholds
+    (`adaptive_edges`); `pooling`: how the buckets were made, in words (else said from `thresholds`).
     None without a decode cycle compared."""
     measured = [(s[0], s[1], _source(s[2], s[4] if len(s) > 4 else None, s[5] if len(s) > 5 else None, s[3]))
                 for s in sources]
@@ -205,7 +216,7 @@ def batch_groups(sources: list[tuple], plain=None, steps: int | None = None,
     notes = []
     if any(not e[2] for e in edges):
         notes.append(f"batch sizes with fewer than {MIN_GROUP_CYCLES} decode cycles are pooled into buckets ("
-                     + ("SGLang's adaptive thresholds" if thresholds else "powers of two") + "): "
+                     + (pooling or ("SGLang's adaptive thresholds" if thresholds else "powers of two")) + "): "
                      + ", ".join(_label(a, b) for a, b, x in edges if not x))
     base = {}
     if plain is not None:
@@ -321,8 +332,8 @@ POOLED = ("baseline_tokens_per_s", "speedup", "speedup_lo", "speedup_hi", "break
 
 
 def economics_groups(e: econ.Economics, sidecars, twin, first: int | None, last: int | None, step,
-                     steps: int | None, profiler: str = "nsys", thresholds: list[int] | None = None
-                     ) -> BatchGroups | None:
+                     steps: int | None, profiler: str = "nsys", thresholds: list[int] | None = None,
+                     pooling: str | None = None) -> BatchGroups | None:
     """`batch_groups` of a run (its sidecars under the profiler, `twin` those without it or None) against the plain
     run of `step` (a BaselineStep; its sidecars, where it was measured from them), and, where the run spans several
     groups, the economics `e` made to say so: its verdict the crossover, its estimates' pooled speedup and
@@ -330,9 +341,10 @@ def economics_groups(e: econ.Economics, sidecars, twin, first: int | None, last:
     sources = []
     if twin is not None:
         sources.append((f"sidecar without {profiler}", False, twin, True, first, last))
-    sources.append((f"sidecar under {profiler}", True, sidecars, False, first, last))
+    if sidecars is not None:  # None: a run without the profiler alone (its sidecars are `twin`)
+        sources.append((f"sidecar under {profiler}", True, sidecars, False, first, last))
     plain = getattr(step, "sidecars", None) if step is not None else None
-    g = batch_groups(sources, (plain, True) if plain is not None else None, steps, thresholds)
+    g = batch_groups(sources, (plain, True) if plain is not None else None, steps, thresholds, pooling)
     if g is None or not g.several:
         return g
     if step is not None and plain is None:

@@ -86,9 +86,10 @@ def shares(b: CycleBreakdown | None, unprofiled: bool, profiler: str = "nsys") -
             out[r["phase"]] = r["share"] or 0.0
     if twin and basis == under:
         basis = f"{under} (the twin has no CUDA events per phase)"
-    busy = float(b.phases["busy_ns_per_cycle"].sum())
+    busy = float(b.phases["busy_ns_per_cycle"].sum() or 0)
     cycle = b.unprofiled_mean_ns if twin else b.mean_ns
-    out["(gaps)"] = max(0.0, 1.0 - busy / cycle) if cycle else 0.0
+    if busy and cycle:  # (a breakdown from CUDA events alone, without nsys, has no GPU-busy time: no gaps lever)
+        out["(gaps)"] = max(0.0, 1.0 - busy / cycle)
     cats = b.categories
     if cats is not None and "verify" in out:
         v = cats.filter(pl.col("phase") == "verify")

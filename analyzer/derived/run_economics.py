@@ -104,17 +104,18 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     GPU waited on the host; `run`: the run's directory (None: a trace file alone), for the hint of how to measure
     it without the profiler."""
     rows = []
-    under = cc.profiler_name(a.trace)
+    under = cc.profiler_name(a.trace) if a is not None else "nsys"  # None: a run without nsys, `baseline` its own
     base_m = baseline_measure if baseline_measure is not None else (
         econ.Measure(baseline_ns, None, 0, basis="given") if baseline_ns else None)
     measured = []  # the sidecar measurements, headline first
-    if sidecars is not None:
+    if sidecars is not None or a is None:
         first, last = aligned_cycles(check)
         if baseline is not None:
             measured.append(window_measured(baseline, first, last, True))
             rows.append(_estimate(f"sidecar without {under}", False, measured[-1], baseline_ns, steps, base_m))
-        measured.append(window_measured(sidecars, first, last, False))
-        rows.append(_estimate(f"sidecar under {under}", True, measured[-1], baseline_ns, steps, base_m))
+        if sidecars is not None:
+            measured.append(window_measured(sidecars, first, last, False))
+            rows.append(_estimate(f"sidecar under {under}", True, measured[-1], baseline_ns, steps, base_m))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         m = econ.period_measure(a.cycles)
         rows.append(econ.estimate(f"trace cycle ranges under {under}", True, m.n if m else 0,
@@ -139,11 +140,12 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     return out
 
 
-def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, breakdown: CycleBreakdown | None
+def economics_of(a: Attribution | None, data: RunData, check: cc.CrossCheck | None, breakdown: CycleBreakdown | None
                  ) -> econ.Economics | None:
     """Does speculation pay, for the attribution `a` of the run whose files `data` holds (`check`: its
     cross-check; `breakdown`: its decode cycle's breakdown): `economics_for` with the baseline step and the
-    draft steps (given, else from the traced command line)."""
+    draft steps (given, else from the traced command line). `a` None: a run without nsys, its sidecars measured as
+    a run under nsys measures its twin without nsys (the same rows, the same numbers)."""
     step = data.baseline_step
     notes = list(step.notes) if step else []
     feeding = data.sidecars
@@ -152,15 +154,27 @@ def economics_of(a: Attribution, data: RunData, check: cc.CrossCheck | None, bre
         notes.append("the sidecar does not line up with the trace (see the cross-check): it feeds nothing here, "
                      "neither the accept length nor the cycle time")
     shape = draft_shape_of(a, data, check)
-    economics = economics_for(a, feeding, data.baseline if feeding is not None else None, check,
+    if a is None:  # a run without nsys: its own sidecars are the run without the profiler
+        feeding, baseline = None, data.sidecars
+    else:
+        baseline = data.baseline if feeding is not None else None
+    economics = economics_for(a, feeding, baseline, check,
                               step.ns if step else None, step.source if step else None, notes, shape.steps, breakdown,
                               data.folder, step.measure if step else None)
     if economics is not None:
         economics.draft_tree = shape.as_tree()
         economics.notes.extend(shape_notes(shape))
-    if economics is not None and feeding is not None:
+    thresholds = gr.adaptive_edges(data.adaptive_thresholds)
+    pooling = None
+    if data.adaptive_note is not None:  # an adaptive run that names its config: say what it gave
+        pooling = data.adaptive_note if thresholds else "powers of two; " + data.adaptive_note
+    if economics is not None and a is None and baseline is not None:
+        # a run without nsys alone: its own sidecars are the run without the profiler
+        economics.groups = gr.economics_groups(economics, None, baseline, None, None, step, shape.steps,
+                                               thresholds=thresholds, pooling=pooling)
+    elif economics is not None and feeding is not None:
         economics.groups = gr.economics_groups(economics, feeding, data.baseline, *aligned_cycles(check), step,
-                                               shape.steps, cc.profiler_name(a.trace))
+                                               shape.steps, cc.profiler_name(a.trace), thresholds, pooling)
     head = economics.headline if economics is not None else None
     batch = step.batch if step else None
     if economics is not None and economics.groups is not None and economics.groups.several:
@@ -185,6 +199,6 @@ def settings_of(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> R
     return data.manifest_settings if foreign_sidecar(a, data, check) else data.settings
 
 
-def foreign_sidecar(a: Attribution, data: RunData, check: cc.CrossCheck | None) -> bool:
+def foreign_sidecar(a: Attribution | None, data: RunData, check: cc.CrossCheck | None) -> bool:
     """The run's sidecar is of another run: the cross-check `check` does not line up with the trace's cycles."""
-    return data.sidecars is not None and check is not None and bool(a.cycles.height) and not cc.aligned(check)
+    return a is not None and data.sidecars is not None and check is not None and bool(a.cycles.height) and not cc.aligned(check)

@@ -190,6 +190,9 @@ class Sweep:
     baseline_source: str | None = None
     beats_plain: bool | None = None  # the best K against the baseline: None without one, or a wash
     tied_steps: list[int] = field(default_factory=list)  # measured K the recommended one is not told apart from
+    # what the rest and cycle columns are per run: a trace's attributed time, or (runs made without nsys) the events'
+    # and the period's
+    cycle_source: str = "attributed GPU ms under nsys"
 
     @property
     def best(self) -> dict | None:
@@ -218,7 +221,7 @@ def resolvable(row: dict) -> bool:
 def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, periods: pl.DataFrame | None,
           max_steps: int | None = None, events: pl.DataFrame | None = None, extrapolate: bool = False,
           extend: pl.DataFrame | None = None, baseline=None, baseline_source: str | None = None,
-          tree_topk: int = 1) -> Sweep:
+          tree_topk: int = 1, cycle_source: str | None = None) -> Sweep:
     """The cost model from per-run and per-cycle tables.
 
     runs: run (id), path, steps, tokens, batch (mean requests per cycle, or null), accept_len (measured or
@@ -257,7 +260,8 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
         if events is not None and events.height:
             notes.append("only some runs have CUDA events without nsys: verify and draft are fitted on GPU-busy "
                          "time under nsys for all")
-    src = "attributed GPU time per cycle under nsys"
+    # (`cycle_source`: runs made without nsys, whose `cycles` are their CUDA events and periods)
+    src = cycle_source or "attributed GPU time per cycle under nsys"
     fits = [
         fit_row("verify", "tokens", PHASE_BASES[phase_basis], ph["tokens"], ph["verify_ns"], ph["run"]),
         fit_row("draft", draft_x, PHASE_BASES[phase_basis], ph[draft_x], ph["draft_ns"], ph["run"]),
@@ -403,7 +407,8 @@ def sweep(runs: pl.DataFrame, cycles: pl.DataFrame, counts: pl.DataFrame, period
         notes.append(f"positions {kmax_measured + 1}..{top} were never drafted: their acceptance is assumed to be "
                      f"the pooled rate of the measured positions ({pooled:.3f}); real acceptance usually falls "
                      "with depth, so predictions beyond K=" f"{kmax_measured} are optimistic")
-    return Sweep(runs=runs, fits=fit_table, acceptance=acc, predictions=pred,
+    return Sweep(**({"cycle_source": "CUDA events and the period without nsys"} if cycle_source else {}),
+                 runs=runs, fits=fit_table, acceptance=acc, predictions=pred,
                  recommended_steps=int(best["steps"]) if best else None, basis=basis, phase_basis=phase_basis,
                  fixed_share=fixed_share, pooled_rate=pooled, extrapolate=extrapolate, reasoning=reasoning,
                  notes=notes, model_ok=model_ok, contradictions=contradictions, drift=drift,

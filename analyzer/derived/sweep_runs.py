@@ -58,6 +58,8 @@ class SweepRun:
     # cycle, request, correct, twin (its folder): the accept counts of the twin's cycles `periods` are over
     # (None without a twin)
     twin_accepts: pl.DataFrame | None = None
+    # a run made without nsys alone (`unprofiled_sweep_run`): `cycles` are its CUDA events and periods, not a trace's
+    without_nsys: bool = False
 
     @property
     def period_ns(self) -> int | None:
@@ -132,6 +134,34 @@ def sweep_run(a: Attribution, data: RunData, check: cc.CrossCheck | None,
                     setup=data.settings.setup, plain_step=plain, twin_accepts=twin_accepts)
 
 
+def unprofiled_sweep_run(data: RunData) -> SweepRun:
+    """The sweep's inputs of a run made without nsys, from its sidecars alone (`data.sidecars`), measured as a run
+    under nsys measures its twin without nsys (`sweep_run`'s `periods`, `events`, `twin_accepts`, over the cycles of
+    the sidecar's own capture window): per cycle with CUDA events, its draft and verify between their events and
+    its period (`cycles`: draft_ns, verify_ns, total_ns the period; the busy columns the events')."""
+    sides = data.sidecars
+    k, tokens = data.settings.steps, data.settings.tokens
+    twin = window_measured(sides, None, None, True)
+    keep = twin.cycles.select("file", "index")
+    periods = econ.cycle_periods(sides.cycles, key="file").join(keep, on=["file", "index"], how="semi") \
+        .filter(~pl.col("idle")).join(twin.runs, on="file", how="left").select("file", "index", "period", twin="run")
+    ev = sides.gpu_time.rename({"cycle": "index"}).join(keep, on=["file", "index"], how="semi")
+    wide = ev.group_by("file", "index", maintain_order=True).agg(
+        draft_ns=pl.col("ns").filter(pl.col("phase") == "draft").sum(),
+        verify_ns=pl.col("ns").filter(pl.col("phase") == "verify").sum(),
+        extend_ns=pl.col("ns").filter(pl.col("phase") == "draft_extend").sum()).filter(pl.col("verify_ns") > 0)
+    wide = wide.join(periods.select("file", "index", "period"), on=["file", "index"], how="inner")
+    cycles = wide.select("draft_ns", "verify_ns", total_ns="period", draft_busy_ns="draft_ns",
+                         verify_busy_ns="verify_ns", extend_busy_ns="extend_ns")
+    plain = sidecar_step(sides, data.path, "sidecar without nsys") if k == 0 else None
+    return SweepRun(path=data.path, steps=k, tokens=tokens, cycles=cycles,
+                    accepts=twin.rounds.select("cycle", "request", "correct"), accept_len=twin.accept_len,
+                    batch=twin.batch, periods=periods.select("index", "period", "twin"),
+                    events=wide.select("draft_ns", "verify_ns", "extend_ns") if wide.height else None,
+                    accept_source="sidecar without nsys" if twin.accept_len is not None else None,
+                    setup=data.settings.setup, plain_step=plain, twin_accepts=twin.rounds, without_nsys=True)
+
+
 def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_steps: int | None = None,
               accept: list[float] = (), extrapolate: bool = False, baseline: BaselineStep | None = None,
               allow_mixed: bool = False) -> Sweep:
@@ -145,6 +175,10 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
     run = 0
     unaligned = []
     runs = list(runs)
+    alone = [sr.without_nsys for _, sr in runs]
+    if any(alone) and not all(alone):
+        raise SpecprofError("runs made without nsys and captures under nsys in one sweep: their cycles measure "
+                            "different things; give the runs without nsys (RUN/no-nsys) or the captures alone")
     # the cycle the sweep pairs each accept length with: the period without nsys when every speculative run has
     # its twin's (as `sweep` fits it), else the attributed cycle under nsys; the accept length and the acceptance
     # per position are then over the same cycles: the twins' or the captures'
@@ -228,7 +262,7 @@ def fit_sweep(runs: Iterable[tuple[str, SweepRun]], steps: list[int] = (), max_s
                  max_steps, pl.concat(event_rows) if event_rows else None, extrapolate,
                  pl.concat(extend_rows) if len(extend_rows) == len(run_rows) else None,
                  baseline.measure if baseline is not None else None, baseline.source if baseline else None,
-                 tree_topk=tree)
+                 tree_topk=tree, cycle_source="CUDA events and cycle period without nsys" if all(alone) else None)
     result.notes += [f"{path}: its sidecar does not line up with its trace (the sidecar of another run?): its "
                      "accept counts and cycles feed nothing here" for path in unaligned]
     return result

@@ -266,7 +266,8 @@ def breakdown_summary(b) -> dict:
     share of the cycle)."""
     ph = b.phases
     unprof = b.unprofiled_mean_ns is not None and bool(ph["unprofiled_ns_per_cycle"].is_not_null().any())
-    busy = int(ph["busy_ns_per_cycle"].sum() or 0)
+    traced = b.mean_ns is not None  # else a run without nsys: its events alone (breakdown.py `from_events`)
+    busy = int(ph["busy_ns_per_cycle"].sum() or 0) if traced else None
     timed = int(ph["unprofiled_ns_per_cycle"].drop_nulls().sum() or 0)
     real = real_phases(ph)
     real_unprof = bool(real["unprofiled_share"].is_not_null().any())
@@ -278,10 +279,10 @@ def breakdown_summary(b) -> dict:
     pseudo = ph.filter(pl.col("phase").is_in(PSEUDO_PHASES))
     top = stats(b.per_cycle["ns"])["max"] if b.per_cycle is not None else None
     return {"max": top, "busy_ns_per_cycle": busy, "busy_share": share(busy, b.mean_ns), "unprofiled": unprof,
-            "ratio": share(b.mean_ns, b.unprofiled_mean_ns) if unprof else None,
+            "ratio": share(b.mean_ns, b.unprofiled_mean_ns) if unprof and traced else None,
             "untimed_ns": b.unprofiled_mean_ns - timed if unprof else None,
             "untimed_share": share(b.unprofiled_mean_ns - timed, b.unprofiled_mean_ns) if unprof else None,
-            "largest": largest, "outside_share": float(pseudo["share"].fill_null(0.0).sum()) if pseudo.height else 0.0}
+            "largest": largest, "outside_share": (float(pseudo["share"].fill_null(0.0).sum()) if pseudo.height else 0.0) if traced else None}
 
 
 def inflation_rows(inflation: pl.DataFrame) -> pl.DataFrame:

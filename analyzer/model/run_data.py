@@ -45,6 +45,10 @@ class RunData:
     # ... from the manifest alone: what holds where the sidecar is of another run (it does not line up with the trace)
     manifest_settings: RunSettings = field(default_factory=RunSettings)
     baseline_step: BaselineStep | None = None  # a plain decode's step time, given or measured
+    # SGLang's adaptive config, where the run is adaptive and names one (readers/adaptive_config.py): its batch-size
+    # thresholds, ascending (None: none read), and one sentence on what was read or why not
+    adaptive_thresholds: tuple[int, ...] | None = None
+    adaptive_note: str | None = None
     steps: int | None = None  # the draft steps K, given where the traced command line does not say
     manifest: dict | None = None  # what `specprof capture` recorded (the traced command line)
     # the workload as its client saw it (readers/client.py `read_whole_runs`): the run's repeated runs without nsys

@@ -8,7 +8,9 @@ that folder's sidecars are the baseline of the cross-check's inflation table, fo
 in the output; `--baseline-sidecar` overrides it. A reference-engine `ground_truth.json` in both adds GPU-time
 inflation, and a `server.log` the accept-length check. A trace file inside a run directory (`RUN/run.sqlite`:
 the directory's only trace, beside its sidecars or its manifest) is that run: the directory's files count as
-when the directory is given. Any other trace file gets sidecars only from `--sidecar`.
+when the directory is given. Any other trace file gets sidecars only from `--sidecar`. A run directory with
+sidecars and no trace (`specprof capture --no-nsys --gpu-events`: `sidecars_only`) is a run without nsys: its
+files hold no trace (`RunFiles.trace` None), and its sidecars are analysed alone.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def expand(paths) -> list[str]:
         if len(traces) == 1:
             out.append(path)  # a run directory: the single-run path finds its trace and sidecar
             continue
+        if not traces and sidecars_only(path):
+            out.append(path)  # a run made without nsys: its sidecars alone
+            continue
         if not traces:
             raise SpecprofError(
                 f"{path}: a directory with no nsys SQLite export (*.sqlite) and no PyTorch-profiler "
@@ -70,6 +75,14 @@ def kineto_traces(folder: str) -> list[str]:
     """The PyTorch-profiler traces in `folder`, sorted by name."""
     paths = (os.path.join(folder, n) for n in list_dir(folder) if n.endswith(KINETO_SUFFIXES))
     return [p for p in paths if os.path.isfile(p) and is_kineto(p)]
+
+
+def sidecars_only(path: str) -> bool:
+    """Whether `path` is a run directory made without nsys (`specprof capture --no-nsys`, or a reference run's
+    `no-nsys/`): the tracer's sidecars in it, and no trace (no nsys export, no PyTorch-profiler trace)."""
+    if not os.path.isdir(path) or not sc.find(path):
+        return False
+    return not any(n.endswith(".sqlite") for n in list_dir(path)) and not kineto_traces(path)
 
 
 def resolve(path: str) -> str:
@@ -114,7 +127,7 @@ class RunFiles:
     """The files of one run: its trace and what lies beside it (`locate`)."""
 
     path: str  # as given
-    trace: str  # the trace file
+    trace: str | None  # the trace file; None: a run made without nsys, its sidecars alone (`sidecars_only`)
     folder: str | None = None  # the run directory: the path given, or the one a trace file given lies in
     sidecars: list[str] = field(default_factory=list)
     baseline: list[str] = field(default_factory=list)
@@ -159,9 +172,15 @@ def locate(path: str, sidecars=(), baseline_sidecars=()) -> RunFiles:
     if not os.path.exists(path):
         raise SpecprofError(f"{path}: no such file or directory", path)
     folder = path if os.path.isdir(path) else run_folder(path)
-    files = RunFiles(path=path, trace=resolve(path), folder=folder)
+    alone = sidecars_only(path)
+    files = RunFiles(path=path, trace=None if alone else resolve(path), folder=folder)
     files.sidecars = list(sidecars) or (sc.find(folder) if folder else [])
-    if baseline_sidecars:
+    if alone and (sidecars or baseline_sidecars):
+        raise SpecprofError(f"{path}: a run made without nsys: its own sidecars are its run without the profiler; "
+                            "give no --sidecar or --baseline-sidecar with it", path)
+    if alone:
+        pass  # its sidecars are the run without nsys: no baseline of its own
+    elif baseline_sidecars:
         files.baseline = list(baseline_sidecars)
     elif folder and os.path.isdir(os.path.join(folder, BASELINE_DIR)):
         files.baseline = [f for d in twin_dirs(folder) for f in sc.find(d)]

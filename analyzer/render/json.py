@@ -14,6 +14,7 @@ import uuid
 import polars as pl
 
 from specprof.analyzer.derived import views
+from specprof.analyzer.derived.adaptive_config import AdaptiveConfig
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
@@ -27,6 +28,7 @@ SCHEMA = "specprof.analysis/3"
 TRACES_SCHEMA = "specprof.ranks/1"
 SIDE_BY_SIDE_SCHEMA = "specprof.runs-side-by-side/1"
 SWEEP_SCHEMA = "specprof.sweep/1"
+ADAPTIVE_CONFIG_SCHEMA = "specprof.adaptive-config/1"
 COMPARE_SCHEMA = "specprof.compare/1"
 RUNS_SCHEMA = "specprof.runs/1"
 
@@ -62,7 +64,7 @@ def document(a: Analysis) -> dict:
 
 
 def to_dict(a: Analysis, max_cycles: int | None = None) -> dict:
-    return {**_document(a), "cycles": cycle_list(a, max_cycles)}
+    return {**_document(a), "cycles": cycle_list(a, max_cycles) if a.traced else []}
 
 
 def cycle_list(a: Analysis, max_cycles: int | None = None) -> list[dict]:
@@ -81,8 +83,31 @@ def cycle_list(a: Analysis, max_cycles: int | None = None) -> list[dict]:
     ]
 
 
+def _sidecar_document(a: Analysis) -> dict:
+    """A run without nsys (its sidecars alone): the same keys, null where a value needs a trace, and `needs_nsys`
+    (the one line that says so)."""
+    return {
+        "schema": SCHEMA,
+        "source": {"path": a.data.path, "format": "sidecars", "nsys_version": None, "tool_version": None, "gpus": [],
+                   "window": None, "start_ns": None},
+        "needs_nsys": a.needs_nsys,
+        "cycle_breakdown": cycle_breakdown(a.cycle_breakdown, a.breakdown_summary),
+        "category_parents": None, "phases": None, "cycles": [], "unattributed": None, "launch": None, "shown": None,
+        "capture_wall_ms": None, "streams": None, "totals": None,
+        "notes": a.notes,
+        "draft_shape": draft_shape(a.draft_shape),
+        "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
+        "economics": economics(a.economics) if a.economics is not None else None,
+        "sync_timer_estimate": None,
+        "sync_calls": None,
+        **ranks(None),
+    }
+
+
 def _document(a: Analysis) -> dict:
     """Everything but the cycles."""
+    if not a.traced:
+        return _sidecar_document(a)
     meta = a.trace.meta
     phases = phase_list(a.phase_rows, a.categories)
     un = a.unattributed
@@ -191,17 +216,17 @@ def cycle_breakdown(b, s: dict | None = None) -> dict | None:
     largest = s["largest"]
     return {
         "rank": b.rank, "why": b.why, "device": b.device, "stream": b.stream, "cycles": b.cycles,
-        "cycle_ms": {"mean": ms(b.mean_ns), "median": ms(b.median_ns), "p90": ms(b.p90_ns),
+        "cycle_ms": {"mean": ms_or_null(b.mean_ns), "median": ms_or_null(b.median_ns), "p90": ms_or_null(b.p90_ns),
                      "max": ms_or_null(s["max"]), "unprofiled_mean": ms_or_null(b.unprofiled_mean_ns)},
-        "gpu_busy_ms_per_cycle": ms(s["busy_ns_per_cycle"]), "gpu_busy_share": num(s["busy_share"], 6),
+        "gpu_busy_ms_per_cycle": ms_or_null(s["busy_ns_per_cycle"]), "gpu_busy_share": num(s["busy_share"], 6),
         "ratio": num(s["ratio"], 4), "untimed_unprofiled_ms": ms_or_null(s["untimed_ns"]),
         "untimed_unprofiled_share": num(s["untimed_share"], 6),
         "largest_phase": None if largest is None else {"phase": largest["phase"], "share": num(largest["share"], 6),
                                                        "unprofiled": largest["unprofiled"]},
         "outside_share": num(s["outside_share"], 6),
-        "idle_ms": ms(b.idle_ns), "idle_gaps": b.idle_gaps,
-        "phases": [{"phase": r["phase"], "ms_per_cycle": ms(r["ns_per_cycle"]), "share": num(r["share"], 6),
-                    "gpu_busy_ms_per_cycle": ms(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
+        "idle_ms": ms_or_null(b.idle_ns), "idle_gaps": b.idle_gaps,
+        "phases": [{"phase": r["phase"], "ms_per_cycle": ms_or_null(r["ns_per_cycle"]), "share": num(r["share"], 6),
+                    "gpu_busy_ms_per_cycle": ms_or_null(r["busy_ns_per_cycle"]), "gpu_busy_share": num(r["busy_share"], 6),
                     "unprofiled_ms_per_cycle": ms_or_null(r["unprofiled_ns_per_cycle"]),
                     "ratio": num(r["ratio"], 4), "unprofiled_share": num(r["unprofiled_share"], 6)}
                    for r in b.phases.iter_rows(named=True)],
@@ -605,7 +630,7 @@ def render(a: Analysis) -> str:
     each, not built as Python dicts: their numbers are made from the integer nanoseconds (decimal
     milliseconds, exact), so they parse to the very floats `to_dict` gives (tests/test_cli_analyze.py)."""
     doc = _document(a)
-    lines = _cycle_lines(a)
+    lines = _cycle_lines(a) if a.traced else None
     if lines is None:
         return json.dumps(doc, indent=1, ensure_ascii=True)
     # A placeholder no trace can contain (a fresh random token), replaced once.
@@ -679,6 +704,26 @@ def runs(listed: pl.DataFrame) -> str:
                     "steps": r["steps"], "accept_len": r["accept_len"], "speedup": r["speedup"],
                     "captured_at": r["captured_at"], "key": r["key"]})
     return json.dumps({"schema": RUNS_SCHEMA, "runs": out}, indent=1)
+
+
+def adaptive_config(c: AdaptiveConfig, path: str) -> dict:
+    return {
+        "schema": ADAPTIVE_CONFIG_SCHEMA,
+        "path": path,
+        "config": c.config,
+        "server_steps": c.server_steps,
+        "rows": [{"batch_group": r["batch_group"], "threshold": r["threshold"], "steps": r["steps"],
+                  "measured_steps": r["measured_steps"], "speedup": num(r["speedup"], 4),
+                  "speedup_lo": num(r["speedup_lo"], 4), "speedup_hi": num(r["speedup_hi"], 4), "why": r["why"]}
+                 for r in c.choices.iter_rows(named=True)],
+        "candidates": [{"batch_group": r["batch_group"], "steps": r["steps"], "run": r["run"], "cycles": r["cycles"],
+                        "tokens_per_s": num(r["tokens_per_s"], 2), "tokens_per_s_lo": num(r["tokens_per_s_lo"], 2),
+                        "tokens_per_s_hi": num(r["tokens_per_s_hi"], 2), "speedup": num(r["speedup"], 4),
+                        "speedup_lo": num(r["speedup_lo"], 4), "speedup_hi": num(r["speedup_hi"], 4),
+                        "chosen": r["chosen"]}
+                       for r in c.candidates.iter_rows(named=True)],
+        "notes": list(c.notes),
+    }
 
 
 def dumps(doc: dict) -> str:

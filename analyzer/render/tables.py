@@ -62,7 +62,9 @@ def named(table: str, df: pl.DataFrame) -> pl.DataFrame:
 
 def frames(a: Analysis) -> dict[str, pl.DataFrame]:
     """Every table of the analysis, by file name (without the extension), its columns named with their units."""
-    out = {name: getattr(a, name) for name in TABLES}
+    # a run without nsys has none of the trace's tables: one row says what needs a capture under nsys
+    out = {name: getattr(a, name) for name in TABLES} if a.traced else {
+        "needs_nsys": pl.DataFrame({"note": [a.needs_nsys]}, schema={"note": pl.Utf8})}
     breakdown = getattr(a, "cycle_breakdown", None)
     if breakdown is not None:  # where one decode cycle goes, per rank, on the stream its phases run on
         ranks = getattr(a, "ranks", None)

@@ -9,6 +9,7 @@ import os
 import polars as pl
 
 from specprof.analyzer.derived import views
+from specprof.analyzer.derived.adaptive_config import AdaptiveConfig
 from specprof.analyzer.derived.analysis import Analysis
 from specprof.analyzer.derived.compare import Comparison
 from specprof.analyzer.derived.crosscheck import FLOOR_NS, GT_FLOOR_NS, GT_TOLERANCE, TOLERANCE, CrossCheck
@@ -289,14 +290,18 @@ def crosscheck(c: CrossCheck) -> str:
             + table(["phase", "inst", "stream", "attributed ms", "events ms", "diff us", "diff", "|diff| max us",
                      "tolerance us", "verdict"], rows, "lrrrrrrrrl"))
     if c.accept is not None:
-        a = c.accept
-        parts.append(f"Accept length cross-check over the whole run: sidecar {a.sidecar_pooled:.3f} vs server log "
-                     f"{a.log_accept_len:.3f} (gap {a.gap:+.3f}): {a.verdict}\n"
-                     "  (the sidecar's accept counts against SGLang's log; the economics' "
-                     "accept length, below, is over the cycles they compare)\n" + bullets(a.explanations))
+        parts.append(accept_check(c.accept))
     if c.notes:
         parts.append("Cross-check notes\n" + bullets(c.notes))
     return "\n\n".join(parts)
+
+
+def accept_check(a) -> str:
+    """The cross-check's accept length against the server log (crosscheck.py `AcceptCheck`)."""
+    return (f"Accept length cross-check over the whole run: sidecar {a.sidecar_pooled:.3f} vs server log "
+            f"{a.log_accept_len:.3f} (gap {a.gap:+.3f}): {a.verdict}\n"
+            "  (the sidecar's accept counts against SGLang's log; the economics' "
+            "accept length, below, is over the cycles they compare)\n" + bullets(a.explanations))
 
 
 def _ci(lo, hi, digits: int) -> str:
@@ -535,11 +540,62 @@ def summary(a: Analysis) -> str | None:
     """The answer first: at most 10 lines (derived/answer.py), then the one-line key to the words used."""
     if a.answer is None:
         return None
-    return "\n".join([f"Summary of {clean(a.data.path or a.trace.meta.path)}", *_answer_lines(a.answer),
+    path = a.data.path or (a.trace.meta.path if a.traced else "")
+    return "\n".join([f"Summary of {clean(path)}", *_answer_lines(a.answer),
                       *("  " + line for line in LEGEND)])
 
 
+def sidecar_header(a: Analysis) -> str:
+    """The header of a run without nsys: its sidecars, its cycles, its draft."""
+    d = a.data
+    lines = [f"specprof analysis of {clean(d.path or '')}",
+             f"  a run without nsys: {d.sidecars.files.height} sidecar(s), {d.sidecars.cycles.height:,} cycles, no "
+             "trace" + ("; its phases timed by in-stream CUDA events" if a.cycle_breakdown is not None else
+                        "; no CUDA events (capture with --gpu-events to time its phases)")]
+    if a.draft_shape.description:
+        lines.append(f"  draft: {clean(a.draft_shape.description)}")
+    return "\n".join(lines)
+
+
+def events_breakdown(a: Analysis) -> str | None:
+    """Where a decode cycle goes in a run without nsys: each phase between its CUDA events, and the period."""
+    b, bs = a.cycle_breakdown, a.breakdown_summary
+    if b is None:
+        return None
+    rows = [[clean(r["phase"], 32), f_ms_or_dash(r["unprofiled_ns_per_cycle"]),
+             "-" if r["unprofiled_share"] is None else f"{100 * r['unprofiled_share']:.1f}%"]
+            for r in b.phases.iter_rows(named=True)]
+    rows.append(["(not timed by events)", f_ms_or_dash(bs["untimed_ns"]), pct(bs["untimed_share"])])
+    rows.append(["period", f_ms_or_dash(b.unprofiled_mean_ns), "100.0%"])
+    return (f"Where a decode cycle goes (without nsys: {b.cycles:,} cycles with CUDA events):\n"
+            "  each phase's GPU time between its CUDA events, per cycle, and its share of the period (cycle start to "
+            "next start); the numbers an nsys capture of this workload shows as its column without nsys\n"
+            + table(["phase", "ms/cycle", "share of period"], rows, "lrr"))
+
+
+def render_sidecars(a: Analysis, brief: bool = False) -> str:
+    """A run without nsys: what its sidecars show, and once, in one line, what needs a capture under nsys."""
+    first = summary(a)
+    if brief:
+        return (first or sidecar_header(a)) + "\n"
+    parts = ([first] if first else []) + [sidecar_header(a)]
+    breakdown = events_breakdown(a)
+    if breakdown:
+        parts.append(breakdown)
+    if a.crosscheck is not None and a.crosscheck.accept is not None:
+        parts.append(accept_check(a.crosscheck.accept))
+    if a.economics is not None:
+        parts.append(economics(a.economics))
+    parts.append(f"Needs nsys: {a.needs_nsys}")
+    notes = a.notes + (a.crosscheck.notes if a.crosscheck is not None else [])
+    if notes:
+        parts.append("Notes\n" + "\n".join(f"- {clean(n)}" for n in notes))
+    return "\n\n".join(parts) + "\n"
+
+
 def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20, brief: bool = False) -> str:
+    if not a.traced:
+        return render_sidecars(a, brief)
     first = summary(a)
     if brief:
         return (first or header(a)) + "\n"
@@ -613,7 +669,7 @@ def sweep(s: Sweep) -> str:
              r["accept_source"] or "-", f_ms_or_dash(r["draft_ns"]), f_ms_or_dash(r["verify_ns"]),
              f_ms_or_dash(r["rest_ns"]), f_ms_or_dash(r["cycle_ns"]), f_ms_or_dash(r["period_unprofiled_ns"])]
             for name, r in zip(names, s.runs.iter_rows(named=True))]
-    parts = [f"Runs (means per cycle; draft and verify: {basis}; rest and cycle: attributed GPU ms under nsys)\n"
+    parts = [f"Runs (means per cycle; draft and verify: {basis}; rest and cycle: {s.cycle_source})\n"
              + (f"  runs in {clean(prefix)}\n" if prefix else "")
              + table(["run", "K", "tokens", "cycles", "accept len", "from", "draft", "verify", "rest", "cycle",
                       "period w/o nsys"], runs, "lrrrrlrrrrr")]
@@ -792,3 +848,31 @@ def exported(path: str, counts: dict) -> str:
     return (f"specprof: wrote {clean(path)}: {counts['ops']:,} GPU ops, {counts['segments']:,} attributed segments, "
             f"{counts['ranges']:,} ranges, {counts['launches']:,} launch calls with their flows, on "
             f"{counts['tracks']:,} tracks; open it at https://ui.perfetto.dev")
+
+
+def _interval_x(lo, hi) -> str:
+    return "-" if lo is None or hi is None else f"{lo:.2f}-{hi:.2f}x"
+
+
+def adaptive_config(c: AdaptiveConfig, path: str) -> str:
+    """The adaptive config written for SGLang: one row per batch-size threshold with the measured speedup of its
+    K, then every (batch size, K) measured."""
+    rows = [[str(r["threshold"]), r["batch_group"], str(r["steps"]),
+             f_x(r["speedup"]) + ("" if r["steps"] == r["measured_steps"] else f" (K={r['measured_steps']})"),
+             _interval_x(r["speedup_lo"], r["speedup_hi"]), r["why"]]
+            for r in c.choices.iter_rows(named=True)]
+    names, prefix = distinct(c.candidates["run"].to_list())
+    measured = [[r["batch_group"], str(r["steps"]), clean(name, 40), f"{r['cycles']:,}", f_num(r["tokens_per_s"], 1),
+                 "-" if r["tokens_per_s_lo"] is None else f"{r['tokens_per_s_lo']:.1f}-{r['tokens_per_s_hi']:.1f}",
+                 f_x(r["speedup"]), _interval_x(r["speedup_lo"], r["speedup_hi"]), "*" if r["chosen"] else ""]
+                for name, r in zip(names, c.candidates.iter_rows(named=True))]
+    parts = [f"Adaptive config written to {clean(path)} (--speculative-adaptive-config; start the server with "
+             f"--speculative-adaptive --speculative-num-steps {c.server_steps})\n"
+             + table(["batch >=", "group", "K", "speedup", "95% interval", "why"], rows, "rlrrrl"),
+             "Measured (each run's cycles without the profiler where it has them; speedup against the plain run at "
+             "the same batch sizes; * the K written)\n" + (f"  runs in {clean(prefix)}\n" if prefix else "")
+             + table(["group", "K", "run", "cycles", "tokens/s", "95% interval", "speedup", "95% interval", ""],
+                     measured, "lrlrrrrrl")]
+    if c.notes:
+        parts.append("Notes\n" + bullets(c.notes))
+    return "\n\n".join(parts) + "\n"

@@ -25,6 +25,15 @@
 #           decode cycles, each into the last level: the ramp ran 161, 92-93 and 101 on the dense and MoE
 #           targets, fixtures/README.md); a window the ramp did not close is closed by requests of one
 #           (serve.py).
+#   rotation  the step sweep inside one launch (specprof capture --sweep-steps 0,1,2,4 --block 10, start K 2),
+#           on the dense target, the ramp's load with 256 new tokens per request (each level some 130-250 decode
+#           cycles: every K in every level), against the same ramp plain (the real plain step that K = 0 inside
+#           the speculative worker is measured against) and at a fixed K = 2 (the rotation's own cost: its K = 2
+#           cycles against these, batch size by batch size), each under nsys then its twin:
+#           sglang-rotation-dense-{plain,k2,rotation}. Then, in the same or a later call, `rotation-served`: the
+#           adaptive config that `specprof sweep RUNS/sglang-rotation-dense-rotation/no-nsys --baseline
+#           RUNS/sglang-rotation-dense-plain/no-nsys --adaptive-config` writes (RUNS/rotation-adaptive.json, its
+#           table in RUNS/rotation-adaptive.txt), served live with the same ramp: sglang-rotation-dense-served.
 # and the first captures' run sets on the 8-layer target (--shape small --runs 1,0: accept length 1.5), each
 # under nsys then without: k4, k2, plain, k4-noevents (no nsys, no --gpu-events), k4-nooverlap (nsys only).
 #
@@ -81,6 +90,27 @@ for plan in "$@"; do
         [ $shape = moe ] && PLAN_ARGS+=("${MOE_BACKEND[@]}")
         ramp_runs sglang-ramp-$shape "$m" plain=150=--plain k2=88="--steps 2" adaptive=96="$adaptive"
       done ;;
+    rotation|rotation-served)
+      m=$(model dense) || continue
+      PLAN_ARGS=(--ramp 1,2,4,8,16 --new-tokens 256 --cuda-graph-max-bs 16 --mem-fraction 0.45 "${RAMP_FAST[@]}")
+      if [ $plan = rotation ]; then
+        ramp_runs sglang-rotation-dense "$m" plain=1200=--plain k2=700="--steps 2" \
+          rotation=800="--steps 2 --sweep-steps 0,1,2,4 --block 10"
+      else
+        config=$RUNS/rotation-adaptive.json
+        if [ ! -f "$config" ]; then
+          python3 -m specprof sweep "$RUNS/sglang-rotation-dense-rotation/no-nsys" \
+            --baseline "$RUNS/sglang-rotation-dense-plain/no-nsys" --adaptive-config "$config" \
+            > "$RUNS/rotation-adaptive.txt" || { log "rotation-served: no adaptive config (run the rotation plan first)"; continue; }
+          FINISHED+=(rotation-adaptive.json rotation-adaptive.txt)
+        fi
+        steps=$(python3 -c "import json, sys; c = json.load(open(sys.argv[1])); s = sorted({k for e in c.values() for k in e['candidate_steps']}); print(s[len(s) // 2])" "$config")
+        if [ "$steps" = 0 ]; then
+          log "rotation-served: the config writes K = 0 at every batch size: plain decoding wins, nothing to serve"
+        else
+          ramp_runs sglang-rotation-dense "$m" served=800="--steps $steps --adaptive $config"
+        fi
+      fi ;;
     *) log "unknown plan: $plan" ;;
   esac
 done

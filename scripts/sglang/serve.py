@@ -31,6 +31,8 @@
   workload's own times (`levels`: each ramp round's concurrency, requests, start and seconds).
 - Then SIGINT to `specprof capture`, which passes it on to nsys (or the server), and waits for the export. A
   capture that exits non-zero (nsys left no report) makes this script exit non-zero too, client.json written.
+- `--sweep-steps 0,1,2,4 --block N`: `specprof capture --sweep-steps` (the tracer rotates K in blocks of N decode
+  cycles inside the one launch; the capture adds the adaptive settings to the server's command).
 - `--dry-run`: print the two command lines (the capture's and the server's) as JSON, run nothing.
 """
 
@@ -80,6 +82,8 @@ def capture_argv(args) -> list[str]:
         argv += ["--capture-cycles", args.capture_cycles]
     if args.gpu_events:
         argv.append("--gpu-events")
+    if args.sweep_steps:
+        argv += ["--sweep-steps", args.sweep_steps, "--block", str(args.block)]
     return argv + ["--"] + server_argv(args)
 
 
@@ -202,8 +206,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (--tp-size)")
     ap.add_argument("--mem-fraction", type=float, default=0.3, help="--mem-fraction-static")
     ap.add_argument("--server-arg", action="append", default=[], help="one more server argument (repeatable)")
+    ap.add_argument("--sweep-steps", metavar="K1,K2,...",
+                    help="rotate K inside the one launch (specprof capture --sweep-steps; --steps is the start K)")
+    ap.add_argument("--block", type=int, default=40, help="decode cycles per K with --sweep-steps [40]")
     ap.add_argument("--dry-run", action="store_true", help="print the command lines as JSON, run nothing")
     args = ap.parse_args(argv)
+    if args.sweep_steps and (args.plain or args.adaptive or args.topk != 1):
+        ap.error("--sweep-steps rotates the K of a chain: it needs --steps, no --adaptive, --topk 1")
+    if args.sweep_steps and str(args.steps) not in args.sweep_steps.split(","):
+        ap.error("--steps must be one of --sweep-steps (SGLang starts the adaptive runtime at a candidate K)")
     if args.plain and (args.topk != 1 or args.draft_tokens is not None or args.adaptive):
         ap.error("--topk, --draft-tokens and --adaptive need --steps")
     if args.adaptive and args.topk != 1:

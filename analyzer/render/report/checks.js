@@ -119,6 +119,7 @@ function checksPanels(R) {
       p.appendChild(document.createTextNode("  " + t));
       box.appendChild(p);
     });
+    batchGroups(box);
     var base = x.baseline_ns ? x.baseline_ns / 1e6 : null;
     var xs = rows.map(function (r) { return r.cycle_ns / 1e6; });
     var ys = rows.map(function (r) { return r.accept_len; });
@@ -187,6 +188,36 @@ function checksPanels(R) {
     box.appendChild(t);
     var notes = (x.notes || []).concat(x.baseline_source ? ["baseline step: " + x.baseline_source] : []);
     if (notes.length) { var ul = el("ul", "notes"); notes.forEach(function (n) { ul.appendChild(el("li", null, n)); }); box.appendChild(ul); }
+  }
+
+  // The economics per batch size and K (the JSON's economics.batch_groups, docs/json.md; derived/groups.py), drawn
+  // where the run's cycles fall in several groups: one row per group of the headline source (the first one's), in
+  // the JSON's order; the crossover in words is the economics' verdict, above. Intervals wrap under their figure.
+  function batchGroups(box) {
+    var g = D.analysis && D.analysis.economics ? D.analysis.economics.batch_groups : null;
+    if (!g || !g.several || !Array.isArray(g.groups) || !g.groups.length) return;
+    var src = g.groups[0].source;
+    box.appendChild(el("h3", "muted", "Per batch size and K: cycles grouped by the batch they ran and the draft steps K their verify checked, measured by the " + src + "; the baseline is the plain run's step at the same batch sizes (95% intervals)"));
+    var t = el("table", "grid figures"); t.id = "economics-batch-groups";
+    var h = el("tr");
+    ["batch", "K", "cycles", "cycle ms", "accept len", "tokens/s", "plain step ms", "speedup", "time"].forEach(function (c, k) {
+      h.appendChild(el("th", k > 1 ? "num" : null, c)); });
+    t.appendChild(h);
+    g.groups.forEach(function (r) {
+      if (r.source !== src) return;
+      var ci2 = function (v, d) { return Array.isArray(v) ? ci(v[0], v[1], d) : ""; };
+      var tr = el("tr");
+      [r.batch_group + (r.exact ? "" : " (bucket)"), r.steps == null ? "-" : String(r.steps), num(r.cycles, 0),
+       num(r.cycle_ms, 3) + ci2(r.cycle_ms_ci, 3), r.accept_len == null ? "-" : num(r.accept_len, 2) + ci2(r.accept_len_ci, 2),
+       r.tokens_per_s == null ? "-" : num(r.tokens_per_s, 0) + ci2(r.tokens_per_s_ci, 0),
+       r.baseline_steps ? num(r.baseline_ms, 3) : "none at this size",
+       r.speedup == null ? "-" : "×" + num(r.speedup, 2) + ci2(r.speedup_ci, 2),
+       r.time_share == null ? "-" : num(100 * r.time_share, 0) + "%"].forEach(function (v, k) {
+        tr.appendChild(el("td", k > 1 ? "num" : null, v)); });
+      t.appendChild(tr);
+    });
+    box.appendChild(t);
+    if (g.notes && g.notes.length) { var ul = el("ul", "notes"); g.notes.forEach(function (n) { ul.appendChild(el("li", null, n)); }); box.appendChild(ul); }
   }
 
   return { crosscheck: crosscheck, economics: economics };
