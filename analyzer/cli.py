@@ -452,20 +452,26 @@ def sweep_command(runs, as_json, steps, max_steps, db_path, no_cache, accept, se
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="The results database that A or B written @ID come from (docs/store.md).")
 @click.option("--allow-mixed", is_flag=True,
-              help="Compare runs of different engines, models, tensor-parallel sizes or draft shapes (chain and "
-                   "tree, --speculative-eagle-topk) anyway.")
-def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path, allow_mixed):
+              help="Compare runs of different engines, target models, tensor-parallel sizes or draft shapes (chain "
+                   "and tree, --speculative-eagle-topk) anyway.")
+@click.option("--baseline", "baseline_run", metavar="RUN",
+              help="A non-speculative run of the same target and workload: with two drafters (runs that differ in "
+                   "their draft model alone), each one's speedup against it.")
+def compare_command(a, b, as_json, fail_pct, categories_file, grouping, domains, no_cache, db_path, allow_mixed,
+                    baseline_run):
     """Compare run B with run A per phase and category (attributed GPU ms per cycle; per phase instance where
     either run has no cycles, docs/economics.md).
 
     A and B are nsys SQLite exports, run directories, or runs of a results database written @ID (with --db;
     `specprof runs` lists them). With --fail-if-slower PCT the exit code is 1 when
-    B is slower than A by more than PCT percent (for CI pipelines).
+    B is slower than A by more than PCT percent (for CI pipelines). Two runs of one target and workload with
+    different draft models are also compared as drafters: per-position acceptance, accept length, cycle and
+    draft cost, tokens/s (and speedup with --baseline), and which drafter is faster, with its interval.
     """
     commands = _library()
 
     _say(commands.compare_runs(a, b, _options(categories_file, grouping, domains, no_cache), db_path, as_json,
-                               fail_pct, allow_mixed))
+                               fail_pct, allow_mixed, baseline_run))
 
 
 @main.command("export")

@@ -29,7 +29,8 @@ from browser import Page, chromium
 from conftest import FIXTURES
 
 K4 = FIXTURES / "reference-k4"
-PANELS = ("breakdown", "timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics")
+PANELS = ("breakdown", "timeline", "phases", "kernels", "cycles", "histogram", "run", "crosscheck", "economics",
+          "levers")
 PLOTS = ("breakdown-chart", "timeline", "phase-bars", "cycle-series", "cycle-hist")
 
 HOSTILE_KERNEL = "</script><script>alert(1)</script><img src=x onerror=alert(2)>{{DATA}}\u2028<!--k"
@@ -330,6 +331,26 @@ def test_economics_chart_titles_are_whole_and_clear_of_the_legend(browser, econo
     head, *rows = got["table"]
     assert [r[0] for r in rows][-2:] == ["K", "break-even ≤ K+1"] and "can pay" not in str(rows)
     assert [r[1:] for r in rows][-2:] == [["4", "4"], ["yes", "yes"]]
+
+
+LEVERS = "[...document.querySelectorAll('#levers table.grid tr')].map(r => [...r.cells].map(c => c.textContent))"
+
+
+def test_levers_panel_is_the_json_levers(browser, economics_report):
+    """The report's "What to do next" panel: the levers table row by row as the JSON contract's `levers` (the
+    terminal's order, largest gain first), and the per-position acceptance chart drawn."""
+    p = Page(browser, economics_report)
+    assert p.console_errors() == []
+    rows = p.page.evaluate(LEVERS)
+    assert p.page.evaluate("specprof.data.analysis.levers.length") == 1  # one batch size: one table
+    lv = p.page.evaluate("specprof.data.analysis.levers[0]")
+    assert rows[0] == ["lever", "cycle ms", "accept len", "tokens/s (95% CI)", "speedup (95% CI)", "gain"]
+    assert [r[0] for r in rows[1:]] == [r["lever"] for r in lv["rows"]]
+    first = lv["rows"][0]
+    assert rows[1][4] == f"×{first['speedup']:.2f} ({first['speedup_ci'][0]:.2f}–{first['speedup_ci'][1]:.2f})"
+    assert rows[-1][5] == "needs a sweep"
+    assert p.page.locator("#acceptance-chart .main-svg").count() >= 1
+    assert "1 + the sum of P(at least i accepted) = 2.625" in p.page.inner_text("#levers")
 
 
 BREAKDOWN = "[...document.querySelectorAll('#breakdown table.grid tr')].map(r => [...r.cells].map(c => c.textContent))"

@@ -13,7 +13,9 @@ from specprof.analyzer.app import traces as many
 from specprof.analyzer.app.analyze import Options, RunInputs, baseline_exists
 from specprof.analyzer.app.run import Run, baseline_step, open_run
 from specprof.analyzer.derived.adaptive_config import adaptive_config
-from specprof.analyzer.derived.compare import compare_charges, differences
+from specprof.analyzer.derived.compare import compare_charges, differences, workload
+from specprof.analyzer.derived.drafters import compare_drafters
+from specprof.analyzer.derived.drafters import side as drafter_side
 from specprof.analyzer.derived.sweep_runs import fit_sweep
 from specprof.analyzer.derived.sweep import Sweep
 from specprof.analyzer.errors import SpecprofError
@@ -95,17 +97,19 @@ def write_report(run: str, output: str, options: Options = Options(), inputs: Ru
 
 
 def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | None = None, as_json: bool = False,
-                 fail_pct: float | None = None, allow_mixed: bool = False) -> Output:
+                 fail_pct: float | None = None, allow_mixed: bool = False, baseline: str | None = None) -> Output:
     """`specprof compare`: run B against run A per phase and category (a path, or `@ID` of the results database);
-    exit status 1 when B is slower than A by more than `fail_pct` percent. Runs of different engines, models,
-    tensor-parallel sizes or draft shapes are refused unless `allow_mixed`."""
+    exit status 1 when B is slower than A by more than `fail_pct` percent. Runs of different engines, target models,
+    tensor-parallel sizes or draft shapes are refused unless `allow_mixed`; runs that differ in their draft model
+    alone are two drafters, compared as such too (derived/drafters.py), each against the plain run `baseline`."""
     db = store.connect(db_path, create=False) if db_path else None
-    runs = [open_run(x, options, db=db) for x in (a, b)]
+    runs = [open_run(x, options, RunInputs(baseline_run=baseline), db=db) for x in (a, b)]
+    # (from the manifests alone: the check reads no sidecar)
+    settings = [(x, read_settings(manifest=manifest(r.files.path))) for x, r in zip((a, b), runs) if isinstance(r, Run)]
+    drafts = {s.draft_model for _, s in settings}
+    two_drafters = len(settings) == 2 and None not in drafts and len(drafts) == 2
     if not allow_mixed:
-        # (from the manifests alone: a comparison reads no sidecar)
-        setups = [(x, read_settings(manifest=manifest(r.files.path)).setup) for x, r in zip((a, b), runs)
-                  if isinstance(r, Run)]
-        setups = [(x, s) for x, s in setups if s is not None]
+        setups = [(x, workload(s.setup)) for x, s in settings if s.setup is not None]
         differ = differences(setups) if len(setups) == 2 else []
         if differ:
             raise SpecprofError("A and B are not one workload: " + "; ".join(differ) + " (their times per cycle "
@@ -117,7 +121,12 @@ def compare_runs(a: str, b: str, options: Options = Options(), db_path: str | No
                             "they measure different things; compare two runs without nsys (RUN/no-nsys), or two "
                             "captures under nsys")
     result = compare_charges(*(r.side() for r in runs))
-    out = Output(json_render.dumps(json_render.compare(result)) if as_json else terminal.compare(result))
+    drafters = None
+    if two_drafters:  # one target and workload, two draft models: each run's own economics side by side
+        drafters = compare_drafters(*(drafter_side(r.analysis(), x, s.draft_model)
+                                      for (x, s), r in zip(settings, runs)))
+    out = Output(json_render.dumps(json_render.compare(result, drafters)) if as_json
+                 else terminal.compare(result) + ("" if drafters is None else "\n" + terminal.drafters(drafters)))
     if fail_pct is not None and result.slower_than(fail_pct):
         out.stderr.append(terminal.slower(result, fail_pct))
         out.exit_code = 1

@@ -3,7 +3,7 @@
 
 `analyse(attribution, data)` makes, in this order and each inside its progress step: the cross-check, the per-rank
 results with each rank's cycle breakdown, the headline breakdown, the headline rank's attribution (`shown`), the
-draft's shape, the economics, the synchronize-timer estimate, and the views every renderer shows beside the tables
+draft's shape, the economics, the per-position acceptance and the levers, the synchronize-timer estimate, and the views every renderer shows beside the tables
 (derived/views.py: the phases' shares and per-instance times, the sums, the breakdown's totals). An `Analysis`
 holds these values and computes nothing more: its fields are plain values, and every table and field of the
 attribution reads as an attribute of its own (`a.phases`, `a.ops`, `a.trace`, `a.segments`, ...); with several
@@ -26,12 +26,14 @@ import polars as pl
 from specprof.analyzer import progress
 from specprof.analyzer.core.attribution import Attribution
 from specprof.analyzer.derived import breakdown as bd
+from specprof.analyzer.derived import levers as lv
 from specprof.analyzer.derived.answer import answer
 from specprof.analyzer.derived import views
+from specprof.analyzer.derived.acceptance import Acceptance
 from specprof.analyzer.derived.breakdown import CycleBreakdown
 from specprof.analyzer.derived.crosscheck import (ALIGNMENT_SCHEMA, DEFAULT_LOG_INTERVAL, consistency,
-                                                  PAIRS_SCHEMA, CrossCheck, crosscheck_of, reconcile_accept,
-                                                  reference_events, unprofiled_times)
+                                                  PAIRS_SCHEMA, CrossCheck, crosscheck_of, profiler_name,
+                                                  reconcile_accept, reference_events, unprofiled_times)
 from specprof.analyzer.derived.draft_shape import DraftShape
 from specprof.analyzer.derived.economics import Economics
 from specprof.analyzer.derived.ranks import Ranks, focus, per_rank, sidecar_ranks, unprofiled_events
@@ -68,6 +70,12 @@ class Analysis:
     # `DraftShape.kind` None for a run that does not draft
     draft_shape: DraftShape
     economics: Economics | None  # does speculation pay (docs/economics.md): None without a sidecar or a baseline
+    # per-position acceptance of the economics' headline request-rounds (derived/acceptance.py), one per batch-size
+    # group and K where the run spans several: empty for a run that does not draft or has no accept counts
+    acceptance: list[Acceptance]
+    # what each lever would give (derived/levers.py), from the economics' headline (one per batch-size group and K
+    # where the run spans several): empty without a cycle and an accept length, or for a run that does not draft
+    levers: list[lv.Levers]
     # what synchronize timers at every phase boundary would add (derived/sync_timers.py): None without two
     # consecutive cycles with phases
     sync_timers: SyncTimerEstimate | None
@@ -104,11 +112,14 @@ def analyse(attribution: Attribution, data: RunData | None = None,
     shape = draft_shape_of(attribution, data, check)
     with progress.step("the economics"):
         economics = economics_of(attribution, data, check, breakdown)
+    drafts = economics is not None and shape.kind is not None
+    acceptance, levers = lv.of_economics(economics, breakdown, shape.steps, profiler_name(attribution.trace)) \
+        if drafts else ([], [])
     sync = (sync_timers or estimate_sync_timers)(attribution)
     bsum = None if breakdown is None else views.breakdown_summary(breakdown)
     return Analysis(attribution=attribution, data=data, crosscheck=check, ranks=ranks, cycle_breakdown=breakdown,
-                    shown=shown, draft_shape=shape, economics=economics, sync_timers=sync,
-                    sync_calls=synchronize_calls(attribution),
+                    shown=shown, draft_shape=shape, economics=economics, acceptance=acceptance, levers=levers,
+                    sync_timers=sync, sync_calls=synchronize_calls(attribution),
                     phase_rows=views.phase_rows(shown.phases, shown.categories),
                     totals=views.totals(shown.phases, shown.unattributed, shown.devices),
                     breakdown_summary=bsum,
@@ -155,9 +166,11 @@ def analyse_sidecars(data: RunData) -> Analysis:
     shape = draft_shape_of(None, data, None)
     with progress.step("the economics"):
         economics = economics_of(None, data, None, None)
+    acceptance, levers = lv.of_economics(economics, breakdown, shape.steps) \
+        if economics is not None and shape.kind is not None else ([], [])
     bsum = None if breakdown is None else views.breakdown_summary(breakdown)
     return Analysis(attribution=None, data=data, crosscheck=check, ranks=None, cycle_breakdown=breakdown, shown=None,
-                    draft_shape=shape, economics=economics, sync_timers=None, sync_calls=None, phase_rows=None,
+                    draft_shape=shape, economics=economics, acceptance=acceptance, levers=levers, sync_timers=None, sync_calls=None, phase_rows=None,
                     totals=None,
                     breakdown_summary=bsum, notes=notes + list(data.settings.notes),
                     whole_run=whole_run_of(data, economics),

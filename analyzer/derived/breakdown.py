@@ -19,6 +19,8 @@ every cycle) without a `prefill`, less each thread's last one (nothing marks whe
   time), unprofiled_ns_per_cycle (the same phase in the run without the profiler, from its CUDA events; null
   without them), ratio (ns_per_cycle / unprofiled_ns_per_cycle), unprofiled_share (of the unprofiled period);
 - per_cycle: cycle, ns (each cycle's length on the stream);
+- categories: phase, category, ns_per_cycle (each phase's time per cycle by category: its busy kinds, `allreduce`
+  among them, and the idle gaps `launch`, `cpu_wait`, `idle`);
 - unprofiled_mean_ns: the cycle's period without the profiler (null without a twin run);
 - idle_ns, idle_gaps: the time the stream sat idle after a cycle, outside any phase, while the server had no
   running request (between requests, between the levels of a rising load): the idle, phase-less time of a cycle
@@ -66,6 +68,8 @@ class CycleBreakdown:
     unprofiled_mean_ns: int | None = None
     # Why this rank is the headline's (set on the headline breakdown only): "the only rank", "the straggler: ...".
     why: str | None = None
+    # phase, category, ns_per_cycle: each phase's time per cycle by category (busy kinds and the idle gaps)
+    categories: pl.DataFrame | None = None
     idle_ns: int = 0  # the idle time after cycles while no request ran, taken out of them (module docstring)
     idle_gaps: int = 0
     idle_cycles: pl.DataFrame | None = None  # cycle, ns: the idle time taken out of each cycle it followed
@@ -111,10 +115,12 @@ def _one(charges: pl.DataFrame, keep: pl.DataFrame, device: int, stream: int, ra
                             unprofiled_share=pl.lit(None, pl.Float64))
               .sort(["ns", "phase"], descending=[True, False])
               .select(list(PHASE_SCHEMA)).cast(PHASE_SCHEMA))
+    categories = (mine.with_columns(category=pl.col("category").cast(pl.Utf8)).group_by("phase", "category")
+                  .agg(ns_per_cycle=(pl.col("ns").sum() / n).round().cast(pl.Int64)).sort("phase", "category"))
     s = views.stats(per_cycle["ns"])
     return CycleBreakdown(device=int(device), stream=int(stream), cycles=n, mean_ns=int(round(total / n)),
                           median_ns=s["p50"], p90_ns=s["p90"], phases=phases, rank=int(rank),
-                          pid=None if pid is None else int(pid), per_cycle=per_cycle,
+                          pid=None if pid is None else int(pid), per_cycle=per_cycle, categories=categories,
                           idle_ns=int(gaps["wait"].sum() or 0), idle_gaps=gaps.height,
                           idle_cycles=gaps.select("cycle", ns="wait").sort("cycle"))
 

@@ -116,6 +116,15 @@ def baseline_differences(run: tuple[str, dict | None], baseline: tuple[str, dict
     return differences(setups) if len(setups) == 2 else []
 
 
+def workload(setup: dict | None) -> dict | None:
+    """A run's setup (model/settings.py `RunSettings.setup`) without its draft model: what two runs of one target
+    and workload share when they compare two drafters. The draft model's flags are the model flags that name a
+    draft."""
+    if setup is None:
+        return None
+    return {**setup, "model": {k: v for k, v in setup["model"].items() if "draft" not in k}}
+
+
 def _text(value) -> str:
     if isinstance(value, dict):
         return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or "(none given)"

@@ -90,18 +90,28 @@ def accept_measure(cycles: pl.DataFrame, runs: pl.DataFrame | None = None) -> Me
     known = cycles.filter(pl.col("requests").is_not_null() & (pl.col("requests") > 0))
     if known.is_empty():
         return None
-    c = known["correct"].to_numpy().astype(float)
-    r = known["requests"].to_numpy().astype(float)
+    labels = known.join(runs, on="file", how="left")["run"].to_list() \
+        if runs is not None and "file" in known.columns else None
+    m = ratio_measure(known["correct"].to_numpy(), known["requests"].to_numpy(), labels)
+    return Measure(m.value + 1.0, m.half, m.n, m.runs, m.basis)
+
+
+def ratio_measure(counts, totals, labels=None) -> Measure:
+    """sum(counts) / sum(totals) over clusters (a cycle each: its request-rounds share the cycle's conditions) with
+    its 95 % interval: the ratio estimator's standard error over the clusters, or, with `labels` (the repeated run
+    of each cluster) naming two runs or more, the run ratios' spread where wider. The accept length is this plus 1
+    (the bonus token); per-position acceptance (derived/acceptance.py) is this per position."""
+    c = np.asarray(counts, dtype=float)
+    r = np.asarray(totals, dtype=float)
     ratio = c.sum() / r.sum()
     n = len(c)
     half = (t975(n - 1) * math.sqrt(((c - ratio * r) ** 2).sum() / (n * (n - 1))) / r.mean()) if n > 1 else math.inf
-    out = Measure(ratio + 1.0, half, n)
-    if runs is not None and "file" in known.columns:
-        labels = known.join(runs, on="file", how="left")["run"].to_list()
+    out = Measure(ratio, half, n)
+    if labels is not None:
         names = list(dict.fromkeys(labels))
         if len(names) > 1:
             lab = np.asarray(labels)
-            means = np.array([c[lab == x].sum() / r[lab == x].sum() + 1.0 for x in names])
+            means = np.array([c[lab == x].sum() / r[lab == x].sum() for x in names])
             between = t975(len(names) - 1) * float(means.std(ddof=1)) / math.sqrt(len(names))
             out = Measure(out.value, max(half, between), n, len(names), "runs" if between > half else "cycles")
     return out
@@ -131,6 +141,10 @@ class Economics:
     baseline_lo_ns: int | None = None  # the baseline step's 95 % interval (None for a given number)
     baseline_hi_ns: int | None = None
     draft_tree: dict | None = None  # DraftShape.as_tree(): a tree draft's topk and tokens; None for a chain
+    # the headline estimate's request-rounds (file, cycle, request, correct, twin): what its accept length is the mean of,
+    # and per-position acceptance (derived/acceptance.py) is read from; None without accept counts
+    rounds: pl.DataFrame | None = None
+    every_round: pl.DataFrame | None = None  # the same source's request-rounds of every cycle, what groups select from
     groups: object = None  # derived/groups.py BatchGroups: the economics per batch size and K; None without sidecar
 
     @property

@@ -28,6 +28,8 @@ period: between requests, between ramp levels), counted once (`idle_of`), in no 
   the run's time in it: sum(cycles x accept length x plain step) / sum(cycles x cycle period)); None with one group.
 - `idle_ns`, `idle_gaps`: the run's idle time outside every cycle (headline source), and in how many gaps.
 - `notes`: how the groups were made, groups without a baseline.
+- `members`: the headline source's decode cycles of each group (batch_group, steps, file, index): per-position
+  acceptance and the levers per group (derived/acceptance.py, derived/levers.py) take a group's cycles from it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class BatchGroups:
     idle_ns: int = 0
     idle_gaps: int = 0
     notes: list[str] = field(default_factory=list)
+    # the headline source's decode cycles of each group: batch_group, steps, file, index (the sidecar's cycle)
+    members: pl.DataFrame | None = None
 
     @property
     def several(self) -> bool:
@@ -226,11 +230,14 @@ def batch_groups(sources: list[tuple], plain=None, steps: int | None = None,
             base[batch] = mean_measure(part["period"].to_numpy(),
                                        part["run"].to_list() if runs is not None else None)
     rows, phase_rows, missing = [], [], set()
+    members = None
     for source, profiled, x in measured:
         g_all = grouped(x.all, edges, steps)
         g_kept = g_all.join(x.cycles.select("file", "index"), on=["file", "index"], how="semi").filter(
             pl.col("decode") & pl.col("batch").is_not_null())
         p = group_periods(g_all).join(g_kept.select("file", "index"), on=["file", "index"], how="semi")
+        if members is None:
+            members = g_kept.select(batch_group="batch", steps="steps", file="file", index="index")
         busy = p.filter(~pl.col("idle"))
         if x.runs is not None:
             busy = busy.join(x.runs, on="file", how="left")
@@ -267,7 +274,7 @@ def batch_groups(sources: list[tuple], plain=None, steps: int | None = None,
     for batch in sorted(missing, key=lambda s: int(s.split("-")[0])):
         notes.append(f"the baseline has no plain decode step at batch {batch}: no speedup there (a step at "
                      "another batch size is not one at this)")
-    out = BatchGroups(table, pl.DataFrame(phase_rows, schema=PHASE_SCHEMA, orient="row"), notes=notes)
+    out = BatchGroups(table, pl.DataFrame(phase_rows, schema=PHASE_SCHEMA, orient="row"), notes=notes, members=members)
     out.idle_ns, out.idle_gaps = idle_of(grouped(head.all, edges, steps).join(
         head.cycles.select("file"), on="file", how="semi"))
     if out.several:

@@ -47,16 +47,31 @@ class Measured:
     accepts: pl.DataFrame  # the sidecars' accept counts (file, cycle, request, correct), every cycle's
 
     @property
+    def file_rounds(self) -> pl.DataFrame:
+        """`rounds` with the sidecar file of each (file first)."""
+        every = self.every_round
+        if not every.height:
+            return every
+        return every.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
+
+    @property
+    def every_round(self) -> pl.DataFrame:
+        """The request-rounds of every cycle of the sidecars (file, cycle, request, correct, twin): what a batch-size
+        group's cycles (file, index; derived/groups.py, over every cycle of a twin) select from."""
+        schema = {"file": self.accepts.schema.get("file", pl.Int64), "cycle": pl.Int64, "request": pl.Int64,
+                  "correct": pl.Int64, "twin": pl.Utf8}
+        if not self.accepts.height:
+            return pl.DataFrame(schema=schema)
+        seen = self.accepts
+        seen = seen.join(self.runs, on="file", how="left").rename({"run": "twin"}) if self.runs is not None \
+            else seen.with_columns(twin=pl.lit(None, dtype=pl.Utf8))
+        return seen.select("file", "cycle", "request", "correct", "twin")
+
+    @property
     def rounds(self) -> pl.DataFrame:
         """The request-rounds of the cycles kept: cycle, request, correct, twin (the repeated twin's folder;
         null under the profiler)."""
-        schema = {"cycle": pl.Int64, "request": pl.Int64, "correct": pl.Int64, "twin": pl.Utf8}
-        if not self.accepts.height:
-            return pl.DataFrame(schema=schema)
-        seen = self.accepts.join(self.cycles.select("file", cycle="index"), on=["file", "cycle"], how="semi")
-        seen = seen.join(self.runs, on="file", how="left").rename({"run": "twin"}) if self.runs is not None \
-            else seen.with_columns(twin=pl.lit(None, dtype=pl.Utf8))
-        return seen.select("cycle", "request", "correct", "twin")
+        return self.file_rounds.drop("file")
 
 
 def window_measured(sides: Sidecars, first: int | None, last: int | None, twin: bool) -> Measured:
@@ -92,14 +107,15 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     under = cc.profiler_name(a.trace) if a is not None else "nsys"  # None: a run without nsys, `baseline` its own
     base_m = baseline_measure if baseline_measure is not None else (
         econ.Measure(baseline_ns, None, 0, basis="given") if baseline_ns else None)
+    measured = []  # the sidecar measurements, headline first
     if sidecars is not None or a is None:
         first, last = aligned_cycles(check)
         if baseline is not None:
-            rows.append(_estimate(f"sidecar without {under}", False, window_measured(baseline, first, last, True),
-                                  baseline_ns, steps, base_m))
+            measured.append(window_measured(baseline, first, last, True))
+            rows.append(_estimate(f"sidecar without {under}", False, measured[-1], baseline_ns, steps, base_m))
         if sidecars is not None:
-            rows.append(_estimate(f"sidecar under {under}", True, window_measured(sidecars, first, last, False),
-                                  baseline_ns, steps, base_m))
+            measured.append(window_measured(sidecars, first, last, False))
+            rows.append(_estimate(f"sidecar under {under}", True, measured[-1], baseline_ns, steps, base_m))
     elif a.cycles.height and baseline_ns is not None:  # no sidecar: only with a baseline is there anything to say
         m = econ.period_measure(a.cycles)
         rows.append(econ.estimate(f"trace cycle ranges under {under}", True, m.n if m else 0,
@@ -118,7 +134,10 @@ def economics_for(a: Attribution, sidecars: Sidecars | None, baseline: Sidecars 
     twin = (f"`specprof capture --no-nsys ... -o {os.path.join(run, BASELINE_DIR)} -- <the same command>`, then "
             f"analyze {run} again" if run else
             "`specprof capture --no-nsys -o RUN/no-nsys -- <the same command>` (docs/capture.md)")
-    return econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
+    out = econ.economics(rows, baseline_ns, baseline_source, notes, waits, under, twin, base_m)
+    if measured and measured[0].accept is not None:
+        out.rounds, out.every_round = measured[0].file_rounds, measured[0].every_round
+    return out
 
 
 def economics_of(a: Attribution | None, data: RunData, check: cc.CrossCheck | None, breakdown: CycleBreakdown | None

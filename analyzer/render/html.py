@@ -3,7 +3,7 @@
 Python builds a view model (plain JSON: the analysis tables, columnar, with times in integer
 nanoseconds relative to the capture's start (TraceMeta.start_ns), and display-only downsampling for big captures);
 the app in `report/` draws it in the browser: one module per panel (`breakdown.js`, `timeline.js`, `phases.js`,
-`kernels.js`, `cycles.js`, `checks.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
+`kernels.js`, `cycles.js`, `checks.js`, `levers.js`, `header.js`), the context they share (`common.js`) and the entry point (`main.js`),
 put together here into the page's one script. What each panel shows: docs/report.md.
 
 Names (kernels, ranges, threads, the command line) come from other people's programs. They travel
@@ -91,7 +91,7 @@ def write(a: Analysis, path: str, manifest: dict | None = None) -> str:
 
 
 REPORT_MODULES = ("common.js", "timeline.js", "header.js", "breakdown.js", "phases.js", "kernels.js", "cycles.js",
-                  "checks.js", "main.js")
+                  "checks.js", "levers.js", "main.js")
 
 
 def app_script() -> str:
@@ -445,8 +445,10 @@ def _delta(values) -> list[int]:
 # analyzer/derived/economics.py); converted to plain JSON here without interpretation.
 
 
-PANEL_SKIP = ("pairs",)  # per-instance tables: too long to embed, and the panels draw the per-phase ones
+PANEL_SKIP = ("pairs", "rounds", "every_round")  # per-instance and per-request-round tables: too long to embed; the panels draw
+# the per-phase ones, and per-position acceptance (`analysis.acceptance`) the request-rounds
 PANEL_ROWS = 500
+NESTED_SKIP = ("members",)  # the batch-size groups' cycles (derived/groups.py): per cycle, drawn by no panel
 
 
 def _optional(obj):
@@ -467,7 +469,8 @@ def _plain(obj, depth: int = 0):
     if isinstance(obj, pl.DataFrame):
         return [_plain(r, depth + 1) for r in obj.head(PANEL_ROWS).iter_rows(named=True)]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)}
+        return {f.name: _plain(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj)
+                if f.name not in NESTED_SKIP}
     if isinstance(obj, dict):
         return {str(k): _plain(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -161,6 +161,10 @@ def _document(a: Analysis) -> dict:
         # Additive (docs/crosscheck.md, docs/economics.md): null unless sidecars were given.
         "crosscheck": crosscheck(a.crosscheck) if a.crosscheck is not None else None,
         "economics": economics(a.economics) if a.economics is not None else None,
+        # Additive (docs/economics.md, "Per-position acceptance" and "Levers"): one entry per batch-size group (the
+        # whole run: group null); empty for a run that does not draft or has no accept counts.
+        "acceptance": [acceptance(x) for x in getattr(a, "acceptance", None) or []],
+        "levers": [levers(x) for x in getattr(a, "levers", None) or []],
         # Additive (docs/economics.md): the workload as its client saw it; null without client records.
         "whole_run": whole_run(a.whole_run) if getattr(a, "whole_run", None) is not None else None,
         "sync_timer_estimate": sync_timers(a.sync_timers) if getattr(a, "sync_timers", None) else None,
@@ -401,6 +405,30 @@ def draft_shape(shape) -> dict | None:
             "description": shape.description}
 
 
+def acceptance(acc) -> dict:
+    """An entry of `acceptance`: derived/acceptance.py Acceptance."""
+    return {"group": acc.group, "steps": acc.steps, "rounds": acc.rounds, "accept_len": num(acc.accept_len, 4),
+            "positions": [{"position": r["position"], "reached": r["reached"], "accepted": r["accepted"],
+                           "at_least": num(r["at_least"], 4),
+                           "at_least_ci": _pair(num(r["at_least_lo"], 4), num(r["at_least_hi"], 4)),
+                           "rate": num(r["rate"], 4), "rate_ci": _pair(num(r["rate_lo"], 4), num(r["rate_hi"], 4))}
+                          for r in acc.positions.iter_rows(named=True)]}
+
+
+def levers(lv) -> dict:
+    """An entry of `levers`: derived/levers.py Levers."""
+    return {"group": lv.group, "source": lv.source, "basis": lv.basis, "cycle_ms": ms_or_null(lv.cycle_ns),
+            "accept_len": num(lv.accept_len, 4), "speedup": num(lv.speedup, 4),
+            "tokens_per_s": num(lv.tokens_per_s, 1),
+            "rows": [{"lever": r["lever"], "kind": r["kind"], "cycle_ms": ms_or_null(r["cycle_ns"]),
+                      "accept_len": num(r["accept_len"], 4), "tokens_per_s": num(r["tokens_per_s"], 1),
+                      "tokens_per_s_ci": _pair(num(r["tokens_per_s_lo"], 1), num(r["tokens_per_s_hi"], 1)),
+                      "speedup": num(r["speedup"], 4), "speedup_ci": _pair(num(r["speedup_lo"], 4),
+                                                                           num(r["speedup_hi"], 4)),
+                      "gain": num(r["gain"], 4), "held": r["held"]}
+                     for r in lv.rows.iter_rows(named=True)]}
+
+
 def whole_run(w) -> dict:
     """`whole_run`: derived/whole_run.py `WholeRun`, times in ms."""
     def one(r) -> dict:
@@ -548,7 +576,7 @@ def sweep(s: Sweep) -> dict:
     }
 
 
-def compare(c: Comparison) -> dict:
+def compare(c: Comparison, drafters=None) -> dict:
     return {
         "schema": COMPARE_SCHEMA,
         "unit": c.unit,
@@ -565,7 +593,34 @@ def compare(c: Comparison) -> dict:
                         "diff_ms": ms_or_null(r["diff_ns"]), "ratio": num(r["ratio"], 4)}
                        for r in c.categories.iter_rows(named=True)],
         "notes": c.notes,
+        # Additive: two drafters of one target and workload (derived/drafters.py); null otherwise.
+        "drafters": None if drafters is None else _drafters(drafters),
     }
+
+
+def _drafter_side(s: dict) -> dict:
+    return {"path": s["path"], "draft_model": s["draft_model"], "source": s.get("source"),
+            "accept_len": num(s.get("accept_len"), 4),
+            "accept_len_ci": _pair(num(s.get("accept_len_lo"), 4), num(s.get("accept_len_hi"), 4)),
+            "cycle_ms": ms_or_null(s.get("cycle_ns")),
+            "cycle_ms_ci": _pair(ms_or_null(s.get("cycle_lo_ns")), ms_or_null(s.get("cycle_hi_ns"))),
+            "draft_ms": ms_or_null(s.get("draft_ns")), "draft_basis": s.get("draft_basis"),
+            "tokens_per_s": num(s.get("tokens_per_s"), 1),
+            "tokens_per_s_ci": _pair(num(s.get("tokens_per_s_lo"), 1), num(s.get("tokens_per_s_hi"), 1)),
+            "speedup": num(s.get("speedup"), 4), "speedup_ci": _pair(num(s.get("speedup_lo"), 4),
+                                                                     num(s.get("speedup_hi"), 4))}
+
+
+def _drafters(d) -> dict:
+    return {"a": _drafter_side(d.a), "b": _drafter_side(d.b),
+            "positions": [{"position": r["position"],
+                           **{f"{s}_{c}": num(r[f"{s}_{c}"], 4) for s in "ab" for c in ("at_least", "rate")},
+                           **{f"{s}_{c}_ci": _pair(num(r[f"{s}_{c}_lo"], 4), num(r[f"{s}_{c}_hi"], 4))
+                              for s in "ab" for c in ("at_least", "rate")},
+                           "a_drafted": r["a_drafted"], "b_drafted": r["b_drafted"],
+                           "at_least_diff": num(r["at_least_diff"], 4)} for r in d.positions.iter_rows(named=True)],
+            "ratio": num(d.ratio, 4), "ratio_ci": _pair(num(d.ratio_lo, 4), num(d.ratio_hi, 4)),
+            "faster": d.faster, "verdict": d.verdict}
 
 
 def render(a: Analysis) -> str:

@@ -331,6 +331,43 @@ def economics(e: Economics) -> str:
     return text
 
 
+def acceptance(acc) -> str:
+    """Per-position acceptance (derived/acceptance.py)."""
+    rows = [[str(r["position"]), f"{r['reached']:,}", f"{r['accepted']:,}",
+             pct(r["at_least"]) + _ci(_pc(r["at_least_lo"]), _pc(r["at_least_hi"]), 1),
+             ("-" if r["rate"] is None else pct(r["rate"])) + _ci(_pc(r["rate_lo"]), _pc(r["rate_hi"]), 1)]
+            for r in acc.positions.iter_rows(named=True)]
+    where = "" if acc.group is None else f"{acc.group}: "
+    return (f"Acceptance per draft position ({where}{acc.rounds:,} request-rounds, K={acc.steps}; the cycles the accept "
+            f"length is measured over): 1 + the sum of P(at least i accepted) = {acc.accept_len:.3f}, the accept "
+            "length\n" + table(["position", "reached", "accepted", "P(at least i accepted) (95% CI)",
+                                 "rate given 1..i-1 accepted (95% CI)"], rows, "rrrrr"))
+
+
+def _pc(x):
+    return None if x is None else 100 * x
+
+
+def levers(lv) -> str:
+    """What each lever would give (derived/levers.py), largest gain first."""
+    rows = [[clean(r["lever"], 60), f_ms_or_dash(r["cycle_ns"]), f_num(r["accept_len"]),
+             ("-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}")
+             + _ci(r["tokens_per_s_lo"], r["tokens_per_s_hi"], 0),
+             ("-" if r["speedup"] is None else f_x(r["speedup"])) + _ci(r["speedup_lo"], r["speedup_hi"], 2),
+             "needs a sweep" if r["kind"] == "steps" else ("-" if r["gain"] is None else f"{100 * r['gain']:+.1f}%")]
+            for r in lv.rows.iter_rows(named=True)]
+    now = (f"now cycle {f_ms(lv.cycle_ns)} ms, accept length {lv.accept_len:.3f}"
+           + ("" if lv.speedup is None else f", speedup {f_x(lv.speedup)}"))
+    where = "" if lv.group is None else f"{lv.group}, "
+    return (f"Levers: what each change would give, largest gain first ({where}from the cycle measured by the {lv.source}; "
+            f"{now}; phases' {lv.basis}; docs/economics.md, \"Levers\")\n"
+            + table(["lever", "cycle ms", "accept len", "tokens/s (95% CI)", "speedup (95% CI)", "gain"], rows,
+                    "lrrrrr")
+            + "\n" + bullets(["each row changes one thing and holds the rest: a phase's saving holds its share of "
+                               "the cycle and the accept length; an acceptance lever holds the cycle; the intervals "
+                               "carry the measured cycle's, accept length's and plain step's"]))
+
+
 def whole_run(w) -> str:
     rows = [[side, clean(r.path), f"{r.requests:,}", f"{r.tokens:,}", f_ms_or_dash(r.wall_ns), f_num(r.tokens_per_s, 0)]
             + ([f_ms_or_dash(r.split.parts[p]) for p in WHOLE_RUN_PARTS] if r.split is not None
@@ -575,6 +612,10 @@ def render(a: Analysis, cycle_limit: int = 10, phase_limit: int = 20, brief: boo
         parts.append(crosscheck(a.crosscheck))
     if a.economics is not None:
         parts.append(economics(a.economics))
+    for acc in getattr(a, "acceptance", None) or []:
+        parts.append(acceptance(acc))
+    for lv in getattr(a, "levers", None) or []:
+        parts.append(levers(lv))
     if getattr(a, "whole_run", None) is not None:
         parts.append(whole_run(a.whole_run))
     if getattr(a, "sync_timers", None) is not None:
@@ -712,6 +753,37 @@ def compare(c: Comparison, limit: int = 40) -> str:
     if c.notes:
         text += "\n\nNotes\n" + bullets(c.notes)
     return text + "\n"
+
+
+def drafters(d) -> str:
+    """Two drafters side by side (derived/drafters.py)."""
+    def one(x):
+        return [clean(x["draft_model"] or "-", 50), f_num(x.get("accept_len")) + _ci(x.get("accept_len_lo"),
+                                                                                  x.get("accept_len_hi"), 3),
+                f_ms_or_dash(x.get("cycle_ns")), f_ms_or_dash(x.get("draft_ns")),
+                ("-" if x.get("tokens_per_s") is None else f"{x['tokens_per_s']:,.0f}")
+                + _ci(x.get("tokens_per_s_lo"), x.get("tokens_per_s_hi"), 0),
+                ("-" if x.get("speedup") is None else f_x(x["speedup"])) + _ci(x.get("speedup_lo"),
+                                                                               x.get("speedup_hi"), 2)]
+    sides = [["A"] + one(d.a), ["B"] + one(d.b)]
+    pos = [[str(r["position"]),
+            (pct(r["a_at_least"]) + _ci(_pc(r["a_at_least_lo"]), _pc(r["a_at_least_hi"]), 1)) if r["a_drafted"]
+            else "not drafted",
+            (pct(r["b_at_least"]) + _ci(_pc(r["b_at_least_lo"]), _pc(r["b_at_least_hi"]), 1)) if r["b_drafted"]
+            else "not drafted",
+            "-" if r["at_least_diff"] is None else f"{100 * r['at_least_diff']:+.1f}",
+            ("-" if r["a_rate"] is None else pct(r["a_rate"])) + _ci(_pc(r["a_rate_lo"]), _pc(r["a_rate_hi"]), 1),
+            ("-" if r["b_rate"] is None else pct(r["b_rate"])) + _ci(_pc(r["b_rate_lo"]), _pc(r["b_rate_hi"]), 1)]
+           for r in d.positions.iter_rows(named=True)]
+    basis = d.a.get("draft_basis") or "-"
+    return ("Two drafters (one target and workload, different draft models; each run's economics headline; draft: "
+            f"draft and draft_extend ms per cycle, {basis})\n"
+            + table(["", "draft model", "accept len (95% CI)", "cycle ms", "draft ms", "tokens/s (95% CI)",
+                     "speedup (95% CI)"], sides, "llrrrrr")
+            + "\n\nAcceptance per draft position, A against B\n"
+            + table(["position", "A: P(at least i)", "B: P(at least i)", "B - A points", "A: rate given 1..i-1",
+                     "B: rate given 1..i-1"], pos, "rrrrrr")
+            + "\n" + bullets(d.verdict) + "\n")
 
 
 def runs(listed: pl.DataFrame, db_path: str) -> str:

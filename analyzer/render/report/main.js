@@ -115,7 +115,8 @@ function app(D) {
   var head = headerPanels(R), cycles = cyclesPanels(R), checks = checksPanels(R);
   var header = head.header, runFacts = head.runFacts, breakdown = breakdownPanel(R).breakdown,
     phaseBars = phasesPanel(R).phaseBars, kernels = kernelsPanel(R).kernels, cycleSeries = cycles.cycleSeries,
-    cycleHist = cycles.cycleHist, crosscheck = checks.crosscheck, economics = checks.economics;
+    cycleHist = cycles.cycleHist, crosscheck = checks.crosscheck, economics = checks.economics,
+    levers = leversPanel(R).levers;
 
   // Every panel is drawn here, as the page loads, the first screen's first (`interactive_ms`: from then on the page
   // would answer input; `ready_ms`: every panel drawn). Each panel's drawing time is `<panel>_ms` in
@@ -130,7 +131,7 @@ function app(D) {
   [header, runFacts, breakdown, drawTimeline, phaseBars, kernels].forEach(run);
   T.interactive_ms = performance.now();
   window.specprofInteractive = true;
-  [cycleSeries, cycleHist, crosscheck, economics].forEach(run);
+  [cycleSeries, cycleHist, crosscheck, economics, levers].forEach(run);
   T.drawn_ms = performance.now();
   Promise.all(plots).then(function () {
     T.ready_ms = performance.now();
