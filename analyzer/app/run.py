@@ -149,17 +149,6 @@ class StoredRun:
     def __init__(self, db, arg: str):
         self.db, self.path, self.id = db, arg, store.parse_run_id(arg)
 
-    def report_analysis(self) -> Analysis:
-        """The analysis an HTML report draws: a trace's (its timeline, kernels and phases need one); a run made
-        without nsys is refused in one line, naming what shows it."""
-        a = self.analysis()
-        if not a.traced:
-            raise SpecprofError(f"{self.path}: a run made without nsys (its sidecars alone): the HTML report draws a "
-                                "trace's timeline, kernels and phases, and needs a capture under nsys; `specprof "
-                                "analyze` shows this run (its breakdown from CUDA events, accept length, "
-                                "economics)", self.path)
-        return a
-
     def side(self) -> Side:
         return store.charges(self.db, self.id)
 

@@ -47,20 +47,27 @@ _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)([^\]]*)\]")
 _TP = re.compile(r"\bTP(\d+)\b")
 
 
-def parse(lines) -> pl.DataFrame:
-    """The `accept len` lines among `lines` (an iterable of str)."""
-    rows = []
+def _found(lines, pattern: re.Pattern):
+    """(line number, text, match, the line's time as written or None, its TP rank or None) for each of `lines` (an
+    iterable of str) where `pattern` is found."""
     for number, text in enumerate(lines, start=1):
-        m = _ACCEPT.search(text)
+        m = pattern.search(text)
         if m is None:
             continue
         prefix = _PREFIX.match(text)
         tp = _TP.search(prefix.group(2)) if prefix else None
+        yield number, text, m, prefix.group(1) if prefix else None, int(tp.group(1)) if tp else None
+
+
+def parse(lines) -> pl.DataFrame:
+    """The `accept len` lines among `lines` (an iterable of str)."""
+    rows = []
+    for number, text, m, time, tp in _found(lines, _ACCEPT):
         rate, running, thr = _RATE.search(text), _RUNNING.search(text), _THROUGHPUT.search(text)
         rows.append((
             number,
-            prefix.group(1) if prefix else None,
-            int(tp.group(1)) if tp else None,
+            time,
+            tp,
             int(running.group(1)) if running else None,
             float(m.group(1)),
             float(rate.group(1)) if rate else None,
@@ -76,15 +83,7 @@ _SWITCH = re.compile(r"Switch adaptive runtime state: steps (\d+) -> (\d+), draf
 
 def step_switches(lines) -> pl.DataFrame:
     """The adaptive worker's `Switch adaptive runtime state` lines among `lines` (an iterable of str), in order."""
-    rows = []
-    for number, text in enumerate(lines, start=1):
-        m = _SWITCH.search(text)
-        if m is None:
-            continue
-        prefix = _PREFIX.match(text)
-        tp = _TP.search(prefix.group(2)) if prefix else None
-        rows.append((number, prefix.group(1) if prefix else None, int(tp.group(1)) if tp else None,
-                     *map(int, m.groups())))
+    rows = [(number, time, tp, *map(int, m.groups())) for number, _, m, time, tp in _found(lines, _SWITCH)]
     return pl.DataFrame(rows, schema=SWITCHES_SCHEMA, orient="row")
 
 
