@@ -373,7 +373,7 @@ class FakeServer:
                     if len(server.seen) == stop_after:
                         with open(sidecar, "a") as fh:
                             fh.write('{"type":"capture","event":"stop","after_cycle":9,"decode_cycles":9,"ns":1}\n')
-                time.sleep(0.4)
+                time.sleep(1.0)  # long enough for every request of a level to be in flight, on a loaded machine
                 with lock:
                     server.busy -= 1
                 n = body["sampling_params"]["max_new_tokens"]
@@ -386,7 +386,10 @@ class FakeServer:
             def log_message(self, *args):
                 pass
 
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            request_queue_size = 64  # a level's 16 requests connect at once (the default backlog is 5)
+
+        self.http = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
         self.port = self.http.server_address[1]
 
