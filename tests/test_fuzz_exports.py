@@ -103,7 +103,7 @@ def test_the_c_modules_under_address_and_undefined_behaviour_sanitizers(tmp_path
         import fuzz_exports
         counts = fuzz_exports.run({MUTANTS // 2}, seed={SEED + 1}, indexed=False)  # indexes: SQLite's, not the C code's
         print(counts["mutants"], "mutants", len(counts["failures"]), "failures")
-        print("\n".join(counts["failures"]))
+        print(*counts["failures"], sep=chr(10))
         sys.exit(1 if counts["failures"] else 0)
     """)
     fuzz = subprocess.run([sys.executable, "-c", script], cwd=pkg, env=env, capture_output=True, text=True,
